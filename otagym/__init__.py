@@ -1,0 +1,23 @@
+"""otagym: a Gymnasium environment for privacy in over-the-air federated learning.
+
+Importing ``otagym`` registers ``otagym/OTAPrivacy-v0`` (entry point :class:`otagym.env.OTAPrivacyEnv`, vector entry
+point :class:`otagym.env.OTAPrivacyVectorEnv`).
+"""
+
+from gymnasium.envs.registration import register, registry
+
+from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.scenario import PRESETS, Scenario, get_scenario
+
+__all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scenario", "PRESETS", "get_scenario", "ENV_ID"]
+__version__ = "0.1.0"
+
+ENV_ID = "otagym/OTAPrivacy-v0"
+
+if ENV_ID not in registry:
+    register(
+        id=ENV_ID,
+        entry_point="otagym.env:OTAPrivacyEnv",
+        vector_entry_point="otagym.env:OTAPrivacyVectorEnv",
+        kwargs={"scenario": "paper-mnist"},
+    )

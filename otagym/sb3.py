@@ -1,0 +1,86 @@
+"""Adapter from the native :class:`~otagym.env.OTAPrivacyVectorEnv` to stable-baselines3's ``VecEnv`` API.
+
+SB3 wants same-step autoreset, a list of per-env info dicts, ``terminal_observation`` in the info of an env whose
+episode just ended, and ``TimeLimit.truncated``. The native env already autoresets on the same step; this adapter only
+reshapes its outputs. Requires ``stable-baselines3`` (the ``rl`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
+
+from otagym.env import OTAPrivacyVectorEnv
+
+__all__ = ["OTAPrivacySB3VecEnv"]
+
+#: Scalar entries of each step's info copied into SB3's per-env dicts (cheap and enough for callbacks/loggers).
+INFO_KEYS = ("x", "receive_scaling", "leakage", "convergence_cost", "convergence_cost_mean")
+
+
+class OTAPrivacySB3VecEnv(VecEnv):
+    """SB3 ``VecEnv`` over N model-A episodes stepped natively in numpy.
+
+    Args:
+        num_envs: N.
+        **env_kwargs: passed to :class:`~otagym.env.OTAPrivacyVectorEnv` (``scenario``, reward settings, Scenario
+            overrides, ...).
+
+    Per-env infos carry :data:`INFO_KEYS` every step, and at the end of an episode ``terminal_observation``,
+    ``TimeLimit.truncated`` (False: episodes terminate after T rounds), ``episode_dp_epsilon`` (mean over devices)
+    and ``episode_rdp`` (mean cumulative RDP at alpha over devices).
+    """
+
+    def __init__(self, num_envs: int = 8, **env_kwargs: Any) -> None:
+        self.venv = OTAPrivacyVectorEnv(num_envs=num_envs, **env_kwargs)
+        super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)
+        self._actions: np.ndarray | None = None
+        self._seed: int | None = None
+
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        # One generator drives all envs of the native vector env, so one seed is kept (SB3 passes seed + idx).
+        self._seed = seed
+        return [seed] * self.num_envs
+
+    def reset(self) -> np.ndarray:
+        seed = self._seed if self._seed is not None else self._seeds[0]
+        obs, _ = self.venv.reset(seed=seed)
+        self._seed = None
+        self._reset_seeds()
+        self._reset_options()
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self):
+        obs, reward, terminated, truncated, info = self.venv.step(self._actions)
+        dones = terminated | truncated
+        infos: list[dict[str, Any]] = [{k: info[k][i] for k in INFO_KEYS} for i in range(self.num_envs)]
+        if dones.any():
+            final_obs, final_info = info["final_obs"], info["final_info"]
+            for i in np.flatnonzero(dones):
+                infos[i]["terminal_observation"] = final_obs[i]
+                infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+                infos[i]["episode_rdp"] = float(final_info["rdp_cumulative"][i].mean())
+                if "dp_epsilon" in final_info:
+                    infos[i]["episode_dp_epsilon"] = float(final_info["dp_epsilon"][i].mean())
+        return obs, reward.astype(np.float32), dones, infos
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        return [getattr(self.venv, attr_name)] * len(self._get_indices(indices))
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        setattr(self.venv, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args, indices: VecEnvIndices = None, **method_kwargs) -> list[Any]:
+        result = getattr(self.venv, method_name)(*method_args, **method_kwargs)
+        return [result] * len(self._get_indices(indices))
+
+    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))
