@@ -95,7 +95,7 @@ class Rounds:
         self.trace: NDArray | None = None
         self._log10_snr_scale = np.log10(self.model.inv_k2 * self.model.x_max / self.model.cost_scale)
         self._log10_hmin_scale = float(np.log10(self.model.x_max / self.model.cost_scale))
-        self._obs = np.zeros((n, self.obs_dim), dtype=np.float32)
+        self._obs = np.zeros((n, self.obs_dim), dtype=np.float32, order="F")  # columns filled from device-major data
 
     # --- episode boundaries ----------------------------------------------------------------------------------
     def reset(
@@ -194,7 +194,7 @@ class Rounds:
         u = model.class_inverse_noise_var(eta)  # (N, C)
         class_rdp = model.curve.rdp(u)
         class_sigma = u ** -0.5  # u > 0: x > 0 and h_min^2 > 0
-        leak = class_rdp @ model.class_counts
+        leak = (class_rdp * model.class_counts).sum(axis=-1)  # not @: BLAS order depends on N
         cost = model.convergence_cost(x, self.h_min2)
         if self.reward_mode == "lagrangian":
             reward = -leak - self.reward_lambda * (cost - s.nu)
@@ -243,9 +243,13 @@ class Rounds:
         return obs.copy()
 
     def reset_info(self) -> dict[str, NDArray]:
-        """Constants of the new episodes that policies may use: placement and mean channel gains."""
+        """Constants of the new episodes that policies may use (placement, mean gains) and the first channel."""
         return {"distances_m": self.distances_m.copy(), "mean_channel_gain": self.mean_gain.copy(),
-                "channel_gain": self.gains.copy(), "h_min2": self.h_min2.copy()}
+                **self.next_channel_info()}
+
+    def next_channel_info(self) -> dict[str, NDArray]:
+        """The channel of the round the next action applies to, in float64 (the observation has it log-scaled)."""
+        return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy()}
 
 
 def _observation_space(m: int) -> spaces.Box:
@@ -301,8 +305,9 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     ``info`` (every step): ``round``, ``x``, ``receive_scaling`` (eta), ``h_min2``, ``channel_gain`` (|h_m|^2),
     ``noise_multiplier`` (M), ``rdp_round`` (M, at alpha), ``rdp_cumulative`` (M), ``leakage`` (L_t),
     ``convergence_cost`` (c_t), ``convergence_cost_mean`` (average c so far), ``transmit_power_w`` (M, eq. (14));
-    at the last step also ``dp_epsilon`` (M, at delta over all ``dp_orders``) and ``dp_order``. ``reset`` returns
-    ``distances_m``, ``mean_channel_gain`` (1/PL_m), ``channel_gain`` and ``h_min2``.
+    at the last step also ``dp_epsilon`` (M, at delta over all ``dp_orders``) and ``dp_order``; and
+    ``next_channel_gain`` / ``next_h_min2``, the channel of the round the *next* action applies to (float64).
+    ``reset`` returns ``distances_m``, ``mean_channel_gain`` (1/PL_m), ``next_channel_gain`` and ``next_h_min2``.
 
     Episodes terminate after T = ``scenario.num_rounds`` rounds (the FL run ends; t/T is observed).
 
@@ -341,6 +346,7 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
         if self.rounds.t[0] >= self.scenario.num_rounds:
             raise RuntimeError("episode is over (T rounds played): call reset()")
         reward, terminated, info = self.rounds.step(self.np_random, action)
+        info.update(self.rounds.next_channel_info())
         obs = self.rounds.observation()[0]
         return obs, float(reward[0]), bool(terminated[0]), False, {k: v[0] for k, v in info.items()}
 
@@ -390,5 +396,8 @@ class OTAPrivacyVectorEnv(VectorEnv):
             self.rounds.reset(self.np_random, terminated)
             info["final_obs"], masks["_final_obs"] = final_obs, terminated
             info["final_info"], masks["_final_info"] = final_info, terminated
+        nxt = self.rounds.next_channel_info()  # after the autoreset: the channel the next actions apply to
+        info.update(nxt)
+        masks.update({f"_{k}": self._all for k in nxt})
         info.update(masks)
         return self.rounds.observation(), reward, terminated, np.zeros(self.num_envs, dtype=bool), info

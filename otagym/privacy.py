@@ -118,36 +118,37 @@ def _log_sub(a: NDArray, b: NDArray) -> NDArray:
 def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
     """log A_alpha for fractional orders (Mironov et al. 2019, Sec. 3.3), elementwise over flat arrays.
 
-    Reproduces Opacus's do-until loop per element: terms are added until both new terms fall below e^-30;
-    elements that stopped are frozen while the others continue.
+    Reproduces Opacus's do-until loop per element: terms are added until both new terms fall below e^-30. Each
+    iteration works only on the elements still running, so the cost is the total number of terms, as in Opacus.
     """
     log_a0 = np.full(q.shape, -np.inf)
     log_a1 = np.full(q.shape, -np.inf)
-    active = np.ones(q.shape, dtype=bool)
+    idx = np.arange(q.size)
     z0 = sigma**2 * np.log(1 / q - 1) + 0.5
     log_q, log_1mq = np.log(q), np.log(1 - q)
     sqrt2_sigma = np.sqrt(2) * sigma
+    two_s2 = 2 * sigma**2
     i = 0
-    while active.any():
-        coef = special.binom(alpha, i)
+    while idx.size:
+        al, zz, sq2s = alpha[idx], z0[idx], sqrt2_sigma[idx]
+        coef = special.binom(al, i)
         log_coef = np.log(np.abs(coef))
-        j = alpha - i
-        log_t0 = log_coef + i * log_q + j * log_1mq
-        log_t1 = log_coef + j * log_q + i * log_1mq
-        log_e0 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((i - z0) / sqrt2_sigma) * 2**0.5))
-        log_e1 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((z0 - j) / sqrt2_sigma) * 2**0.5))
-        log_s0 = log_t0 + (i * i - i) / (2 * sigma**2) + log_e0
-        log_s1 = log_t1 + (j * j - j) / (2 * sigma**2) + log_e1
+        j = al - i
+        log_t0 = log_coef + i * log_q[idx] + j * log_1mq[idx]
+        log_t1 = log_coef + j * log_q[idx] + i * log_1mq[idx]
+        log_e0 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((i - zz) / sq2s) * 2**0.5))
+        log_e1 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((zz - j) / sq2s) * 2**0.5))
+        log_s0 = log_t0 + (i * i - i) / two_s2[idx] + log_e0
+        log_s1 = log_t1 + (j * j - j) / two_s2[idx] + log_e1
         pos = coef > 0
-        upd0 = np.where(pos, _log_add(log_a0, log_s0), log_a0)
-        upd1 = np.where(pos, _log_add(log_a1, log_s1), log_a1)
-        neg = active & ~pos
-        if neg.any():
-            upd0[neg] = _log_sub(log_a0[neg], log_s0[neg])
-            upd1[neg] = _log_sub(log_a1[neg], log_s1[neg])
-        log_a0 = np.where(active, upd0, log_a0)
-        log_a1 = np.where(active, upd1, log_a1)
-        active &= ~(np.maximum(log_s0, log_s1) < -30)
+        a0, a1 = log_a0[idx], log_a1[idx]
+        new0, new1 = _log_add(a0, log_s0), _log_add(a1, log_s1)
+        if not pos.all():
+            neg = ~pos
+            new0[neg] = _log_sub(a0[neg], log_s0[neg])
+            new1[neg] = _log_sub(a1[neg], log_s1[neg])
+        log_a0[idx], log_a1[idx] = new0, new1
+        idx = idx[~(np.maximum(log_s0, log_s1) < -30)]
         i += 1
     return _log_add(log_a0, log_a1)
 

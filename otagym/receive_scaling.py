@@ -84,14 +84,14 @@ class ReceiveScalingModel:
 
     def leakage(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """sum_m rho_alpha(q_m, sigma_m,t) at x_t (the summand of objective (28a))."""
-        return self.class_rdp(np.multiply(x, h_min2)) @ self.class_counts
+        return (self.class_rdp(np.multiply(x, h_min2)) * self.class_counts).sum(axis=-1)
 
     def leakage_slope(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """d/dx of :meth:`leakage` (u is linear in x: du/dx = h_min^2 u_per_eta)."""
         h = np.asarray(h_min2, dtype=float)
         du_dx = np.multiply.outer(h, self.class_u_per_eta)
         u = np.asarray(x)[..., None] * du_dx
-        return (self.curve.slope(u) * du_dx) @ self.class_counts
+        return (self.curve.slope(u) * du_dx * self.class_counts).sum(axis=-1)
 
     # --- convergence surrogate -------------------------------------------------------------------------------
     def convergence_cost(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
@@ -108,4 +108,4 @@ class ReceiveScalingModel:
     # --- power -----------------------------------------------------------------------------------------------
     def transmit_power_w(self, eta: ArrayLike, gains: ArrayLike) -> NDArray:
         """Average transmit power bound of eq. (14): eta G^2 k_m^2 / (d M^2 |h_m|^2), W, devices last."""
-        return np.asarray(eta)[..., None] * self.power_coeff / gains
+        return np.asarray(eta)[..., None] / gains * self.power_coeff  # this order keeps gains' device-major layout

@@ -32,14 +32,14 @@ def w_to_dbm(watts: float) -> float:
     return 10.0 * math.log10(watts) + 30.0
 
 
-def _per_device(name: str, value: Any, m: int, kind: type) -> tuple:
+def _per_device(name: str, value: Any, m: int, kind: type) -> tuple[Any, tuple]:
+    """(value as stored: a scalar stays a scalar so that num_devices can change, M values for validation)."""
     if np.ndim(value) == 0:
-        vals = (kind(value),) * m
-    else:
-        vals = tuple(kind(v) for v in value)
-        if len(vals) != m:
-            raise ValueError(f"{name} must be a scalar or have num_devices={m} entries; got {len(vals)}")
-    return vals
+        return kind(value), (kind(value),) * m
+    vals = tuple(kind(v) for v in value)
+    if len(vals) != m:
+        raise ValueError(f"{name} must be a scalar or have num_devices={m} entries; got {len(vals)}")
+    return vals, vals
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ class Scenario:
     distance_min_m: float = 10.0
     distance_max_m: float = 200.0
     distances_m: tuple[float, ...] | None = None
-    batch_size: tuple[float, ...] | float = 60.0
-    dataset_size: tuple[int, ...] | int = 6000
+    batch_size: float | tuple[float, ...] = 60.0
+    dataset_size: int | tuple[int, ...] = 6000
     model_dim: int = 26_010
     clip_norm: float = 1.0
     num_rounds: int = 500
@@ -107,19 +107,21 @@ class Scenario:
             fail("distance_min_m/distance_max_m", "finite with 1 <= min <= max (metres)",
                  (self.distance_min_m, self.distance_max_m))
         if self.distances_m is not None:
-            d = _per_device("distances_m", self.distances_m, m, float)
+            if np.ndim(self.distances_m) == 0:
+                fail("distances_m", f"a sequence of num_devices={m} distances", self.distances_m)
+            _, d = _per_device("distances_m", self.distances_m, m, float)
             if not all(1.0 <= x < math.inf for x in d):
                 fail("distances_m", "finite values >= 1 m", d)
             object.__setattr__(self, "distances_m", d)
-        batch = _per_device("batch_size", self.batch_size, m, float)
-        data = _per_device("dataset_size", self.dataset_size, m, int)
+        stored_b, batch = _per_device("batch_size", self.batch_size, m, float)
+        stored_n, data = _per_device("dataset_size", self.dataset_size, m, int)
         for b, n in zip(batch, data):
             if not (n >= 1):
                 fail("dataset_size", "integers >= 1", data)
             if not (0 < b <= n):
                 fail("batch_size", "in (0, dataset_size] so that q_m = B_m/n_m lies in (0, 1]", batch)
-        object.__setattr__(self, "batch_size", batch)
-        object.__setattr__(self, "dataset_size", data)
+        object.__setattr__(self, "batch_size", stored_b)
+        object.__setattr__(self, "dataset_size", stored_n)
         for fld, lo in (("model_dim", 1), ("num_rounds", 1), ("coherence_rounds", 1)):
             v = getattr(self, fld)
             if int(v) != v or v < lo:
@@ -143,12 +145,12 @@ class Scenario:
     @property
     def batch_sizes(self) -> NDArray:
         """B_m, shape (M,)."""
-        return np.asarray(self.batch_size, dtype=float)
+        return np.broadcast_to(np.asarray(self.batch_size, dtype=float), (self.num_devices,)).copy()
 
     @property
     def sampling_rates(self) -> NDArray:
         """q_m = B_m / n_m, shape (M,)."""
-        return self.batch_sizes / np.asarray(self.dataset_size, dtype=float)
+        return self.batch_sizes / np.broadcast_to(np.asarray(self.dataset_size, dtype=float), (self.num_devices,))
 
     @property
     def batch_size_factor(self) -> NDArray:
