@@ -43,12 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ro.add_argument("--nu", type=float, default=0.04)
     ro.add_argument("--seed", type=int, default=0)
     ro.set_defaults(func=_rollout)
-    try:
-        from otagym.compare import add_compare_parser
-    except ImportError:  # pragma: no cover - compare lands with the policies
-        pass
-    else:
-        add_compare_parser(sub)
+    from baselines.compare import add_compare_parser  # baselines ships in the same distribution
+
+    add_compare_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -244,12 +244,12 @@ class Rounds:
 
     def reset_info(self) -> dict[str, NDArray]:
         """Constants of the new episodes that policies may use (placement, mean gains) and the first channel."""
-        return {"distances_m": self.distances_m.copy(), "mean_channel_gain": self.mean_gain.copy(),
-                **self.next_channel_info()}
+        return {"distances_m": self.distances_m.copy(), **self.next_channel_info()}
 
     def next_channel_info(self) -> dict[str, NDArray]:
         """The channel of the round the next action applies to, in float64 (the observation has it log-scaled)."""
-        return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy()}
+        return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy(),
+                "mean_channel_gain": self.mean_gain.copy()}
 
 
 def _observation_space(m: int) -> spaces.Box:
@@ -306,7 +306,8 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     ``noise_multiplier`` (M), ``rdp_round`` (M, at alpha), ``rdp_cumulative`` (M), ``leakage`` (L_t),
     ``convergence_cost`` (c_t), ``convergence_cost_mean`` (average c so far), ``transmit_power_w`` (M, eq. (14));
     at the last step also ``dp_epsilon`` (M, at delta over all ``dp_orders``) and ``dp_order``; and
-    ``next_channel_gain`` / ``next_h_min2``, the channel of the round the *next* action applies to (float64).
+    ``next_channel_gain`` / ``next_h_min2``, the channel of the round the *next* action applies to (float64), and
+    ``mean_channel_gain`` (1/PL_m of the current placement).
     ``reset`` returns ``distances_m``, ``mean_channel_gain`` (1/PL_m), ``next_channel_gain`` and ``next_h_min2``.
 
     Episodes terminate after T = ``scenario.num_rounds`` rounds (the FL run ends; t/T is observed).

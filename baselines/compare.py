@@ -1,0 +1,180 @@
+"""``otagym compare``: the matched-nu comparison of §VII of the AdaScale paper (Fig. 1 style).
+
+For each nu, every policy whose hyperparameter is tunable is calibrated so that its realised (1/T) sum_t c_t equals
+nu (within 1%) on the same channel realisations (one per seed); then the average overall RDP per device at alpha and
+the average eps at delta are reported as mean and 95% confidence interval over seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats
+
+from baselines.core import Policy
+from baselines.evaluation import Realisations, calibrate, run_policy, sample_realisations
+from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
+                                LyapunovDPP, OfflineOptimal)
+from otagym.scenario import PRESETS, Scenario, get_scenario
+
+__all__ = ["PolicySpec", "POLICIES", "compare", "add_compare_parser"]
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """How to build a policy for per-env nu (N,) and, if ``param`` is set, a tuned hyperparameter (N,)."""
+
+    build: Callable[[NDArray, NDArray | None], Policy]
+    param: str | None = None
+    bracket: tuple[float, float] = (1.0, 1.0)
+    matched: bool = True  # meets nu by construction or calibration
+
+
+POLICIES: dict[str, PolicySpec] = {
+    "OfflineOptimal": PolicySpec(lambda nu, p: OfflineOptimal(nu=nu)),
+    "AdaScale": PolicySpec(lambda nu, p: AdaScale(V=p, nu=nu), "V", (1e-2, 1e9)),
+    "EstimFuture": PolicySpec(lambda nu, p: EstimFuture(nu=nu)),
+    "EqualAlloc": PolicySpec(lambda nu, p: EqualAlloc(nu=nu)),
+    "LiuSimeone": PolicySpec(lambda nu, p: LiuSimeone(epsilon_budget=p), "epsilon_budget", (1e-2, 1e4)),
+    "LyapunovDPBudget": PolicySpec(lambda nu, p: LyapunovDPBudget(epsilon_budget=p), "epsilon_budget", (1e-2, 1e4)),
+    "LyapunovDPP": PolicySpec(lambda nu, p: LyapunovDPP(nu=nu), matched=False),
+    "FullPower": PolicySpec(lambda nu, p: FullPower(nu=nu), matched=False),
+}
+DEFAULT_POLICIES = ("OfflineOptimal", "AdaScale", "EstimFuture", "EqualAlloc", "LiuSimeone", "LyapunovDPBudget",
+                    "LyapunovDPP")
+
+
+def _ci95(values: NDArray) -> tuple[float, float]:
+    """Mean and half-width of the 95% Student-t confidence interval (0 for one value)."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return float(v.mean()), 0.0
+    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
+
+
+def compare(
+    scenario: str | Scenario = "paper-mnist",
+    nus: tuple[float, ...] | None = None,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    policies: tuple[str, ...] = DEFAULT_POLICIES,
+    *,
+    progress: bool = True,
+    **overrides: Any,
+) -> list[dict[str, Any]]:
+    """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
+
+    All (seed, nu) pairs run as one batch of envs; calibrated policies bisect their parameter for all pairs at once.
+    """
+    from tqdm.auto import tqdm
+
+    scen = get_scenario(scenario, **overrides)
+    nus = tuple(scen.nu_grid if nus is None else nus)
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ValueError(f"policies must be among {sorted(POLICIES)}; got {unknown}")
+    base = sample_realisations(scen, seeds)
+    real = base.repeat(len(nus))  # env index = seed_index * len(nus) + nu_index
+    nu = np.tile(np.asarray(nus, dtype=float), len(seeds))
+    rows: list[dict[str, Any]] = []
+    for name in tqdm(policies, desc="policies", disable=not progress):
+        spec = POLICIES[name]
+        start = time.perf_counter()
+        param = None
+        if spec.param is not None:
+            param, _ = calibrate(lambda p, spec=spec: spec.build(nu, p), scen, real, nu, spec.bracket)
+        result = run_policy(spec.build(nu, param), scen, real)
+        wall = time.perf_counter() - start
+        for j, nu_j in enumerate(nus):
+            idx = np.arange(len(seeds)) * len(nus) + j
+            rdp, rdp_ci = _ci95(result.rdp[idx])
+            eps, eps_ci = _ci95(result.epsilon[idx])
+            cost, cost_ci = _ci95(result.cost_mean[idx])
+            rows.append({
+                "policy": name, "nu": nu_j, "rdp": rdp, "rdp_ci95": rdp_ci, "epsilon": eps, "epsilon_ci95": eps_ci,
+                "cost_mean": cost, "cost_ci95": cost_ci, "matched": spec.matched,
+                "param": spec.param, "param_values": None if param is None else [float(v) for v in param[idx]],
+                "seeds": len(seeds), "wall_s": wall,
+            })
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
+    head = (f"{'policy':<17} {'nu':>6} {'RDP (alpha=' + str(scenario.rdp_order) + ')':>22} "
+            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'wall s':>7}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        flag = "" if r["matched"] else "  (not matched to nu)"
+        lines.append(f"{r['policy']:<17} {r['nu']:6.3g} {r['rdp']:12.4g} ± {r['rdp_ci95']:<7.2g} "
+                     f"{r['epsilon']:12.4g} ± {r['epsilon_ci95']:<7.2g} {r['cost_mean']:10.4g} {r['wall_s']:7.1f}{flag}")
+    return "\n".join(lines)
+
+
+def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[Path]:
+    """Write ``compare.csv``, ``compare.json`` and ``compare.png`` (RDP and DP vs nu, shaded 95% CIs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path, png_path = out_dir / "compare.csv", out_dir / "compare.json", out_dir / "compare.png"
+    keys = [k for k in rows[0] if k != "param_values"]
+    with csv_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    json_path.write_text(json.dumps({"scenario": scenario.to_dict(), "rows": rows}, indent=1))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, label in ((axes[0], "rdp", f"average overall RDP (alpha={scenario.rdp_order})"),
+                           (axes[1], "epsilon", f"average DP epsilon (delta={scenario.delta:g})")):
+        for name in dict.fromkeys(r["policy"] for r in rows):
+            pr = [r for r in rows if r["policy"] == name and r["matched"]]
+            if not pr:
+                continue
+            nu = np.array([r["nu"] for r in pr])
+            mean = np.array([r[key] for r in pr])
+            ci = np.array([r[key + "_ci95"] for r in pr])
+            ax.plot(nu, mean, marker="o", label=name)
+            ax.fill_between(nu, np.maximum(mean - ci, 1e-12), mean + ci, alpha=0.2)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("nu (convergence budget per round)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{scenario.name}: leakage vs nu at matched convergence ({rows[0]['seeds']} seeds, 95% CI)")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=120)
+    plt.close(fig)
+    return [csv_path, json_path, png_path]
+
+
+def _run(args: argparse.Namespace) -> int:
+    scen = get_scenario(args.scenario, **({"num_rounds": args.rounds} if args.rounds else {}))
+    nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
+    start = time.perf_counter()
+    rows = compare(scen, nus, tuple(range(args.seeds)), tuple(args.policies), progress=not args.no_progress)
+    print(format_table(rows, scen))
+    paths = save(rows, scen, Path(args.out))
+    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="matched-nu comparison of the analytic policies (table, CSV/JSON, plot)")
+    p.add_argument("--scenario", default="paper-mnist", choices=sorted(PRESETS))
+    p.add_argument("--nu", type=float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
+    p.add_argument("--seeds", type=int, default=3, help="channel realisations (seeds 0..n-1)")
+    p.add_argument("--rounds", type=int, default=None, help="override T")
+    p.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES), choices=sorted(POLICIES))
+    p.add_argument("--out", default="results", help="output folder")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_run)

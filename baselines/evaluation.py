@@ -1,0 +1,113 @@
+"""Running policies on the vector env over fixed channel realisations, and the matched-nu calibration (§VII)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from baselines.core import Policy
+from otagym.channel import ChannelModel
+from otagym.env import OTAPrivacyVectorEnv
+from otagym.privacy import DEFAULT_ORDERS
+from otagym.scenario import Scenario
+
+__all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate"]
+
+
+@dataclass(frozen=True)
+class Realisations:
+    """Channel realisations for a batch of envs: placements (N, M) and channel powers |h|^2 (T, N, M)."""
+
+    distances_m: NDArray
+    channel_gains: NDArray
+
+    @property
+    def num_envs(self) -> int:
+        return self.distances_m.shape[0]
+
+    def repeat(self, times: int) -> "Realisations":
+        """Each realisation ``times`` times in a row (env i*times + j is realisation i)."""
+        return Realisations(np.repeat(self.distances_m, times, axis=0), np.repeat(self.channel_gains, times, axis=1))
+
+
+def sample_realisations(scenario: Scenario, seeds: list[int] | tuple[int, ...]) -> Realisations:
+    """One realisation per seed (placement and fading), each from ``numpy.random.default_rng(seed)``."""
+    model = ChannelModel.from_scenario(scenario)
+    dist, gains = zip(*(model.sample_trace(np.random.default_rng(s), scenario.num_rounds) for s in seeds))
+    return Realisations(np.stack(dist), np.stack(gains, axis=1))
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """Per env: mean convergence cost (the LHS of (28b)), RDP at alpha and eps at delta (both means over devices),
+    and the wall time of the batch (s)."""
+
+    cost_mean: NDArray
+    rdp: NDArray
+    epsilon: NDArray | None
+    wall_s: float
+
+
+def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
+               dp: bool = True) -> EpisodeResult:
+    """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``)."""
+    n = realisations.num_envs
+    env = OTAPrivacyVectorEnv(n, scenario, action_type="x", dp_orders=DEFAULT_ORDERS if dp else None)
+    start = time.perf_counter()
+    policy.reset(scenario, seed, channel_gains=realisations.channel_gains)
+    obs, info = env.reset(seed=seed, options={"distances_m": realisations.distances_m,
+                                              "channel_gains": realisations.channel_gains})
+    for _ in range(scenario.num_rounds):
+        x = np.broadcast_to(policy.act(obs, info), (n,))
+        obs, _, terminated, _, info = env.step(x[:, None])
+    final = info["final_info"]
+    return EpisodeResult(
+        cost_mean=final["convergence_cost_mean"],
+        rdp=final["rdp_cumulative"].mean(axis=-1),
+        epsilon=final["dp_epsilon"].mean(axis=-1) if dp else None,
+        wall_s=time.perf_counter() - start,
+    )
+
+
+def calibrate(
+    make_policy: Callable[[NDArray], Policy],
+    scenario: Scenario,
+    realisations: Realisations,
+    nu: NDArray,
+    bracket: tuple[float, float],
+    *,
+    rtol: float = 0.01,
+    max_iter: int = 40,
+) -> tuple[NDArray, NDArray]:
+    """Tune one hyperparameter per env so that the realised mean of c_t equals ``nu`` (N,) within ``rtol`` (§VII).
+
+    ``make_policy(values)`` builds a policy whose hyperparameter is the array ``values`` (one per env). All envs are
+    bisected in lockstep on the log of the parameter, one batched episode per step; the direction of monotonicity is
+    found from the bracket ends. Returns ``(values, achieved)``; envs whose target lies outside the bracket keep the
+    closest end (check ``achieved``).
+    """
+    n = realisations.num_envs
+    lo = np.full(n, np.log(bracket[0]))
+    hi = np.full(n, np.log(bracket[1]))
+    c_lo = run_policy(make_policy(np.exp(lo)), scenario, realisations, dp=False).cost_mean
+    c_hi = run_policy(make_policy(np.exp(hi)), scenario, realisations, dp=False).cost_mean
+    increasing = c_hi >= c_lo  # cost grows with the parameter (AdaScale's V) or falls (a DP budget)
+    value, achieved = np.where(np.abs(c_lo - nu) < np.abs(c_hi - nu), lo, hi), np.where(
+        np.abs(c_lo - nu) < np.abs(c_hi - nu), c_lo, c_hi)
+    done = np.abs(achieved - nu) <= rtol * nu
+    for _ in range(max_iter):
+        if done.all():
+            break
+        mid = 0.5 * (lo + hi)
+        cost = run_policy(make_policy(np.exp(mid)), scenario, realisations, dp=False).cost_mean
+        better = ~done & (np.abs(cost - nu) < np.abs(achieved - nu))
+        value, achieved = np.where(better, mid, value), np.where(better, cost, achieved)
+        done |= np.abs(cost - nu) <= rtol * nu
+        go_up = (cost < nu) == increasing
+        lo = np.where(~done & go_up, mid, lo)
+        hi = np.where(~done & ~go_up, mid, hi)
+    return np.exp(value), achieved

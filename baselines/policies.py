@@ -1,0 +1,283 @@
+"""Analytic receive-scaling policies for model A (AdaScale paper, seed 000, §V and the benchmarks of §VII).
+
+Every policy returns x_t (use the env with ``action_type="x"``), works for one env (scalars) or batched over a vector
+env (arrays over envs; hyperparameters may be arrays too), and uses only the scenario constants, the observation and
+the info the env publishes (``next_h_min2``, ``mean_channel_gain``). :class:`OfflineOptimal` is the exception by
+design: it is given the whole channel realisation at ``reset``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, expected_h_min2, minimize_round
+from otagym.privacy import tail_bound_budget
+from otagym.receive_scaling import ReceiveScalingModel
+from otagym.scenario import Scenario
+
+__all__ = ["FullPower", "EqualAlloc", "AdaScale", "LyapunovDPP", "EstimFuture", "OfflineOptimal", "LiuSimeone",
+           "LyapunovDPBudget"]
+
+
+class _PolicyBase:
+    """Shared bookkeeping: the model of the scenario, the round index and the convergence cost spent so far."""
+
+    def __init__(self, nu: ArrayLike | None = None) -> None:
+        self._nu = nu
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        self.scenario = scenario
+        self.model = ReceiveScalingModel(scenario)
+        self.nu = np.asarray(scenario.nu if self._nu is None else self._nu, dtype=float)
+        if np.any(~(self.nu > 0)):
+            raise ValueError(f"nu must be > 0; got {self.nu}")
+        self.t = 0
+        self.cost_sum: NDArray | float = 0.0
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        h = np.asarray(info["next_h_min2"], dtype=float)
+        x = self._decide(h, info)
+        self.cost_sum = self.cost_sum + self.model.convergence_cost(x, h)
+        self.t += 1
+        return x
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class FullPower(_PolicyBase):
+    """x_t = x_max every round: no convergence cost, the most leakage (a reference point, not matched to nu)."""
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        return np.full(h.shape, self.model.x_max)
+
+
+class EqualAlloc(_PolicyBase):
+    """c_t(x_t) = nu every round: x_t = x_max / (1 + x_max nu h_min,t^2 / (d sigma_n^2)) (§VII, EqualAlloc)."""
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        return self.model.x_for_cost(self.nu, h)
+
+
+class _QueuePolicy(_PolicyBase):
+    """Policies with the virtual queue of eq. (29): Q_{t+1} = max(Q_t + c_t(x_t) - nu, 0), Q_0 = 0."""
+
+    def __init__(self, V: ArrayLike | None = None, nu: ArrayLike | None = None, c: float = 1.0,
+                 beta: float = 1.5) -> None:
+        super().__init__(nu)
+        self._V, self.c, self.beta = V, c, beta
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed)
+        self.V = np.asarray(self.c * scenario.num_rounds**self.beta if self._V is None else self._V, dtype=float)
+        if np.any(~(self.V > 0)):
+            raise ValueError(f"V must be > 0; got {self.V}")
+        self.queue: NDArray | float = 0.0
+        self.queue_max: NDArray | float = 0.0
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        h = np.asarray(info["next_h_min2"], dtype=float)
+        x = self._decide(h, info)
+        cost = self.model.convergence_cost(x, h)
+        self.queue = np.maximum(self.queue + cost - self.nu, 0.0)  # eq. (29)
+        self.queue_max = np.maximum(self.queue_max, self.queue)
+        self.cost_sum = self.cost_sum + cost
+        self.t += 1
+        return x
+
+
+class AdaScale(_QueuePolicy):
+    """AdaScale (Alg. 1): each round solve (30),
+
+        min_x  V L_t(x) + Q_t c_t(x) + 1/2 c_t(x)^2  over 0 < x <= x_max,
+
+    (convex for integer alpha, Prop. 1) by bisection on its derivative, then update the queue by (29).
+
+    Args:
+        V: the penalty weight; if None, V = c T^beta (Cor. 1: 1 < beta < 2 gives diminishing regret).
+        nu: the convergence budget per round (default: the scenario's).
+    """
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        return minimize_round(self.model, h, leak_weight=self.V, cost_weight=self.queue, quad_weight=1.0)
+
+
+class LyapunovDPP(_QueuePolicy):
+    """Naive drift-plus-penalty on (28): min_x V L_t(x) + Q_t c_t(x), without AdaScale's 1/2 c^2 term (§V-B).
+
+    With Q_t = 0 the minimiser runs to x -> 0 (here the floor ``x_floor_ratio * x_max``) and c_t explodes: the paper's
+    point that standard Lyapunov optimisation fails when the constraint function is unbounded. Kept so users can see it.
+    """
+
+    def __init__(self, V: ArrayLike | None = None, nu: ArrayLike | None = None, c: float = 1.0, beta: float = 1.5,
+                 x_floor_ratio: float = 1e-9) -> None:
+        super().__init__(V, nu, c, beta)
+        self.x_floor_ratio = x_floor_ratio
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        return minimize_round(self.model, h, leak_weight=self.V, cost_weight=self.queue,
+                              x_floor_ratio=self.x_floor_ratio)
+
+
+def _bisect_increasing(f, lo: NDArray, hi: NDArray, steps: int = 60) -> NDArray:
+    """Root of an increasing function of z on [lo, hi] (elementwise), clipped to the ends."""
+    at_lo = f(lo) >= 0
+    at_hi = f(hi) <= 0
+    a, b = lo.copy(), hi.copy()
+    for _ in range(steps):
+        mid = 0.5 * (a + b)
+        up = f(mid) > 0
+        b = np.where(up, mid, b)
+        a = np.where(up, a, mid)
+    return np.where(at_lo, lo, np.where(at_hi, hi, 0.5 * (a + b)))
+
+
+class EstimFuture(_PolicyBase):
+    """EstimFuture (§VII): each round, solve the convex problem (28) over the remaining rounds with the remaining budget
+    B = nu T - sum_{tau<t} c_tau, replacing every unknown future h_min^2 by its MMSE estimate E[h_min^2] (closed form,
+    :func:`baselines.core.expected_h_min2`).
+
+    All estimated future rounds are identical, so by convexity they share the budget equally; the round's problem is
+    then one-dimensional in the current round's cost z in [0, B]:
+    min_z L_t(x(z)) + n L_hat(x_hat((B - z)/n)), whose derivative -S_t(z) + S_hat((B - z)/n) (S = -dL/dc) increases.
+    """
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        model = self.model
+        h_hat = expected_h_min2(model, info["mean_channel_gain"])
+        budget = np.maximum(self.nu * self.scenario.num_rounds - self.cost_sum, 0.0) * np.ones(h.shape)
+        n_future = self.scenario.num_rounds - self.t - 1
+        if n_future == 0:
+            return model.x_for_cost(budget, h)
+
+        def derivative(z: NDArray) -> NDArray:
+            x_now = model.x_for_cost(z, h)
+            x_hat = model.x_for_cost((budget - z) / n_future, h_hat)
+            return cost_slope_of_leakage(model, x_hat, h_hat) - cost_slope_of_leakage(model, x_now, h)
+
+        z = _bisect_increasing(derivative, np.zeros(h.shape), budget)
+        return model.x_for_cost(z, h)
+
+
+class OfflineOptimal(_PolicyBase):
+    """Offline optimum of (28) with every channel known: the Lagrangian dual. For a multiplier mu each round solves
+    min_x L_t(x) + mu c_t(x); mu is found by bisection (on log mu) so that (1/T) sum_t c_t = nu. A lower bound on the
+    leakage of every online policy at the same nu.
+
+    ``reset(scenario, seed, channel_gains=...)`` takes the realisation |h|^2 as (T, M) or (T, N, M).
+    """
+
+    mu_log_range = (-40.0, 40.0)
+    mu_steps = 64
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed)
+        gains = offline.get("channel_gains")
+        if gains is None:
+            raise ValueError("OfflineOptimal needs the channel realisation: reset(..., channel_gains=(T, [N,] M))")
+        gains = np.asarray(gains, dtype=float)
+        if gains.shape[0] != scenario.num_rounds:
+            raise ValueError(f"channel_gains must have num_rounds={scenario.num_rounds} rows; got {gains.shape[0]}")
+        self.h_all = self.model.h_min2(gains)  # (T, ...)
+        self.x_all, self.mu = self.solve(self.h_all, self.nu)
+
+    def solve(self, h_all: NDArray, nu: ArrayLike) -> tuple[NDArray, NDArray]:
+        """x (T, ...) and mu (...) with mean_t c_t(x_t) = nu."""
+        model = self.model
+        nu = np.broadcast_to(np.asarray(nu, dtype=float), h_all.shape[1:])
+        lo = np.full(h_all.shape[1:], self.mu_log_range[0])
+        hi = np.full(h_all.shape[1:], self.mu_log_range[1])
+        for _ in range(self.mu_steps):
+            mid = 0.5 * (lo + hi)
+            x = minimize_round(model, h_all, leak_weight=1.0, cost_weight=np.exp(mid))
+            too_costly = model.convergence_cost(x, h_all).mean(axis=0) > nu  # needs a larger mu
+            lo = np.where(too_costly, mid, lo)
+            hi = np.where(too_costly, hi, mid)
+        mu = np.exp(hi)  # the feasible side
+        return minimize_round(model, h_all, leak_weight=1.0, cost_weight=mu), mu
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        return self.x_all[self.t]
+
+
+class _DPBudget(_PolicyBase):
+    """A DP budget eps_budget at delta through the tail bound of seed 004: sum_t r_t^2 / 2 <= R_dp(eps, delta), with
+    r_t^2 = 1/sigma_m,t^2 = eta_t u_m (no subsampling credit, as in [20], [23]); the binding device has the largest
+    u_m = 2 G^2 / (M^2 B_m^2 sigma_n^2). So the budget is one on sum_t eta_t <= 2 R_dp / u_max."""
+
+    def __init__(self, epsilon_budget: ArrayLike, delta: float | None = None) -> None:
+        super().__init__(None)
+        self._eps, self._delta = epsilon_budget, delta
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed)
+        self.epsilon_budget = np.asarray(self._eps, dtype=float)
+        delta = scenario.delta if self._delta is None else self._delta
+        self.u_max = float(self.model.class_u_per_eta.max())
+        self.eta_budget = 2.0 * tail_bound_budget(self.epsilon_budget, delta) / self.u_max
+        self.eta_sum: NDArray | float = 0.0
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        x = super().act(observation, info)
+        self.eta_sum = self.eta_sum + x * np.asarray(info["next_h_min2"])
+        return x
+
+
+class LiuSimeone(_DPBudget):
+    """The method of [20] (Liu & Simeone, "privacy for free"): minimise sum_t c_t subject to the tail-bound DP budget,
+    with MMSE estimates of future channels.
+
+    Minimising sum_t K_t / x_t under sum_t eta_t <= E (eta_t = x_t h_t^2) gives, by the KKT conditions, the same
+    eta in every round, clipped by the power limit eta_t <= x_max h_t^2. Online, the remaining budget E_rem is split
+    between this round (eta_t = min(eta*, x_max h_t^2)) and n estimated future rounds (min(eta*, x_max E[h^2])).
+    """
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        model = self.model
+        n = self.scenario.num_rounds - self.t - 1
+        cap_now = model.x_max * h
+        cap_future = model.x_max * expected_h_min2(model, info["mean_channel_gain"])
+        remaining = np.maximum(self.eta_budget - self.eta_sum, 0.0) * np.ones(h.shape)
+        # Solve min(e, a) + n min(e, b) = R for e (piecewise linear, increasing): three candidates.
+        lo_cap, hi_cap = np.minimum(cap_now, cap_future), np.maximum(cap_now, cap_future)
+        n_lo = np.where(cap_now <= cap_future, 1.0, float(n))  # how many share the lower cap
+        n_hi = (1.0 + n) - n_lo
+        e1 = remaining / (1.0 + n)
+        e2 = (remaining - n_lo * lo_cap) / np.maximum(n_hi, 1e-300)
+        eta_star = np.where(e1 <= lo_cap, e1, np.where(n_hi > 0, e2, np.inf))
+        eta = np.minimum(eta_star, cap_now)
+        return np.clip(eta / h, X_FLOOR_RATIO * model.x_max, model.x_max)
+
+
+class LyapunovDPBudget(_DPBudget):
+    """The method of [23] (standard Lyapunov drift-plus-penalty on the DP budget): a virtual queue Z on the per-round
+    tail-bound privacy loss eta_t u_max / 2 against R_dp / T,
+
+        Z_{t+1} = max(Z_t + eta_t u_max / 2 - R_dp(eps_budget, delta) / T, 0),
+
+    and each round min_x V c_t(x) + Z_t h_t^2 u_max x / 2, i.e. x_t = sqrt(2 V K_t / (Z_t h_t^2 u_max)) in
+    [floor, x_max] (x_max while Z_t = 0).
+    """
+
+    def __init__(self, epsilon_budget: ArrayLike, V: ArrayLike = 1.0, delta: float | None = None) -> None:
+        super().__init__(epsilon_budget, delta)
+        self._V = V
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed)
+        self.V = np.asarray(self._V, dtype=float)
+        self.queue: NDArray | float = 0.0
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        model = self.model
+        k = model.cost_scale / h
+        with np.errstate(divide="ignore"):
+            x = np.sqrt(2.0 * self.V * k / (self.queue * h * self.u_max))
+        x = np.clip(x, X_FLOOR_RATIO * model.x_max, model.x_max)
+        per_round = tail_bound_budget(self.epsilon_budget, self.scenario.delta if self._delta is None
+                                      else self._delta) / self.scenario.num_rounds
+        self.queue = np.maximum(self.queue + x * h * self.u_max / 2.0 - per_round, 0.0)
+        return x
