@@ -330,6 +330,21 @@ class SGMCurve:
         log_w, tri = self._shaped(u_arr)
         return _log_a_int(log_w, tri, u_arr) / (self.order - 1)
 
+    def _tri_moment(self, u: NDArray, log_w: NDArray, tri: NDArray, power: int, log_a: NDArray) -> NDArray:
+        """E_w[tri^power] under the weights w_k e^{tri_k u} / A of eq. (9) (k = 0, 1 contribute tri = 0)."""
+        terms = log_w + power * np.log(tri) + tri * u
+        top = terms.max(axis=0)
+        return np.exp(terms - top).sum(axis=0) * np.exp(top - log_a)
+
+    def slope_and_curvature(self, u: ArrayLike) -> tuple[NDArray, NDArray]:
+        """First and second derivatives of the RDP in u (finite u): E[tri]/(alpha-1) and Var[tri]/(alpha-1)."""
+        u_arr = np.asarray(u, dtype=float)
+        log_w, tri = self._shaped(u_arr)
+        log_a = _log_a_int(log_w, tri, u_arr)
+        m1 = self._tri_moment(u_arr, log_w, tri, 1, log_a)
+        m2 = self._tri_moment(u_arr, log_w, tri, 2, log_a)
+        return m1 / (self.order - 1), np.maximum(m2 - m1 * m1, 0.0) / (self.order - 1)
+
     def slope(self, u: ArrayLike) -> NDArray:
         """d RDP / d u at finite ``u`` (same shape): the tri-weighted mean of eq. (9)'s terms, over alpha - 1."""
         u_arr = np.asarray(u, dtype=float)

@@ -93,6 +93,14 @@ class ReceiveScalingModel:
         u = np.asarray(x)[..., None] * du_dx
         return (self.curve.slope(u) * du_dx * self.class_counts).sum(axis=-1)
 
+    def leakage_slope_and_curvature(self, x: ArrayLike, h_min2: ArrayLike) -> tuple[NDArray, NDArray]:
+        """First and second derivatives of :meth:`leakage` in x."""
+        h = np.asarray(h_min2, dtype=float)
+        du_dx = np.multiply.outer(h, self.class_u_per_eta)
+        d1, d2 = self.curve.slope_and_curvature(np.asarray(x)[..., None] * du_dx)
+        return ((d1 * du_dx * self.class_counts).sum(axis=-1),
+                (d2 * du_dx * du_dx * self.class_counts).sum(axis=-1))
+
     # --- convergence surrogate -------------------------------------------------------------------------------
     def convergence_cost(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """c_t(x) = d sigma_n^2 / h_min,t^2 (1/x_t - 1/x_max), the summand of constraint (28b); >= 0."""

@@ -159,6 +159,9 @@ def test_sgm_curve_matches_rdp_sgm_and_its_slope_matches_finite_differences():
     fd = (curve.rdp(u + h) - curve.rdp(u - h)) / (2 * h)
     np.testing.assert_allclose(curve.slope(u), fd, rtol=1e-6)
     assert np.isposinf(curve.rdp(np.array([[np.inf, np.inf]]))).all()
+    slope, curvature = curve.slope_and_curvature(u)
+    np.testing.assert_allclose(slope, curve.slope(u), rtol=1e-12)
+    np.testing.assert_allclose(curvature, (curve.slope(u + h) - curve.slope(u - h)) / (2 * h), rtol=1e-5)
 
 
 def test_ledger_composes_varying_sigma_across_chunks_and_resets_rows():
