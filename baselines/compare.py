@@ -102,6 +102,7 @@ def compare(
                 "cost_mean": cost, "cost_ci95": cost_ci,
                 # matched: meets nu by construction, or calibrated within 1% on every seed
                 "matched": spec.matched and bool(np.all(np.abs(result.cost_mean[idx] - nu_j) <= 0.0101 * nu_j)),
+                "rdp_seeds": [float(v) for v in result.rdp[idx]], "epsilon_seeds": [float(v) for v in result.epsilon[idx]],
                 "param": spec.param, "param_values": None if param is None else [float(v) for v in param[idx]],
                 "seeds": len(seeds), "wall_s": wall,
             })
@@ -128,7 +129,7 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
 
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, json_path, png_path = out_dir / "compare.csv", out_dir / "compare.json", out_dir / "compare.png"
-    keys = [k for k in rows[0] if k != "param_values"]
+    keys = [k for k in rows[0] if not isinstance(rows[0][k], list) and k != "param_values"]
     with csv_path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
@@ -144,8 +145,11 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
             nu = np.array([r["nu"] for r in pr])
             mean = np.array([r[key] for r in pr])
             ci = np.array([r[key + "_ci95"] for r in pr])
+            lowest = np.array([min(r[key + "_seeds"]) for r in pr])
             ax.plot(nu, mean, marker="o", label=name)
-            ax.fill_between(nu, np.maximum(mean - ci, 1e-12), mean + ci, alpha=0.2)
+            # Per-seed leakage is heavy-tailed: a symmetric CI can go below zero, which a log axis cannot show; the
+            # band's lower edge is clipped at the smallest value any seed reached.
+            ax.fill_between(nu, np.maximum(mean - ci, lowest), mean + ci, alpha=0.15)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("nu (convergence budget per round)")
