@@ -1,7 +1,7 @@
 """Speed of the environment and the accounting, as ratios against references measured in the same run.
 
-    python benchmarks/bench_env.py            # full run (~1 min)
-    python benchmarks/bench_env.py --quick    # fewer repeats
+    python benchmarks/bench_env.py            # full run (~5 min: the DP-ledger rows at 4096 envs dominate)
+    python benchmarks/bench_env.py --quick    # fewer repeats (~2 min)
 
 Goals (issue 2): vector env >= 0.5x CartPoleVectorEnv at 4096 envs; single step >= 0.5x CartPole-v1 (unwrapped);
 batched accounting >= 100x Opacus. A ratio is (reference time / our time) for the same amount of work: > 1 means we
