@@ -51,36 +51,14 @@ class ReceiveScalingModel:
         """h_min,t^2 = min_m |h_m,t|^2 / k_m^2 (below eq. (23)); ``gains`` = |h|^2, devices last."""
         return np.min(gains * self.inv_k2, axis=-1)
 
-    def snr_db(self, gains: ArrayLike) -> NDArray:
-        """Per-device 10 log10(|h_m|^2 x_max / (k_m^2 d sigma_n^2)): the dimensionless channel quality at full power.
-
-        With s = h_min^2 x_max / (d sigma_n^2), c_t(x) = (x_max / x - 1) / s; EqualAlloc's x = x_max / (1 + nu s).
-        """
-        return 10.0 * np.log10(np.asarray(gains) * (self.inv_k2 * self.x_max / self.cost_scale))
-
-    # --- decision variable -----------------------------------------------------------------------------------
-    @staticmethod
-    def receive_scaling(x: ArrayLike, h_min2: ArrayLike) -> NDArray:
-        """eta_t = x_t h_min,t^2 (eq. (23))."""
-        return np.multiply(x, h_min2)
-
     # --- privacy ---------------------------------------------------------------------------------------------
     def class_inverse_noise_var(self, eta: ArrayLike) -> NDArray:
         """u = 1/sigma^2 per device class, shape ``eta.shape + (C,)``."""
         return np.multiply.outer(eta, self.class_u_per_eta)
 
-    def noise_multiplier(self, eta: ArrayLike) -> NDArray:
-        """sigma_m,t = M B_m sigma_n / (sqrt(2 eta_t) G) (eq. (15); eq. (25) in x), shape ``eta.shape + (M,)``."""
-        with np.errstate(divide="ignore"):
-            return (1.0 / np.sqrt(self.class_inverse_noise_var(eta)))[..., self.device_class]
-
     def class_rdp(self, eta: ArrayLike) -> NDArray:
         """Per-round RDP at the scenario's order alpha per device class (Lemma 1, eq. (9)), ``eta.shape + (C,)``."""
         return self.curve.rdp(self.class_inverse_noise_var(eta))
-
-    def rdp(self, eta: ArrayLike) -> NDArray:
-        """Per-round RDP rho_alpha(q_m, sigma_m,t) per device, ``eta.shape + (M,)``."""
-        return self.class_rdp(eta)[..., self.device_class]
 
     def leakage(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """sum_m rho_alpha(q_m, sigma_m,t) at x_t (the summand of objective (28a))."""
