@@ -217,7 +217,8 @@ class _DPBudget(_PolicyBase):
         self.epsilon_budget = np.asarray(self._eps, dtype=float)
         delta = scenario.delta if self._delta is None else self._delta
         self.u_max = float(self.model.class_u_per_eta.max())
-        self.eta_budget = 2.0 * tail_bound_budget(self.epsilon_budget, delta) / self.u_max
+        self.r_dp = tail_bound_budget(self.epsilon_budget, delta)
+        self.eta_budget = 2.0 * self.r_dp / self.u_max
         self.eta_sum: NDArray | float = 0.0
 
     def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
@@ -270,6 +271,7 @@ class LyapunovDPBudget(_DPBudget):
         super().reset(scenario, seed)
         self.V = np.asarray(self._V, dtype=float)
         self.queue: NDArray | float = 0.0
+        self.per_round_budget = self.r_dp / scenario.num_rounds
 
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
         model = self.model
@@ -277,7 +279,5 @@ class LyapunovDPBudget(_DPBudget):
         with np.errstate(divide="ignore"):
             x = np.sqrt(2.0 * self.V * k / (self.queue * h * self.u_max))
         x = np.clip(x, X_FLOOR_RATIO * model.x_max, model.x_max)
-        per_round = tail_bound_budget(self.epsilon_budget, self.scenario.delta if self._delta is None
-                                      else self._delta) / self.scenario.num_rounds
-        self.queue = np.maximum(self.queue + x * h * self.u_max / 2.0 - per_round, 0.0)
+        self.queue = np.maximum(self.queue + x * h * self.u_max / 2.0 - self.per_round_budget, 0.0)
         return x

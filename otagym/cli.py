@@ -12,26 +12,20 @@ from otagym.scenario import PRESETS
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    env = OTAPrivacyEnv(args.scenario, num_rounds=args.rounds, nu=args.nu)
+    env = OTAPrivacyEnv(args.scenario, num_rounds=args.rounds, nu=args.nu, action_type="x")
     _, info = env.reset(seed=args.seed)
     print(f"scenario={args.scenario} seed={args.seed} T={args.rounds} nu={args.nu}: EqualAlloc-style x_t "
           "(c_t = nu every round)")
     print(f"{'round':>5} {'h_min^2':>10} {'x/x_max':>8} {'sigma_1':>8} {'RDP round':>10} {'RDP cum':>9} {'c_t':>8}")
     for t in range(args.rounds):
         x = env.model.x_for_cost(env.scenario.nu, info["next_h_min2"])
-        _, _, term, _, step = env.step(np.array([x]) if env.rounds.action_type == "x" else _to_action(env, x))
+        _, _, _, _, step = env.step(np.array([x]))
         print(f"{t:5d} {step['h_min2']:10.3e} {step['x'] / env.model.x_max:8.4f} {step['noise_multiplier'][0]:8.3f} "
               f"{step['rdp_round'].mean():10.3e} {step['rdp_cumulative'].mean():9.4f} {step['convergence_cost']:8.4f}")
         info = step
     print(f"mean RDP per device at alpha={env.scenario.rdp_order}: {step['rdp_cumulative'].mean():.4f}; "
           f"eps at delta={env.scenario.delta:g}: {step['dp_epsilon'].mean():.4f}")
     return 0
-
-
-def _to_action(env: OTAPrivacyEnv, x: float) -> np.ndarray:
-    """Invert the normalised log-scale mapping (see OTAPrivacyEnv)."""
-    a = 1.0 - 2.0 * np.log(x / env.model.x_max) / np.log(env.rounds.x_min_ratio)
-    return np.clip(np.array([a]), -1.0, 1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
