@@ -6,10 +6,12 @@ point :class:`otagym.env.OTAPrivacyVectorEnv`).
 
 from gymnasium.envs.registration import register, registry
 
+from otagym.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.scenario import PRESETS, Scenario, get_scenario
 
-__all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scenario", "PRESETS", "get_scenario", "ENV_ID"]
+__all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scenario", "PRESETS", "get_scenario", "ENV_ID", "CDPBScenario",
+           "CDPB_PRESETS", "get_cdpb_scenario"]
 __version__ = "0.1.0"
 
 ENV_ID = "otagym/OTAPrivacy-v0"
@@ -19,5 +21,4 @@ if ENV_ID not in registry:
         id=ENV_ID,
         entry_point="otagym.env:OTAPrivacyEnv",
         vector_entry_point="otagym.env:OTAPrivacyVectorEnv",
-        kwargs={"scenario": "paper-mnist"},
     )

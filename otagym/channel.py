@@ -43,6 +43,13 @@ class FadingState:
     power: NDArray
     coefficient: NDArray | None = None
 
+    def where(self, rows: NDArray, other: "FadingState") -> "FadingState":
+        """``other`` in the batch rows where ``rows`` (batch,) is True, this state elsewhere (partial resets)."""
+        r = np.asarray(rows, dtype=bool)[..., None]
+        return FadingState(power=np.where(r, other.power, self.power),
+                           coefficient=None if other.coefficient is None
+                           else np.where(r, other.coefficient, self.coefficient))
+
 
 def _device_major(draw: NDArray) -> NDArray:
     """(M,) + batch -> batch + (M,) as a view (devices stay the slowest axis in memory)."""

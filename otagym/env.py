@@ -17,21 +17,23 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
+from otagym.cdpb import CDPBScenario, get_cdpb_scenario
+from otagym.cdpb_env import CDPBRounds
 from otagym.channel import ChannelModel, FadingState, mean_channel_gain
 from otagym.privacy import DEFAULT_ORDERS, RDPLedger
 from otagym.receive_scaling import ReceiveScalingModel
 from otagym.scenario import Scenario, get_scenario
 
-__all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode"]
+__all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode", "Scheme", "make_rounds"]
 
 ActionType = Literal["normalized", "x", "eta"]
 RewardMode = Literal["lagrangian", "log"]
+Scheme = Literal["receive_scaling", "cdpb"]
 
 #: Default Lagrange weight of the reward: about the dual price of the convergence budget that OfflineOptimal finds
 #: at nu = 0.04 on paper-mnist, so that maximising the default reward is close to the paper's problem (28).
 DEFAULT_REWARD_LAMBDA = 0.01
 
-_EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
 
 
 class Rounds:
@@ -48,6 +50,10 @@ class Rounds:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
             (the per-round and cumulative RDP at alpha are always reported).
     """
+
+    #: Batch axis of each ``reset`` option (a single env inserts it).
+    OPTION_AXES = {"distances_m": 0, "channel_gains": 1}
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
 
     def __init__(
         self,
@@ -71,6 +77,7 @@ class Rounds:
         if int(num_envs) != num_envs or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
         self.scenario = scenario
+        self.num_rounds = scenario.num_rounds
         self.model = ReceiveScalingModel(scenario)
         self.channel = ChannelModel.from_scenario(scenario)
         self.num_envs = n = int(num_envs)
@@ -133,13 +140,8 @@ class Rounds:
             self.fading = fresh
             self.distances_m = dist
         else:
-            r = rows[:, None]
-            self.fading = FadingState(
-                power=np.where(r, fresh.power, self.fading.power),
-                coefficient=None if fresh.coefficient is None
-                else np.where(r, fresh.coefficient, self.fading.coefficient),
-            )
-            self.distances_m = np.where(r, dist, self.distances_m)
+            self.fading = self.fading.where(rows, fresh)
+            self.distances_m = np.where(rows[:, None], dist, self.distances_m)
         self.mean_gain = mean_channel_gain(self.distances_m)
         self.t[rows] = 0
         self.cost_sum[rows] = 0.0
@@ -231,6 +233,15 @@ class Rounds:
         self._set_gains()
         return reward, terminated, info
 
+    def observation_space(self) -> spaces.Box:
+        return spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32)
+
+    def action_space(self) -> spaces.Box:
+        if self.action_type == "normalized":
+            return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        high = self.model.x_max if self.action_type == "x" else np.inf
+        return spaces.Box(0.0, high, shape=(1,), dtype=np.float64)
+
     def observation(self) -> NDArray:
         """Observations (N, 2M + 3), float32 -- see the table in :class:`OTAPrivacyEnv`."""
         m, s = self.scenario.num_devices, self.scenario
@@ -252,22 +263,34 @@ class Rounds:
                 "mean_channel_gain": self.mean_gain.copy()}
 
 
-def _observation_space(m: int) -> spaces.Box:
-    return spaces.Box(-np.inf, np.inf, shape=(2 * m + 3,), dtype=np.float32)
+def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> "Rounds | CDPBRounds":
+    """The batched core of ``scheme`` with env keyword arguments split from scenario overrides.
 
-
-def _action_space(action_type: ActionType, x_max: float) -> spaces.Box:
-    if action_type == "normalized":
-        return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
-    high = x_max if action_type == "x" else np.inf
-    return spaces.Box(0.0, high, shape=(1,), dtype=np.float64)
-
-
-def _make_rounds(scenario: str | Scenario, num_envs: int, kwargs: dict[str, Any]) -> Rounds:
-    env_keys = {"action_type", "x_min_ratio", "reward_mode", "reward_lambda", "dp_orders"}
+    ``scenario=None`` picks the scheme's preset (``paper-mnist`` or ``paper-cdpb``).
+    """
+    if scheme == "receive_scaling":
+        core, get, env_keys = Rounds, get_scenario, {"action_type", "x_min_ratio", "reward_mode", "reward_lambda",
+                                                    "dp_orders"}
+        default = "paper-mnist"
+    elif scheme == "cdpb":
+        core, get, env_keys = CDPBRounds, get_cdpb_scenario, {"action_type", "rho_min_ratio", "dp_orders"}
+        default = "paper-cdpb"
+    else:
+        raise ValueError(f"scheme must be 'receive_scaling' or 'cdpb'; got {scheme!r}")
     env_kwargs = {k: v for k, v in kwargs.items() if k in env_keys}
     overrides = {k: v for k, v in kwargs.items() if k not in env_keys}
-    return Rounds(get_scenario(scenario, **overrides), num_envs, **env_kwargs)
+    return core(get(default if scenario is None else scenario, **overrides), num_envs, **env_kwargs)
+
+
+def _reset_options(rounds: "Rounds | CDPBRounds", options: dict[str, Any] | None, single: bool) -> dict[str, Any]:
+    opts = dict(options or {})
+    unknown = set(opts) - set(rounds.OPTION_AXES)
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: {sorted(rounds.OPTION_AXES)}")
+    if single:
+        opts = {k: None if v is None else np.expand_dims(np.asarray(v, float), rounds.OPTION_AXES[k])
+                for k, v in opts.items()}
+    return opts
 
 
 class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
@@ -322,29 +345,24 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, scenario: str | Scenario = "paper-mnist", render_mode: str | None = None, **kwargs: Any):
+    def __init__(self, scenario: str | Scenario | CDPBScenario | None = None, render_mode: str | None = None, *,
+                 scheme: Scheme = "receive_scaling", **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
-        self.rounds = _make_rounds(scenario, 1, kwargs)
+        self.scheme = scheme
+        self.rounds = make_rounds(scheme, scenario, 1, kwargs)
         self.scenario = self.rounds.scenario
-        self.model = self.rounds.model
-        self.observation_space = _observation_space(self.scenario.num_devices)
-        self.action_space = _action_space(self.rounds.action_type, self.model.x_max)
+        self.model = getattr(self.rounds, "model", None)
+        self.observation_space = self.rounds.observation_space()
+        self.action_space = self.rounds.action_space()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        opts = options or {}
-        dist = opts.get("distances_m")
-        gains = opts.get("channel_gains")
-        self.rounds.reset(
-            self.np_random,
-            distances_m=None if dist is None else np.asarray(dist, float)[None],
-            channel_gains=None if gains is None else np.asarray(gains, float)[:, None],
-        )
+        self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=True))
         return self.rounds.observation()[0], {k: v[0] for k, v in self.rounds.reset_info().items()}
 
     def step(self, action: NDArray):
-        if self.rounds.t[0] >= self.scenario.num_rounds:
+        if self.rounds.t[0] >= self.rounds.num_rounds:
             raise RuntimeError("episode is over (T rounds played): call reset()")
         reward, terminated, info = self.rounds.step(self.np_random, action)
         info.update(self.rounds.next_channel_info())
@@ -364,16 +382,17 @@ class OTAPrivacyVectorEnv(VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(self, num_envs: int = 8, scenario: str | Scenario = "paper-mnist",
-                 render_mode: str | None = None, **kwargs: Any):
+    def __init__(self, num_envs: int = 8, scenario: str | Scenario | CDPBScenario | None = None,
+                 render_mode: str | None = None, *, scheme: Scheme = "receive_scaling", **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
-        self.rounds = _make_rounds(scenario, num_envs, kwargs)
+        self.scheme = scheme
+        self.rounds = make_rounds(scheme, scenario, num_envs, kwargs)
         self.scenario = self.rounds.scenario
-        self.model = self.rounds.model
+        self.model = getattr(self.rounds, "model", None)
         self.num_envs = self.rounds.num_envs
-        self.single_observation_space = _observation_space(self.scenario.num_devices)
-        self.single_action_space = _action_space(self.rounds.action_type, self.model.x_max)
+        self.single_observation_space = self.rounds.observation_space()
+        self.single_action_space = self.rounds.action_space()
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._all = np.ones(self.num_envs, dtype=bool)
@@ -382,15 +401,14 @@ class OTAPrivacyVectorEnv(VectorEnv):
         if seed is not None and not np.isscalar(seed):
             raise ValueError("seed must be a single int for OTAPrivacyVectorEnv (one generator drives all envs)")
         super().reset(seed=seed)
-        opts = options or {}
-        self.rounds.reset(self.np_random, distances_m=opts.get("distances_m"), channel_gains=opts.get("channel_gains"))
+        self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=False))
         info = self.rounds.reset_info()
         info.update({f"_{k}": self._all for k in list(info)})
         return self.rounds.observation(), info
 
     def step(self, actions: NDArray):
         reward, terminated, info = self.rounds.step(self.np_random, actions)
-        masks = {f"_{k}": (terminated if k in _EPISODE_END_KEYS else self._all) for k in info}
+        masks = {f"_{k}": (terminated if k in self.rounds.EPISODE_END_KEYS else self._all) for k in info}
         if terminated.any():
             final_obs = self.rounds.observation()
             final_info = dict(info, **masks)

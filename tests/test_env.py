@@ -19,7 +19,7 @@ def test_registered_env_passes_gymnasium_and_sb3_checkers():
     env = gym.make(ENV_ID, **SHORT)
     gym_check_env(env.unwrapped, skip_render_check=True)
     sb3_check_env(gym.make(ENV_ID, **SHORT).unwrapped, warn=False)
-    assert env.spec.kwargs["scenario"] == "paper-mnist"
+    assert env.unwrapped.scenario.name == "paper-mnist"
 
 
 def test_make_vec_with_vector_entry_point():

@@ -1,0 +1,410 @@
+"""Model B: client-driven power balancing (CDPB) -- the scenario and the pure, batched formulas.
+
+Seed 003 (Kim, Seo & Choi, "Privacy-enhanced OTA-FL via client-driven power balancing"); SPEC §3; the derivations
+and the deviations from the printed formulas are in ``docs/cdpb.md``. Equation numbers below are the paper's.
+
+Notation: K clients, power limit P (W), gradient-norm bound W, power gain h_k,t ~ Exponential(mean m_k), m_k = 2 s_k
+with s_k the Rayleigh scale sigma_k^2 of the paper (so Pr(h_k >= h) = exp(-h / (2 sigma_k^2)), eq. (53)). The server
+broadcasts rho in (0, P/W^2]; the threshold is h_th = rho W^2 / P (7); reliable clients (h >= h_th) invert their
+channel with a = rho / h (4) and fill the rest of their power with artificial noise (11); unreliable clients send
+noise at full power (``noisy``), stay silent (``idle``) or send noise with probability ``portion`` (``mixed``).
+
+All power quantities are total powers over the d model coordinates (the paper's d sigma_r^2); a gradient meets its
+bound, ||g|| = W, which is the case the closed forms (56)/(60) and the privacy analysis assume.
+
+Every function takes numpy arrays with any leading batch shape and a trailing client axis of length K where noted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from otagym.privacy import rdp_sgm
+
+__all__ = [
+    "CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency",
+    "participation_probability", "expected_num_reliable", "expected_received_noise", "expected_noise_var",
+    "RoundPowers", "round_powers", "convergence_term", "convergence_error", "rdp_theorem1", "noise_multiplier",
+    "round_rdp", "aggregate_over_the_air", "expected_round_terms", "utility",
+]
+
+Strategy = Literal["noisy", "idle", "mixed"]
+Accounting = Literal["sgm", "theorem1"]
+Adjacency = Literal["replace_one", "add_remove"]
+
+_FADING = ("iid", "block", "gauss_markov")
+
+
+@dataclass(frozen=True)
+class CDPBScenario:
+    """One CDPB deployment and the utility of problem P1 (25). Per-client ``channel_scale`` may be a scalar or K values.
+
+    Attributes:
+        num_clients: K (>= 1).
+        power_max_w: P, the per-client transmit power limit (3) in W (> 0).
+        grad_bound: W, the bound on the local update norm ||g_k,t|| (model units, > 0).
+        channel_scale: sigma_k^2, the Rayleigh scale of client k's channel: the power gain h_k,t is Exponential with
+            mean 2 sigma_k^2 (53) (> 0).
+        noise_power_w: sigma_z^2, the receiver's noise power (W, >= 0), total over the d coordinates.
+        model_dim: d, the number of model coordinates the powers spread over (>= 1). The paper's accounting compares
+            W^2 with the total noise power, which is right only for d = 1 (``docs/cdpb.md``); the preset keeps d = 1.
+        smoothness: M of assumption A1 (> 0).
+        grad_second_moment: G of assumption A3 (> 0).
+        rdp_order: alpha, the integer Renyi order of the utility and of the reward (>= 2).
+        delta: delta of the end-of-episode (eps, delta) report, in (0, 1).
+        num_rounds: tau, rounds per episode (>= 1).
+        strategy: what unreliable clients do: ``"noisy"`` (CDPB-n), ``"idle"`` (CDPB-i) or ``"mixed"``.
+        portion: Bernoulli probability that an unreliable client sends noise under ``"mixed"`` (in [0, 1]).
+        artificial_noise: False for the paper's Noise-Free baseline (sigma_r^2 = 0: reliable clients send only their
+            gradient, unreliable ones stay silent whatever the strategy).
+        client_sampling: probability that a client takes part in a round at all (independent sampling, 1 = always).
+        csi_feedback: True when clients report CSI every round (h_min- and IS-based baselines): the server then knows
+            who transmits, participation gives no privacy amplification, and observations carry the channels.
+        accounting: the privacy accounting of the reward: ``"sgm"`` (accountant-consistent, default) or
+            ``"theorem1"`` (the paper's Theorem 1 as printed).
+        adjacency: ``"replace_one"`` (sensitivity 2 sqrt(rho) W, default) or ``"add_remove"`` (sqrt(rho) W) for ``sgm``.
+        lambda_convergence, lambda_privacy: lambda_1 and lambda_2 of the utility G = lambda_1 gamma + lambda_2 eps (24).
+        gamma_max, epsilon_max: the thresholds gamma-bar (25b) and eps-bar (25c).
+        fading: ``"iid"`` (the paper's), ``"block"`` or ``"gauss_markov"``, as in model A's :class:`Scenario`.
+        coherence_rounds, correlation: parameters of the correlated fading models.
+        name: label.
+    """
+
+    num_clients: int = 100
+    power_max_w: float = 1.0
+    grad_bound: float = 1.0
+    channel_scale: float | tuple[float, ...] = 0.5
+    noise_power_w: float = 0.01
+    model_dim: int = 1
+    smoothness: float = 1.0
+    grad_second_moment: float = 1.0
+    rdp_order: int = 2
+    delta: float = 1e-5
+    num_rounds: int = 100
+    strategy: Strategy = "idle"
+    portion: float = 0.5
+    artificial_noise: bool = True
+    client_sampling: float = 1.0
+    csi_feedback: bool = False
+    accounting: Accounting = "sgm"
+    adjacency: Adjacency = "replace_one"
+    lambda_convergence: float = 1.0
+    lambda_privacy: float = 1e-5
+    gamma_max: float = 1e-2
+    epsilon_max: float = 100.0
+    fading: str = "iid"
+    coherence_rounds: int = 1
+    correlation: float = 0.0
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        def fail(fld: str, allowed: str, got: Any) -> None:
+            raise ValueError(f"CDPBScenario.{fld} must be {allowed}; got {got!r}")
+
+        for fld, lo in (("num_clients", 1), ("model_dim", 1), ("num_rounds", 1), ("coherence_rounds", 1),
+                        ("rdp_order", 2)):
+            v = getattr(self, fld)
+            if isinstance(v, bool) or int(v) != v or v < lo:
+                fail(fld, f"an integer >= {lo}", v)
+            object.__setattr__(self, fld, int(v))
+        for fld in ("power_max_w", "grad_bound", "smoothness", "grad_second_moment", "lambda_convergence",
+                    "gamma_max", "epsilon_max"):
+            v = getattr(self, fld)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                fail(fld, "a finite number > 0", v)
+        for fld in ("noise_power_w", "lambda_privacy"):
+            v = getattr(self, fld)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                fail(fld, "a finite number >= 0", v)
+        k = self.num_clients
+        if np.ndim(self.channel_scale) == 0:
+            scales = (float(self.channel_scale),)
+            object.__setattr__(self, "channel_scale", scales[0])
+        else:
+            scales = tuple(float(v) for v in self.channel_scale)
+            if len(scales) != k:
+                fail("channel_scale", f"a scalar or num_clients={k} values", self.channel_scale)
+            object.__setattr__(self, "channel_scale", scales)
+        if not all(math.isfinite(v) and v > 0 for v in scales):
+            fail("channel_scale", "finite values > 0 (sigma_k^2)", self.channel_scale)
+        if not (0 < self.delta < 1):
+            fail("delta", "in (0, 1)", self.delta)
+        if self.strategy not in ("noisy", "idle", "mixed"):
+            fail("strategy", "one of 'noisy', 'idle', 'mixed'", self.strategy)
+        for fld, lo_open in (("portion", False), ("client_sampling", True)):
+            v = getattr(self, fld)
+            if not (isinstance(v, (int, float)) and (0 < v <= 1 if lo_open else 0 <= v <= 1)):
+                fail(fld, "in (0, 1]" if lo_open else "in [0, 1]", v)
+        if self.accounting not in ("sgm", "theorem1"):
+            fail("accounting", "'sgm' or 'theorem1'", self.accounting)
+        if self.adjacency not in ("replace_one", "add_remove"):
+            fail("adjacency", "'replace_one' or 'add_remove'", self.adjacency)
+        if self.fading not in _FADING:
+            fail("fading", f"one of {_FADING}", self.fading)
+        if not (0.0 <= self.correlation < 1.0):
+            fail("correlation", "in [0, 1)", self.correlation)
+        if not self.artificial_noise and self.noise_power_w == 0:
+            fail("noise_power_w", "> 0 when artificial_noise is False (no noise at all: infinite privacy loss)",
+                 self.noise_power_w)
+
+    # --- derived constants ---
+    @property
+    def mean_gain(self) -> NDArray:
+        """E[h_k] = 2 sigma_k^2, shape (K,)."""
+        return np.broadcast_to(2.0 * np.asarray(self.channel_scale, dtype=float), (self.num_clients,)).copy()
+
+    @property
+    def rho_max(self) -> float:
+        """P / W^2, the largest feasible rho (25e)."""
+        return self.power_max_w / self.grad_bound**2
+
+    @property
+    def noise_portion(self) -> float:
+        """Probability that an unreliable client sends noise: 1 (noisy), 0 (idle), ``portion`` (mixed); 0 if noise-free."""
+        if not self.artificial_noise:
+            return 0.0
+        return {"noisy": 1.0, "idle": 0.0, "mixed": float(self.portion)}[self.strategy]
+
+    @property
+    def sensitivity_factor(self) -> float:
+        """kappa with L2 sensitivity kappa sqrt(rho) W at the receiver: 2 (replace-one) or 1 (add/remove)."""
+        return 2.0 if self.adjacency == "replace_one" else 1.0
+
+    def replace(self, **changes: Any) -> "CDPBScenario":
+        """A validated copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+#: ``paper-cdpb``: the paper's §V defaults (K = 100, lambda_1 = 1, lambda_2 = 1e-5, gamma-bar = 1e-2, eps-bar = 100).
+#: The paper does not print P, W, sigma^2, M, G, alpha or sigma_z^2; we normalise P = W = 1, E[h] = 1 (sigma^2 = 1/2),
+#: M = G = 1, alpha = 2 and sigma_z^2 = 0.01 (20 dB below one client's mean received power) -- see docs/cdpb.md.
+CDPB_PRESETS: dict[str, CDPBScenario] = {"paper-cdpb": CDPBScenario(name="paper-cdpb")}
+
+
+def get_cdpb_scenario(name: str | CDPBScenario = "paper-cdpb", **overrides: Any) -> CDPBScenario:
+    """A CDPB preset by name or a :class:`CDPBScenario`, with validated field overrides."""
+    if isinstance(name, CDPBScenario):
+        base = name
+    else:
+        if name not in CDPB_PRESETS:
+            raise ValueError(f"scenario must be one of {sorted(CDPB_PRESETS)} or a CDPBScenario; got {name!r}")
+        base = CDPB_PRESETS[name]
+    fields = {f.name for f in dataclasses.fields(CDPBScenario)}
+    unknown = set(overrides) - fields
+    if unknown:
+        raise ValueError(f"unknown CDPBScenario field(s) {sorted(unknown)}; allowed: {sorted(fields)}")
+    return base.replace(**overrides) if overrides else base
+
+
+# --- expectations over the channel (the server's view: channel distribution only) --------------------------------
+def participation_probability(s: CDPBScenario, rho: ArrayLike) -> NDArray:
+    """p_k(rho) = Pr(h_k >= rho W^2 / P) = exp(-rho W^2 / (2 P sigma_k^2)), the summand of eq. (53); shape rho + (K,).
+
+    Independent client sampling (``client_sampling``) is not included: it multiplies p_k.
+    """
+    c = np.asarray(rho, dtype=float)[..., None] * (s.grad_bound**2 / s.power_max_w)
+    return np.exp(-c / s.mean_gain)
+
+
+def expected_num_reliable(s: CDPBScenario, rho: ArrayLike) -> NDArray:
+    """E[K_t](rho) = s_c sum_k p_k(rho), eq. (53) (s_c = ``client_sampling``, 1 in the paper)."""
+    return s.client_sampling * participation_probability(s, rho).sum(axis=-1)
+
+
+def expected_received_noise(s: CDPBScenario, rho: ArrayLike) -> NDArray:
+    """E[artificial-noise power that client k adds at the receiver], shape rho + (K,) (W, total over d).
+
+    Reliable part: E[(P h - rho W^2) 1{h >= h_th}] = P m_k p_k (the summand of eq. (60), since P h_th = rho W^2);
+    unreliable part, sent with probability pi (the strategy's noise portion): pi P E[h 1{h < h_th}] =
+    pi P (m_k - (m_k + h_th) p_k), so that pi = 1 gives eq. (56)'s summand 2 P sigma_k^2 - rho W^2 p_k. Zero for the
+    noise-free baseline. Multiplied by ``client_sampling`` (non-sampled clients are silent).
+    """
+    rho = np.asarray(rho, dtype=float)
+    if not s.artificial_noise:
+        return np.zeros(rho.shape + (s.num_clients,))
+    m, big_p = s.mean_gain, s.power_max_w
+    p = participation_probability(s, rho)
+    h_th = rho[..., None] * (s.grad_bound**2 / big_p)
+    reliable = big_p * m * p
+    unreliable = big_p * (m - (m + h_th) * p)
+    return s.client_sampling * (reliable + s.noise_portion * unreliable)
+
+
+def expected_noise_var(s: CDPBScenario, rho: ArrayLike) -> NDArray:
+    """E[sigma_q,t^2](rho) = sum_k E[noise_k] + sigma_z^2: eq. (56) (noisy), (60) (idle), their mix (W, total over d).
+
+    The paper drops sigma_z^2 after eq. (53); we keep it (it is independent of rho and makes the noise-free baseline
+    finite).
+    """
+    return expected_received_noise(s, rho).sum(axis=-1) + s.noise_power_w
+
+
+# --- one realised round ----------------------------------------------------------------------------------------
+@dataclass
+class RoundPowers:
+    """Per-client powers of one round (batch + (K,)); the noise variance of eq. (13)/(17) (batch)."""
+
+    reliable: NDArray  # bool, h >= h_th (and sampled): the set K_t of eq. (6)
+    sends_noise: NDArray  # bool, unreliable clients that transmit noise
+    signal_power_w: NDArray  # a ||g||^2 = rho W^2 / h at the transmitter (reliable only)
+    noise_power_w: NDArray  # artificial-noise power at the transmitter, d sigma_r^2 (times a for reliable)
+    received_noise_w: NDArray  # that noise at the receiver: h * noise_power_w
+    noise_var: NDArray  # sigma_q,t^2 = sum_k received_noise + sigma_z^2
+
+    @property
+    def transmit_power_w(self) -> NDArray:
+        """E||x_k,t||^2 of eq. (3)/(11): never above P."""
+        return self.signal_power_w + self.noise_power_w
+
+    @property
+    def num_reliable(self) -> NDArray:
+        """K_t = |K_t|."""
+        return self.reliable.sum(axis=-1)
+
+
+def round_powers(s: CDPBScenario, rho: ArrayLike, gains: ArrayLike, sends_noise: ArrayLike,
+                 sampled: ArrayLike | None = None) -> RoundPowers:
+    """The powers of one round, eqs. (4), (6), (7), (10)-(17), for ||g_k,t|| = W.
+
+    Args:
+        s: the scenario.
+        rho: rho in (0, P/W^2], shape batch.
+        gains: power gains h_k,t, shape batch + (K,).
+        sends_noise: whether each client would send noise if unreliable (the strategy's coin, batch + (K,)).
+        sampled: clients taking part this round (independent sampling), batch + (K,); None = all.
+    """
+    rho = np.asarray(rho, dtype=float)
+    h = np.asarray(gains, dtype=float)
+    big_p, w2 = s.power_max_w, s.grad_bound**2
+    h_th = (rho * (w2 / big_p))[..., None]
+    active = np.ones(h.shape, dtype=bool) if sampled is None else np.asarray(sampled, dtype=bool)
+    reliable = active & (h >= h_th)
+    signal = np.where(reliable, rho[..., None] * w2 / np.where(reliable, h, 1.0), 0.0)  # a W^2 = rho W^2 / h <= P
+    noisy = active & ~reliable & np.asarray(sends_noise, dtype=bool) & s.artificial_noise
+    if s.artificial_noise:
+        noise = np.where(reliable, np.maximum(big_p - signal, 0.0), np.where(noisy, big_p, 0.0))  # (11)
+    else:
+        noise = np.zeros(h.shape)
+    received = h * noise
+    return RoundPowers(reliable=reliable, sends_noise=noisy, signal_power_w=signal, noise_power_w=noise,
+                       received_noise_w=received, noise_var=received.sum(axis=-1) + s.noise_power_w)
+
+
+def aggregate_over_the_air(s: CDPBScenario, rho: float, gains: NDArray, gradients: NDArray, powers: RoundPowers,
+                           rng: np.random.Generator) -> tuple[NDArray, NDArray]:
+    """The received signal y_t (12)/(16) and the server's estimate g_hat_t = y_t / (sqrt(rho) K_t) (18) for real vectors.
+
+    ``gradients`` (K, d) with norms <= W; each reliable client sends sqrt(a)(g + r), a = rho / h, with artificial noise
+    r ~ N(0, (noise power / a) / d I_d); noisy unreliable clients send r ~ N(0, P/d I_d); the receiver adds
+    z ~ N(0, sigma_z^2/d I_d). (Phases are compensated, so the channel acts as sqrt(h).) Returns ``(y, g_hat)``;
+    g_hat is the zero vector when K_t = 0. The environment uses the powers only; this is for training fidelity and tests.
+    """
+    g = np.asarray(gradients, dtype=float)
+    k, d = g.shape
+    if k != s.num_clients:
+        raise ValueError(f"gradients must have shape (K={s.num_clients}, d); got {g.shape}")
+    h = np.asarray(gains, dtype=float)
+    rel = powers.reliable
+    a = np.where(rel, rho / np.where(rel, h, 1.0), 1.0)
+    r_var = np.where(rel, powers.noise_power_w / a, powers.noise_power_w) / d  # per-coordinate artificial noise
+    r = rng.standard_normal((k, d)) * np.sqrt(r_var)[:, None]
+    x = np.where(rel[:, None], np.sqrt(a)[:, None] * (g + r), r)
+    y = (np.sqrt(h)[:, None] * x).sum(axis=0) + rng.standard_normal(d) * math.sqrt(s.noise_power_w / d)
+    k_t = int(rel.sum())
+    return y, (y / (math.sqrt(rho) * k_t) if k_t else np.zeros(d))
+
+
+# --- convergence (Theorem 2) -------------------------------------------------------------------------------------
+def convergence_term(s: CDPBScenario, num_reliable: ArrayLike, noise_var: ArrayLike, rho: ArrayLike) -> NDArray:
+    """B = 4 M^2 G / K_t + sigma_q^2 / (K_t^2 rho), the per-round variance term of Lemma 4 (41) and Theorem 2.
+
+    A round with no reliable client (K_t = 0) is charged as K_t = 1 (the estimate is then noise only).
+    """
+    k_t = np.maximum(np.asarray(num_reliable, dtype=float), 1.0)
+    return 4.0 * s.smoothness**2 * s.grad_second_moment / k_t + np.asarray(noise_var) / (k_t**2 * np.asarray(rho))
+
+
+def convergence_error(term: ArrayLike, num_rounds: ArrayLike) -> NDArray:
+    """gamma ~ 6 B / tau: Theorem 2's bound (23) reduced to its dominant term as in Appendix C (mu = 1, S_tau ~ tau^3/3)."""
+    return 6.0 * np.asarray(term, dtype=float) / np.asarray(num_rounds, dtype=float)
+
+
+# --- privacy ---------------------------------------------------------------------------------------------------
+def rdp_theorem1(order: int, participation: ArrayLike, noise_var: ArrayLike, grad_bound: float) -> NDArray:
+    """Per-round eps of the paper's Theorem 1 as printed: log 2/(a-1) + a/(a-1) log(p exp((a-1) W^2 / sigma_q^2) + 1).
+
+    Theorem 1's tau-round value is tau times this. Reproduction only: the ratio W^2 / sigma_q^2 lacks the rho that
+    scales the signal at the receiver and the 1/d of per-coordinate noise, and uses Delta^2 = 2 W^2 where replace-one
+    gives 4 W^2 (docs/cdpb.md). ``noise_var`` = 0 gives inf.
+    """
+    a = float(order)
+    p = np.asarray(participation, dtype=float)
+    with np.errstate(divide="ignore"):
+        y = (a - 1.0) * grad_bound**2 / np.asarray(noise_var, dtype=float)
+        log_p = np.log(p)
+    return math.log(2.0) / (a - 1.0) + a / (a - 1.0) * np.logaddexp(log_p + y, 0.0)
+
+
+def noise_multiplier(s: CDPBScenario, rho: ArrayLike, noise_var: ArrayLike) -> NDArray:
+    """sigma_eff = sqrt(noise_var / d) / (kappa sqrt(rho) W): per-coordinate noise std over the L2 sensitivity of the
+    received sum (kappa = 2 replace-one, 1 add/remove), both at the receiver (where the signal is sqrt(rho) g)."""
+    rho = np.asarray(rho, dtype=float)
+    return np.sqrt(np.asarray(noise_var, dtype=float) / s.model_dim) / (
+        s.sensitivity_factor * np.sqrt(rho) * s.grad_bound)
+
+
+def round_rdp(s: CDPBScenario, rho: ArrayLike, participation: ArrayLike, noise_var_others: ArrayLike,
+              noise_var_total: ArrayLike, *, accounting: Accounting | None = None,
+              orders: ArrayLike | None = None) -> NDArray:
+    """One round's RDP per client (nats), at ``orders`` (default: the scenario's alpha; trailing axis if a sequence).
+
+    * ``sgm``: the sampled Gaussian mechanism, rate = participation (the server does not know who transmits; 1 or 0
+      per client when it does), noise multiplier from the noise of the *other* clients and the receiver (a client's
+      own artificial noise depends on whether it participates, so it cannot count as independent mechanism noise).
+    * ``theorem1``: :func:`rdp_theorem1` with the total sigma_q^2, as the paper does (alpha only).
+
+    ``rho`` has the batch shape; the other arrays batch + (K,) (``noise_var_total`` broadcasts).
+    """
+    accounting = accounting or s.accounting
+    rho_b = np.asarray(rho, dtype=float)[..., None]
+    if accounting == "theorem1":
+        if orders is not None and np.ndim(orders) != 0 and list(np.atleast_1d(orders)) != [s.rdp_order]:
+            raise ValueError("accounting='theorem1' is defined at the scenario's rdp_order only")
+        return rdp_theorem1(s.rdp_order, participation, noise_var_total, s.grad_bound)
+    z = noise_multiplier(s, rho_b, noise_var_others)
+    return rdp_sgm(q=participation, noise_multiplier=z, orders=s.rdp_order if orders is None else orders)
+
+
+# --- the planner's view: expected per-round terms and the utility (24) ------------------------------------------
+def expected_round_terms(s: CDPBScenario, rho: ArrayLike, *, accounting: Accounting | None = None
+                         ) -> tuple[NDArray, NDArray]:
+    """(B(rho), eps_1(rho)): the expected convergence term and the worst client's per-round RDP at alpha, shape rho.
+
+    B uses E[K_t] (53) and E[sigma_q^2] (56)/(60) as Lemma 1 does; eps_1 is :func:`round_rdp` with the participation
+    probability p_k (times ``client_sampling``), or 1 with ``csi_feedback`` (the server knows who transmits).
+    """
+    rho = np.asarray(rho, dtype=float)
+    noise_k = expected_received_noise(s, rho)
+    total = noise_k.sum(axis=-1) + s.noise_power_w
+    k_bar = expected_num_reliable(s, rho)
+    term = convergence_term(s, k_bar, total, rho)
+    q = np.ones_like(noise_k) if s.csi_feedback else s.client_sampling * participation_probability(s, rho)
+    eps = round_rdp(s, rho, q, total[..., None] - noise_k, total[..., None], accounting=accounting)
+    return term, eps.max(axis=-1)
+
+
+def utility(s: CDPBScenario, rho: ArrayLike, num_rounds: ArrayLike, *, accounting: Accounting | None = None
+            ) -> NDArray:
+    """G(rho, tau) = lambda_1 gamma + lambda_2 eps (24) with gamma = 6 B(rho) / tau and eps = tau eps_1(rho)."""
+    term, eps1 = expected_round_terms(s, rho, accounting=accounting)
+    tau = np.asarray(num_rounds, dtype=float)
+    return s.lambda_convergence * convergence_error(term, tau) + s.lambda_privacy * tau * eps1

@@ -1,0 +1,226 @@
+"""The batched core of ``scheme="cdpb"`` (model B, client-driven power balancing, seed 003).
+
+:class:`CDPBRounds` holds N episodes as arrays and steps them with the pure functions of :mod:`otagym.cdpb`; the
+single and the vector environment of :mod:`otagym.env` are thin shells around it (the single env is N = 1).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+
+from otagym.cdpb import (CDPBScenario, convergence_term, participation_probability, round_powers, round_rdp)
+from otagym.channel import ChannelModel, FadingState
+from otagym.privacy import DEFAULT_ORDERS, rdp_to_dp
+
+__all__ = ["CDPBRounds", "RhoActionType"]
+
+RhoActionType = Literal["normalized", "rho"]
+
+
+class CDPBRounds:
+    """N independent CDPB episodes as arrays; ``step`` plays one OTA-FL round (Algorithm 1) in each.
+
+    Args:
+        scenario: the deployment (:class:`~otagym.cdpb.CDPBScenario`).
+        num_envs: N.
+        action_type: ``"normalized"`` (a in [-1, 1] -> rho = rho_max (r + (1 - r)(a + 1)/2), linear, r =
+            ``rho_min_ratio``) or ``"rho"`` (rho in (0, P/W^2] directly).
+        rho_min_ratio: rho(a = -1) / rho_max, in (0, 1) (rho = 0 would make every client reliable and silent).
+        dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
+            off (the per-round RDP at alpha under both accountings is always reported).
+    """
+
+    #: Batch axis of each ``reset`` option (a single env inserts it).
+    OPTION_AXES: dict[str, int] = {}
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
+
+    def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = "normalized",
+                 rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS) -> None:
+        if action_type not in ("normalized", "rho"):
+            raise ValueError(f"action_type must be 'normalized' or 'rho' for scheme='cdpb'; got {action_type!r}")
+        if not 0.0 < rho_min_ratio < 1.0:
+            raise ValueError(f"rho_min_ratio must lie in (0, 1); got {rho_min_ratio}")
+        if int(num_envs) != num_envs or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
+        s = self.scenario = scenario
+        self.num_envs = n = int(num_envs)
+        self.num_rounds = s.num_rounds
+        self.action_type = action_type
+        self.rho_min_ratio = float(rho_min_ratio)
+        k = s.num_clients
+        self.channel = ChannelModel(k, 1.0, 1.0, None, s.fading, s.coherence_rounds, s.correlation)
+        self.mean_gain = s.mean_gain
+        self.dp_orders = None if dp_orders is None else np.asarray(dp_orders, dtype=float)
+        self.obs_dim = 5 + (k if s.csi_feedback else 0) + (k if s.csi_feedback and s.client_sampling < 1 else 0)
+        self.t = np.zeros(n, dtype=np.int64)
+        self.term_sum = np.zeros(n)
+        self.rdp_sum = {acc: np.zeros((n, k)) for acc in ("sgm", "theorem1")}
+        self.rdp_orders_sum = None if self.dp_orders is None else np.zeros((n, k, self.dp_orders.size))
+        self.last_reliable = np.zeros(n)
+        self.last_noise_var = np.zeros(n)
+        self.fading: FadingState | None = None
+        self.gains = np.zeros((n, k))
+        self.sampled = np.ones((n, k), dtype=bool)
+        self._noise_ref = k * s.power_max_w * float(self.mean_gain.mean())
+
+    # --- spaces ----------------------------------------------------------------------------------------------
+    def observation_space(self) -> spaces.Box:
+        return spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32)
+
+    def action_space(self) -> spaces.Box:
+        if self.action_type == "normalized":
+            return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        return spaces.Box(0.0, self.scenario.rho_max, shape=(1,), dtype=np.float64)
+
+    # --- episode boundaries ----------------------------------------------------------------------------------
+    def reset(self, rng: np.random.Generator, mask: NDArray | None = None) -> None:
+        """Start new episodes where ``mask`` is True (all if None)."""
+        n = self.num_envs
+        rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        fresh = self.channel.initial(rng, (n,))
+        self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
+        self.t[rows] = 0
+        self.term_sum[rows] = 0.0
+        for acc in self.rdp_sum.values():
+            acc[rows] = 0.0
+        if self.rdp_orders_sum is not None:
+            self.rdp_orders_sum[rows] = 0.0
+        self.last_reliable[rows] = 0.0
+        self.last_noise_var[rows] = 0.0
+        self._draw_round_state(rng, rows)
+
+    def _draw_round_state(self, rng: np.random.Generator, rows: NDArray | None = None) -> None:
+        self.gains = self.fading.power * self.mean_gain
+        s = self.scenario
+        if s.client_sampling < 1.0:
+            fresh = rng.random((s.num_clients, self.num_envs)).T < s.client_sampling
+            self.sampled = fresh if rows is None else np.where(rows[:, None], fresh, self.sampled)
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def action_to_rho(self, action: NDArray) -> NDArray:
+        """rho for each env from the action, validated (see the class docstring for the mapping)."""
+        a = np.asarray(action, dtype=float).reshape(self.num_envs)
+        rho_max = self.scenario.rho_max
+        if self.action_type == "normalized":
+            if not (np.abs(a) <= 1.0).all():  # also catches NaN
+                raise ValueError(f"action (normalized) must be finite and lie in [-1, 1]; got {a[~(np.abs(a) <= 1)][:3]}")
+            r = self.rho_min_ratio
+            return rho_max * (r + (1.0 - r) * 0.5 * (a + 1.0))
+        bad = ~((a > 0) & (a <= rho_max * (1 + 1e-9)))  # also catches NaN
+        if np.any(bad):
+            raise ValueError(f"action (rho) must lie in (0, P/W^2 = {rho_max:.6g}]; got {a[bad][:3]}")
+        return np.minimum(a, rho_max)
+
+    def participation(self, rho: NDArray, reliable: NDArray) -> NDArray:
+        """The sampling rate the accountant may use per client (N, K): p_k(rho) times the client sampling rate when
+        the server cannot see who transmits and fading is i.i.d. over rounds; the realised 0/1 participation with CSI
+        feedback; 1 for correlated fading (participation is then not independent across rounds: no amplification)."""
+        s = self.scenario
+        if s.csi_feedback:
+            return reliable.astype(float)
+        if s.fading != "iid":
+            return np.ones(reliable.shape)
+        return s.client_sampling * participation_probability(s, rho)
+
+    # --- the round -------------------------------------------------------------------------------------------
+    def step(self, rng: np.random.Generator, action: NDArray) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
+        """One round in every env: ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
+
+        reward = -(lambda_1 * 6 B_t / tau^2 + lambda_2 (max_k E_k,t - max_k E_k,t-1)), with E the cumulative RDP
+        of the scenario's accounting, so the return of an episode of tau rounds is -G (24) with gamma = 6 mean(B)/tau.
+        """
+        s = self.scenario
+        rho = self.action_to_rho(action)
+        k = s.num_clients
+        if s.strategy == "mixed":
+            coins = rng.random((k, self.num_envs)).T < s.portion
+        else:
+            coins = np.full((self.num_envs, k), s.strategy == "noisy")
+        pw = round_powers(s, rho, self.gains, coins, None if s.client_sampling == 1.0 else self.sampled)
+        k_t = pw.num_reliable
+        term = convergence_term(s, k_t, pw.noise_var, rho)
+        q = self.participation(rho, pw.reliable)
+        total = pw.noise_var[:, None]
+        others = total - pw.received_noise_w
+        rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
+        before = self.rdp_sum[s.accounting].max(axis=-1)
+        for acc, r in rdp.items():
+            self.rdp_sum[acc] += r
+        after = self.rdp_sum[s.accounting].max(axis=-1)
+        if self.rdp_orders_sum is not None:
+            self.rdp_orders_sum += round_rdp(s, rho, q, others, total, accounting="sgm", orders=self.dp_orders)
+        self.term_sum += term
+        tau = s.num_rounds
+        reward = -(s.lambda_convergence * 6.0 * term / tau**2 + s.lambda_privacy * (after - before))
+        self.t += 1
+        gamma = 6.0 * self.term_sum / (self.t * self.t)  # convergence error after t rounds (6 mean B / t)
+        info: dict[str, NDArray] = {
+            "round": self.t - 1,
+            "rho": rho,
+            "h_threshold": rho * s.grad_bound**2 / s.power_max_w,
+            "channel_gain": self.gains,
+            "reliable": pw.reliable,
+            "num_reliable": k_t,
+            "sends_noise": pw.sends_noise,
+            "transmit_power_w": pw.transmit_power_w,
+            "signal_power_w": pw.signal_power_w,
+            "noise_power_w": pw.noise_power_w,
+            "noise_var": pw.noise_var,
+            "estimate_noise_var": pw.noise_var / (rho * np.maximum(k_t, 1) ** 2),
+            "convergence_term": term,
+            "gamma": gamma,
+            "participation": q,
+            "rdp_round": rdp[s.accounting],
+            "rdp_cumulative": self.rdp_sum[s.accounting].copy(),
+            "rdp_round_sgm": rdp["sgm"],
+            "rdp_round_theorem1": rdp["theorem1"],
+            "epsilon_sgm": self.rdp_sum["sgm"].max(axis=-1),
+            "epsilon_theorem1": self.rdp_sum["theorem1"].max(axis=-1),
+            "utility": s.lambda_convergence * gamma + s.lambda_privacy * after,
+        }
+        self.last_reliable = k_t / k
+        self.last_noise_var = pw.noise_var
+        terminated = self.t >= s.num_rounds
+        if self.rdp_orders_sum is not None and terminated.any():
+            eps, order = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
+            info["dp_epsilon"], info["dp_order"] = eps, order
+        self.fading = self.channel.advance(rng, self.fading, self.t)
+        self._draw_round_state(rng)
+        return reward, terminated, info
+
+    def observation(self) -> NDArray:
+        """Observations (N, obs_dim), float32:
+
+        0: t / tau; 1: K_t-1 / K; 2: log10(sigma_q,t-1^2 / (K P E[h])) (0 before the first round);
+        3: 6 sum_{s<t} B_s / (tau^2 gamma-bar), the convergence error accumulated so far over gamma-bar (gamma / gamma-bar
+        at the end); 4: max_k cumulative RDP / eps-bar; with ``csi_feedback`` then log10(h_k,t / E[h_k]) of the round
+        about to be played (K), and with client sampling < 1 whether each client is sampled (K).
+        """
+        s = self.scenario
+        parts = [self.t / s.num_rounds, self.last_reliable,
+                 np.where(self.last_noise_var > 0, np.log10(np.maximum(self.last_noise_var, 1e-300) / self._noise_ref),
+                          0.0),
+                 6.0 * self.term_sum / (s.num_rounds**2 * s.gamma_max),
+                 self.rdp_sum[s.accounting].max(axis=-1) / s.epsilon_max]
+        cols = [np.asarray(p, dtype=float)[:, None] for p in parts]
+        if s.csi_feedback:
+            cols.append(np.log10(self.gains / self.mean_gain))
+            if s.client_sampling < 1.0:
+                cols.append(self.sampled.astype(float))
+        return np.concatenate(cols, axis=1).astype(np.float32)
+
+    def reset_info(self) -> dict[str, NDArray]:
+        """Constants of the new episodes (mean gains) and, with CSI feedback, the first round's channel."""
+        return {"mean_channel_gain": np.broadcast_to(self.mean_gain, (self.num_envs, self.mean_gain.size)).copy(),
+                **self.next_channel_info()}
+
+    def next_channel_info(self) -> dict[str, NDArray]:
+        """With ``csi_feedback``: the gains (and sampled clients) of the round the next action applies to; else {}
+        (under CDPB the server knows the channel distribution only)."""
+        if not self.scenario.csi_feedback:
+            return {}
+        return {"next_channel_gain": self.gains.copy(), "next_sampled": self.sampled.copy()}
