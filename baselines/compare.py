@@ -120,6 +120,19 @@ def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
     return "\n".join(lines)
 
 
+def write_rows(rows: list[dict[str, Any]], extra: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
+    """``<stem>.csv`` (scalar columns of ``rows``) and ``<stem>.json`` (``extra`` plus all rows) in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.json"
+    keys = [k for k in rows[0] if not isinstance(rows[0][k], list) and k != "param_values"]
+    with csv_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    json_path.write_text(json.dumps({**extra, "rows": rows}, indent=1))
+    return [csv_path, json_path]
+
+
 def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[Path]:
     """Write ``compare.csv``, ``compare.json`` and ``compare.png`` (RDP and DP vs nu, shaded 95% CIs)."""
     import matplotlib
@@ -127,14 +140,8 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path, png_path = out_dir / "compare.csv", out_dir / "compare.json", out_dir / "compare.png"
-    keys = [k for k in rows[0] if not isinstance(rows[0][k], list) and k != "param_values"]
-    with csv_path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    json_path.write_text(json.dumps({"scenario": scenario.to_dict(), "rows": rows}, indent=1))
+    csv_path, json_path = write_rows(rows, {"scenario": scenario.to_dict()}, out_dir, "compare")
+    png_path = out_dir / "compare.png"
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label in ((axes[0], "rdp", f"average overall RDP (alpha={scenario.rdp_order})"),
                            (axes[1], "epsilon", f"average DP epsilon (delta={scenario.delta:g})")):
@@ -163,11 +170,33 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
     return [csv_path, json_path, png_path]
 
 
+def _run_cdpb(args: argparse.Namespace) -> int:
+    from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
+    from otagym.cdpb import get_cdpb_scenario
+
+    scen = get_cdpb_scenario(args.scenario or "paper-cdpb", **({"accounting": args.accounting} if args.accounting
+                                                                else {}))
+    start = time.perf_counter()
+    rows, curves = compare_cdpb(scen, tuple(args.policies or DEFAULT_CDPB_POLICIES), episodes=args.seeds,
+                                progress=not args.no_progress)
+    print(format_cdpb_table(rows, scen))
+    paths = save_cdpb(rows, curves, scen, Path(args.out))
+    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
-    scen = get_scenario(args.scenario, **({"num_rounds": args.rounds} if args.rounds else {}))
+    if args.scheme == "cdpb":
+        return _run_cdpb(args)
+    unknown = [p for p in (args.policies or ()) if p not in POLICIES]
+    if unknown or (args.scenario and args.scenario not in PRESETS):
+        raise SystemExit(f"--scheme receive_scaling takes --scenario in {sorted(PRESETS)} and --policies in "
+                         f"{sorted(POLICIES)}; got {args.scenario!r}, {unknown}")
+    scen = get_scenario(args.scenario or "paper-mnist", **({"num_rounds": args.rounds} if args.rounds else {}))
     nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
     start = time.perf_counter()
-    rows = compare(scen, nus, tuple(range(args.seeds)), tuple(args.policies), progress=not args.no_progress)
+    rows = compare(scen, nus, tuple(range(args.seeds)), tuple(args.policies or DEFAULT_POLICIES),
+                   progress=not args.no_progress)
     print(format_table(rows, scen))
     paths = save(rows, scen, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
@@ -175,12 +204,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="matched-nu comparison of the analytic policies (table, CSV/JSON, plot)")
-    p.add_argument("--scenario", default="paper-mnist", choices=sorted(PRESETS))
+    from baselines.cdpb import CDPB_POLICIES
+    from otagym.cdpb import CDPB_PRESETS
+
+    p = sub.add_parser("compare", help="compare the analytic policies (table, CSV/JSON, plot)")
+    p.add_argument("--scheme", default="receive_scaling", choices=["receive_scaling", "cdpb"],
+                   help="receive_scaling: matched-nu comparison (AdaScale paper); cdpb: CDPB paper (Figs. 3, 5)")
+    p.add_argument("--scenario", default=None, choices=sorted(PRESETS) + sorted(CDPB_PRESETS),
+                   help="preset (default paper-mnist, or paper-cdpb with --scheme cdpb)")
     p.add_argument("--nu", type=float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=int, default=3, help="channel realisations (seeds 0..n-1)")
+    p.add_argument("--seeds", type=int, default=3, help="channel realisations (seeds 0..n-1; episodes for cdpb)")
     p.add_argument("--rounds", type=int, default=None, help="override T")
-    p.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES), choices=sorted(POLICIES))
+    p.add_argument("--policies", nargs="+", default=None, choices=sorted(POLICIES) + sorted(CDPB_POLICIES))
+    p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
+                   help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--out", default="results", help="output folder")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_run)

@@ -59,6 +59,8 @@ class CDPBScenario:
         rdp_order: alpha, the integer Renyi order of the utility and of the reward (>= 2).
         delta: delta of the end-of-episode (eps, delta) report, in (0, 1).
         num_rounds: tau, rounds per episode (>= 1).
+        max_rounds: the longest training the planner may choose (caps the feasible set T, >= 1). Under the SGM
+            accounting G(rho, tau) keeps decreasing as rho -> 0 and tau -> infinity (docs/cdpb.md), so the cap binds.
         strategy: what unreliable clients do: ``"noisy"`` (CDPB-n), ``"idle"`` (CDPB-i) or ``"mixed"``.
         portion: Bernoulli probability that an unreliable client sends noise under ``"mixed"`` (in [0, 1]).
         artificial_noise: False for the paper's Noise-Free baseline (sigma_r^2 = 0: reliable clients send only their
@@ -87,6 +89,7 @@ class CDPBScenario:
     rdp_order: int = 2
     delta: float = 1e-5
     num_rounds: int = 100
+    max_rounds: int = 1000
     strategy: Strategy = "idle"
     portion: float = 0.5
     artificial_noise: bool = True
@@ -107,7 +110,8 @@ class CDPBScenario:
         def fail(fld: str, allowed: str, got: Any) -> None:
             raise ValueError(f"CDPBScenario.{fld} must be {allowed}; got {got!r}")
 
-        for fld, lo in (("num_clients", 1), ("model_dim", 1), ("num_rounds", 1), ("coherence_rounds", 1),
+        for fld, lo in (("num_clients", 1), ("model_dim", 1), ("num_rounds", 1), ("max_rounds", 1),
+                        ("coherence_rounds", 1),
                         ("rdp_order", 2)):
             v = getattr(self, fld)
             if isinstance(v, bool) or int(v) != v or v < lo:
@@ -206,13 +210,14 @@ def get_cdpb_scenario(name: str | CDPBScenario = "paper-cdpb", **overrides: Any)
 
 
 # --- expectations over the channel (the server's view: channel distribution only) --------------------------------
-def participation_probability(s: CDPBScenario, rho: ArrayLike) -> NDArray:
+def participation_probability(s: CDPBScenario, rho: ArrayLike, mean_gain: NDArray | None = None) -> NDArray:
     """p_k(rho) = Pr(h_k >= rho W^2 / P) = exp(-rho W^2 / (2 P sigma_k^2)), the summand of eq. (53); shape rho + (K,).
 
-    Independent client sampling (``client_sampling``) is not included: it multiplies p_k.
+    Independent client sampling (``client_sampling``) is not included: it multiplies p_k. ``mean_gain`` replaces the
+    K clients' E[h_k] (e.g. by the distinct values only).
     """
     c = np.asarray(rho, dtype=float)[..., None] * (s.grad_bound**2 / s.power_max_w)
-    return np.exp(-c / s.mean_gain)
+    return np.exp(-c / (s.mean_gain if mean_gain is None else mean_gain))
 
 
 def expected_num_reliable(s: CDPBScenario, rho: ArrayLike) -> NDArray:
@@ -220,7 +225,7 @@ def expected_num_reliable(s: CDPBScenario, rho: ArrayLike) -> NDArray:
     return s.client_sampling * participation_probability(s, rho).sum(axis=-1)
 
 
-def expected_received_noise(s: CDPBScenario, rho: ArrayLike) -> NDArray:
+def expected_received_noise(s: CDPBScenario, rho: ArrayLike, mean_gain: NDArray | None = None) -> NDArray:
     """E[artificial-noise power that client k adds at the receiver], shape rho + (K,) (W, total over d).
 
     Reliable part: E[(P h - rho W^2) 1{h >= h_th}] = P m_k p_k (the summand of eq. (60), since P h_th = rho W^2);
@@ -229,10 +234,10 @@ def expected_received_noise(s: CDPBScenario, rho: ArrayLike) -> NDArray:
     noise-free baseline. Multiplied by ``client_sampling`` (non-sampled clients are silent).
     """
     rho = np.asarray(rho, dtype=float)
+    m, big_p = (s.mean_gain if mean_gain is None else mean_gain), s.power_max_w
     if not s.artificial_noise:
-        return np.zeros(rho.shape + (s.num_clients,))
-    m, big_p = s.mean_gain, s.power_max_w
-    p = participation_probability(s, rho)
+        return np.zeros(rho.shape + m.shape)
+    p = participation_probability(s, rho, m)
     h_th = rho[..., None] * (s.grad_bound**2 / big_p)
     reliable = big_p * m * p
     unreliable = big_p * (m - (m + h_th) * p)
@@ -393,11 +398,12 @@ def expected_round_terms(s: CDPBScenario, rho: ArrayLike, *, accounting: Account
     probability p_k (times ``client_sampling``), or 1 with ``csi_feedback`` (the server knows who transmits).
     """
     rho = np.asarray(rho, dtype=float)
-    noise_k = expected_received_noise(s, rho)
-    total = noise_k.sum(axis=-1) + s.noise_power_w
-    k_bar = expected_num_reliable(s, rho)
-    term = convergence_term(s, k_bar, total, rho)
-    q = np.ones_like(noise_k) if s.csi_feedback else s.client_sampling * participation_probability(s, rho)
+    gains, counts = np.unique(s.mean_gain, return_counts=True)  # clients with equal E[h] have equal terms
+    noise_k = expected_received_noise(s, rho, gains)
+    total = noise_k @ counts + s.noise_power_w
+    p = participation_probability(s, rho, gains)
+    term = convergence_term(s, s.client_sampling * (p @ counts), total, rho)
+    q = np.ones_like(noise_k) if s.csi_feedback else s.client_sampling * p
     eps = round_rdp(s, rho, q, total[..., None] - noise_k, total[..., None], accounting=accounting)
     return term, eps.max(axis=-1)
 
