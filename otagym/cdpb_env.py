@@ -183,7 +183,7 @@ class CDPBRounds:
             "utility": s.lambda_convergence * gamma + s.lambda_privacy * after,
         }
         self.last_reliable = k_t / k
-        self.last_noise_var = pw.noise_var
+        self.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
         terminated = self.t >= s.num_rounds
         if self.rdp_orders_sum is not None and terminated.any():
             eps, order = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
