@@ -20,12 +20,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otagym.privacy import rdp_sgm
+from otagym.scenario import FadingModel
 
 __all__ = [
     "CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency",
@@ -38,7 +39,7 @@ Strategy = Literal["noisy", "idle", "mixed"]
 Accounting = Literal["sgm", "theorem1"]
 Adjacency = Literal["replace_one", "add_remove"]
 
-_FADING = ("iid", "block", "gauss_markov")
+_FADING = get_args(FadingModel)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class CDPBScenario:
     lambda_privacy: float = 1e-5
     gamma_max: float = 1e-2
     epsilon_max: float = 100.0
-    fading: str = "iid"
+    fading: FadingModel = "iid"
     coherence_rounds: int = 1
     correlation: float = 0.0
     name: str = "custom"
