@@ -211,13 +211,17 @@ class _FixedRho:
     def configure(self, s: CDPBScenario) -> CDPBScenario:
         """The scenario this policy runs on (its planned horizon); call before ``reset``."""
         self._plan(s)
+        self._planned_for = s.replace(num_rounds=1)
         return s.replace(num_rounds=self.num_rounds)
 
     def _plan(self, s: CDPBScenario) -> None:
         raise NotImplementedError
 
     def reset(self, scenario: CDPBScenario, seed: int | None = None, **_: Any) -> None:
-        self._plan(scenario)
+        key = scenario.replace(num_rounds=1)  # the plan does not depend on the episode length
+        if getattr(self, "_planned_for", None) != key:  # configure() has usually planned this scenario already
+            self._plan(scenario)
+            self._planned_for = key
 
     def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         return np.full(np.shape(observation)[:-1] + (1,), self.rho)
@@ -306,8 +310,7 @@ class ISBased(HminBased):
 
     def _weakest(self, info: dict[str, Any]) -> NDArray:
         h = np.where(info["next_sampled"], info["next_channel_gain"], np.inf)
-        weakest = np.min(h, axis=-1)
-        return np.where(np.isfinite(weakest), weakest, np.inf)  # nobody sampled: rho_max
+        return np.min(h, axis=-1)  # nobody sampled: inf, so act() plays rho_max
 
 
 #: name -> (policy factory, scenario overrides) used by ``otagym compare --scheme cdpb``.
