@@ -1,10 +1,10 @@
 """Analytic policies for otagym (model A: receive scaling), the matched-nu calibration and ``otagym compare``."""
 
-from baselines.core import Policy, expected_h_min2, minimize_round
+from baselines.core import Policy, minimize_round
 from baselines.evaluation import Realisations, calibrate, run_policy, sample_realisations
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
 
 __all__ = ["Policy", "AdaScale", "LyapunovDPP", "LyapunovDPBudget", "EqualAlloc", "EstimFuture", "OfflineOptimal",
            "LiuSimeone", "FullPower", "calibrate", "run_policy", "sample_realisations", "Realisations",
-           "minimize_round", "expected_h_min2"]
+           "minimize_round"]

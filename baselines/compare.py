@@ -90,7 +90,7 @@ def compare(
         param = None
         if spec.param is not None:
             param, _ = calibrate(lambda p, spec=spec: spec.build(nu, p), scen, real, nu, spec.bracket)
-        result = run_policy(spec.build(nu, param), scen, real)
+        result = run_policy(spec.build(nu, param), scen, real, nu=nu)
         wall = time.perf_counter() - start
         for j, nu_j in enumerate(nus):
             idx = np.arange(len(seeds)) * len(nus) + j

@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.receive_scaling import ReceiveScalingModel
 from otagym.scenario import Scenario
 
-__all__ = ["Policy", "minimize_round", "cost_slope_of_leakage", "expected_h_min2"]
+__all__ = ["Policy", "minimize_round", "cost_slope_of_leakage"]
 
 #: Iteration cap of the safeguarded Newton solver: the bracket spans <= 28 nats of log x and is at least halved every
 #: two iterations (rtsafe rule), so 120 iterations always reach 1e-13; typically it stops after ~10.
@@ -111,13 +111,3 @@ def cost_slope_of_leakage(model: ReceiveScalingModel, x: ArrayLike, h_min2: Arra
     h = np.asarray(h_min2, dtype=float)
     x = np.asarray(x, dtype=float)
     return model.leakage_slope(x, h) * x * x * h / model.cost_scale
-
-
-def expected_h_min2(model: ReceiveScalingModel, mean_channel_gain: ArrayLike) -> NDArray:
-    """MMSE estimate E[h_min^2] under i.i.d. Rayleigh fading: h_min^2 = min_m |h_m|^2/k_m^2 is the minimum of
-    independent exponentials with rates PL_m k_m^2, hence Exponential with rate sum_m PL_m k_m^2 (SPEC §2).
-
-    (E[1/|h|^2] is infinite under Rayleigh fading, so the estimate is of |h|^2, not of its inverse.)
-    """
-    rates = model.k2 / np.asarray(mean_channel_gain, dtype=float)
-    return 1.0 / rates.sum(axis=-1)

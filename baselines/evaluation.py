@@ -44,23 +44,33 @@ def sample_realisations(scenario: Scenario, seeds: list[int] | tuple[int, ...]) 
 @dataclass(frozen=True)
 class EpisodeResult:
     """Per env: mean convergence cost (the LHS of (28b)), RDP at alpha and eps at delta (both means over devices),
-    and the wall time of the batch (s)."""
+    the total leakage sum_t L_t (objective (28a)) and EqualAlloc's on the same channels and nu, and the wall time of
+    the batch (s)."""
 
     cost_mean: NDArray
     rdp: NDArray
     epsilon: NDArray | None
     wall_s: float
+    leakage: NDArray
+    equal_alloc_leakage: NDArray
 
 
 def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
-               dp: bool = True) -> EpisodeResult:
-    """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``)."""
+               dp: bool = True, nu: NDArray | None = None) -> EpisodeResult:
+    """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``).
+
+    ``nu`` (N,) is each env's budget as the env observes it (default: the scenario's); the policy is told its own nu
+    when it is built.
+    """
     n = realisations.num_envs
-    env = OTAPrivacyVectorEnv(n, scenario, action_type="x", dp_orders=DEFAULT_ORDERS if dp else None)
+    env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x",
+                              dp_orders=DEFAULT_ORDERS if dp else None)
     start = time.perf_counter()
     policy.reset(scenario, seed, channel_gains=realisations.channel_gains)
-    obs, info = env.reset(seed=seed, options={"distances_m": realisations.distances_m,
-                                              "channel_gains": realisations.channel_gains})
+    options = {"distances_m": realisations.distances_m, "channel_gains": realisations.channel_gains}
+    if nu is not None:
+        options["nu"] = nu
+    obs, info = env.reset(seed=seed, options=options)
     for _ in range(scenario.num_rounds):
         x = np.broadcast_to(policy.act(obs, info), (n,))
         obs, _, terminated, _, info = env.step(x[:, None])
@@ -70,6 +80,8 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         rdp=final["rdp_cumulative"].mean(axis=-1),
         epsilon=final["dp_epsilon"].mean(axis=-1) if dp else None,
         wall_s=time.perf_counter() - start,
+        leakage=final["leakage_total"],
+        equal_alloc_leakage=final["equal_alloc_leakage"],
     )
 
 
@@ -93,8 +105,8 @@ def calibrate(
     n = realisations.num_envs
     lo = np.full(n, np.log(bracket[0]))
     hi = np.full(n, np.log(bracket[1]))
-    c_lo = run_policy(make_policy(np.exp(lo)), scenario, realisations, dp=False).cost_mean
-    c_hi = run_policy(make_policy(np.exp(hi)), scenario, realisations, dp=False).cost_mean
+    c_lo = run_policy(make_policy(np.exp(lo)), scenario, realisations, dp=False, nu=nu).cost_mean
+    c_hi = run_policy(make_policy(np.exp(hi)), scenario, realisations, dp=False, nu=nu).cost_mean
     increasing = c_hi >= c_lo  # cost grows with the parameter (AdaScale's V) or falls (a DP budget)
     value, achieved = np.where(np.abs(c_lo - nu) < np.abs(c_hi - nu), lo, hi), np.where(
         np.abs(c_lo - nu) < np.abs(c_hi - nu), c_lo, c_hi)
@@ -103,7 +115,7 @@ def calibrate(
         if done.all():
             break
         mid = 0.5 * (lo + hi)
-        cost = run_policy(make_policy(np.exp(mid)), scenario, realisations, dp=False).cost_mean
+        cost = run_policy(make_policy(np.exp(mid)), scenario, realisations, dp=False, nu=nu).cost_mean
         better = ~done & (np.abs(cost - nu) < np.abs(achieved - nu))
         value, achieved = np.where(better, mid, value), np.where(better, cost, achieved)
         done |= np.abs(cost - nu) <= rtol * nu

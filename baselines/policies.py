@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, expected_h_min2, minimize_round
+from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round
 from otagym.privacy import tail_bound_budget
 from otagym.receive_scaling import ReceiveScalingModel
 from otagym.scenario import Scenario
@@ -138,7 +138,7 @@ def _bisect_increasing(f, lo: NDArray, hi: NDArray, steps: int = 60) -> NDArray:
 class EstimFuture(_PolicyBase):
     """EstimFuture (§VII): each round, solve the convex problem (28) over the remaining rounds with the remaining budget
     B = nu T - sum_{tau<t} c_tau, replacing every unknown future h_min^2 by its MMSE estimate E[h_min^2] (closed form,
-    :func:`baselines.core.expected_h_min2`).
+    :meth:`~otagym.receive_scaling.ReceiveScalingModel.expected_h_min2`).
 
     All estimated future rounds are identical, so by convexity they share the budget equally; the round's problem is
     then one-dimensional in the current round's cost z in [0, B]:
@@ -147,7 +147,7 @@ class EstimFuture(_PolicyBase):
 
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
         model = self.model
-        h_hat = expected_h_min2(model, info["mean_channel_gain"])
+        h_hat = model.expected_h_min2(info["mean_channel_gain"])
         budget = np.maximum(self.nu * self.scenario.num_rounds - self.cost_sum, 0.0) * np.ones(h.shape)
         n_future = self.scenario.num_rounds - self.t - 1
         if n_future == 0:
@@ -240,7 +240,7 @@ class LiuSimeone(_DPBudget):
         model = self.model
         n = self.scenario.num_rounds - self.t - 1
         cap_now = model.x_max * h
-        cap_future = model.x_max * expected_h_min2(model, info["mean_channel_gain"])
+        cap_future = model.x_max * model.expected_h_min2(info["mean_channel_gain"])
         remaining = np.maximum(self.eta_budget - self.eta_sum, 0.0) * np.ones(h.shape)
         # Solve min(e, a) + n min(e, b) = R for e (piecewise linear, increasing): three candidates.
         lo_cap, hi_cap = np.minimum(cap_now, cap_future), np.maximum(cap_now, cap_future)

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otagym.privacy import rdp_sgm
-from otagym.scenario import FadingModel
+from otagym.scenario import FadingModel, check_fields
 
 __all__ = [
     "CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency",
@@ -203,10 +203,7 @@ def get_cdpb_scenario(name: str | CDPBScenario = "paper-cdpb", **overrides: Any)
         if name not in CDPB_PRESETS:
             raise ValueError(f"scenario must be one of {sorted(CDPB_PRESETS)} or a CDPBScenario; got {name!r}")
         base = CDPB_PRESETS[name]
-    fields = {f.name for f in dataclasses.fields(CDPBScenario)}
-    unknown = set(overrides) - fields
-    if unknown:
-        raise ValueError(f"unknown CDPBScenario field(s) {sorted(unknown)}; allowed: {sorted(fields)}")
+    check_fields(CDPBScenario, overrides)
     return base.replace(**overrides) if overrides else base
 
 

@@ -15,25 +15,23 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from otagym.cdpb import CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.channel import ChannelModel, FadingState, mean_channel_gain
 from otagym.privacy import DEFAULT_ORDERS, RDPLedger
-from otagym.receive_scaling import ReceiveScalingModel
+from otagym.receive_scaling import ReceiveScalingModel, budget_cost
 from otagym.scenario import Scenario, get_scenario
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode", "Scheme", "make_rounds"]
 
-ActionType = Literal["normalized", "x", "eta"]
-RewardMode = Literal["lagrangian", "log"]
+ActionType = Literal["budget", "normalized", "x", "eta"]
+RewardMode = Literal["budget", "cmdp", "lagrangian"]
 Scheme = Literal["receive_scaling", "cdpb"]
 
-#: Default Lagrange weight of the reward: about the dual price of the convergence budget that OfflineOptimal finds
-#: at nu = 0.04 on paper-mnist, so that maximising the default reward is close to the paper's problem (28).
-DEFAULT_REWARD_LAMBDA = 0.01
-
+#: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
+OBS_BOUND = 10.0
 
 
 class Rounds:
@@ -42,38 +40,67 @@ class Rounds:
     Args:
         scenario: the deployment.
         num_envs: N.
-        action_type: ``"normalized"`` (a in [-1, 1] -> x on a log scale, see :meth:`action_to_x`), ``"x"``
-            (x_t in (0, x_max] directly) or ``"eta"`` (eta_t in (0, x_max h_min,t^2]).
+        reward_mode: the formulation of problem (28) (see :class:`OTAPrivacyEnv`): ``"budget"`` (default; the action
+            spends the convergence budget, so (28b) holds by construction), ``"cmdp"`` (reward -L_t, constraint cost
+            in ``info["cost"]``) or ``"lagrangian"`` (reward -(L_t + lambda (c_t - nu)), ``reward_lambda`` required).
+        action_type: ``"budget"`` (the only one, and the default, of ``reward_mode="budget"``: a in [-1, 1] spends
+            m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left), ``"normalized"`` (default
+            of the other modes: a in [-1, 1] -> x on a log scale, see :meth:`action_to_x`), ``"x"`` (x_t in
+            (0, x_max]) or ``"eta"`` (eta_t in (0, x_max h_min,t^2]).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
-        reward_mode: ``"lagrangian"`` or ``"log"`` (see :class:`OTAPrivacyEnv`).
-        reward_lambda: the weight lambda of the convergence term in the reward (>= 0).
+        reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
+            dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
+            lambda stands for a budget nu (the dual price at nu = 0.04 ranges 0.05-0.40 over channel realisations).
+        budget_multiplier_max: the largest multiple of the fair share one budget-mode action spends (> 1); the
+            smallest is its inverse.
+        nu_range: ``(low, high)`` draws nu log-uniformly per episode (for one policy serving every nu; nu is observed);
+            ``None`` keeps the scenario's nu. ``reset(options={"nu": ...})`` sets it for one episode either way.
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
             (the per-round and cumulative RDP at alpha are always reported).
     """
 
     #: Batch axis of each ``reset`` option (a single env inserts it).
-    OPTION_AXES = {"distances_m": 0, "channel_gains": 1}
-    EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
+    OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "leakage_total", "equal_alloc_leakage")
 
     def __init__(
         self,
         scenario: Scenario,
         num_envs: int,
         *,
-        action_type: ActionType = "normalized",
+        reward_mode: RewardMode = "budget",
+        action_type: ActionType | None = None,
         x_min_ratio: float = 1e-3,
-        reward_mode: RewardMode = "lagrangian",
-        reward_lambda: float = DEFAULT_REWARD_LAMBDA,
+        reward_lambda: float | None = None,
+        budget_multiplier_max: float = 100.0,
+        nu_range: tuple[float, float] | None = None,
         dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
     ) -> None:
-        if action_type not in ("normalized", "x", "eta"):
-            raise ValueError(f"action_type must be 'normalized', 'x' or 'eta'; got {action_type!r}")
-        if reward_mode not in ("lagrangian", "log"):
-            raise ValueError(f"reward_mode must be 'lagrangian' or 'log'; got {reward_mode!r}")
+        if reward_mode not in ("budget", "cmdp", "lagrangian"):
+            raise ValueError(f"reward_mode must be 'budget', 'cmdp' or 'lagrangian'; got {reward_mode!r}")
+        if action_type is None:
+            action_type = "budget" if reward_mode == "budget" else "normalized"
+        if (action_type == "budget") != (reward_mode == "budget"):
+            raise ValueError(f"action_type='budget' goes with reward_mode='budget' and only with it; got "
+                             f"action_type={action_type!r}, reward_mode={reward_mode!r}")
+        if action_type not in ("budget", "normalized", "x", "eta"):
+            raise ValueError(f"action_type must be 'budget', 'normalized', 'x' or 'eta'; got {action_type!r}")
+        if reward_mode == "lagrangian":
+            if reward_lambda is None or not (np.isfinite(reward_lambda) and reward_lambda >= 0):
+                raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is "
+                                 f"required with reward_mode='lagrangian'; got {reward_lambda!r}. "
+                                 "reward_mode='budget' needs no lambda.")
+        elif reward_lambda is not None:
+            raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got reward_mode={reward_mode!r}")
         if not 0.0 < x_min_ratio < 1.0:
             raise ValueError(f"x_min_ratio must lie in (0, 1); got {x_min_ratio}")
-        if not (np.isfinite(reward_lambda) and reward_lambda >= 0):
-            raise ValueError(f"reward_lambda must be finite and >= 0; got {reward_lambda}")
+        if not (np.isfinite(budget_multiplier_max) and budget_multiplier_max > 1.0):
+            raise ValueError(f"budget_multiplier_max must be finite and > 1; got {budget_multiplier_max}")
+        if nu_range is not None:
+            lo, hi = (float(v) for v in nu_range)
+            if not (0.0 < lo <= hi < np.inf):
+                raise ValueError(f"nu_range must be (low, high) with 0 < low <= high < inf; got {nu_range}")
+            nu_range = (lo, hi)
         if int(num_envs) != num_envs or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
         self.scenario = scenario
@@ -85,23 +112,32 @@ class Rounds:
         self.x_min_ratio = float(x_min_ratio)
         self._log_x_min_ratio_half = 0.5 * float(np.log(x_min_ratio))
         self.reward_mode = reward_mode
-        self.reward_lambda = float(reward_lambda)
+        self.reward_lambda = None if reward_lambda is None else float(reward_lambda)
+        self.budget_multiplier_max = float(budget_multiplier_max)
+        self.nu_range = nu_range
+        grid = scenario.nu_grid if nu_range is None else nu_range
+        #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
+        self.log10_nu_ref = 0.5 * float(np.log10(min(grid)) + np.log10(max(grid)))
         m, c = scenario.num_devices, self.model.class_q.size
-        self.obs_dim = 2 * m + 3
+        self.obs_dim = 3 * m + 5
         self.t = np.zeros(n, dtype=np.int64)
+        self.nu = np.full(n, scenario.nu)
         self.cost_sum = np.zeros(n)
         self.class_rdp_sum = np.zeros((n, c))
+        self.leak_sum = np.zeros(n)
+        self.h_min2_history = np.zeros((n, scenario.num_rounds))
         self.ledger = (
             RDPLedger(np.broadcast_to(self.model.class_q, (n, c)), orders=dp_orders) if dp_orders is not None else None
         )
         self.distances_m = np.zeros((n, m))
         self.mean_gain = np.zeros((n, m))
+        self.mean_h_min2 = np.ones(n)
+        self.reward_scale = np.ones(n)
         self.fading: FadingState | None = None
         self.gains = np.zeros((n, m))
         self.h_min2 = np.zeros(n)
         self.trace: NDArray | None = None
-        self._log10_snr_scale = np.log10(self.model.inv_k2 * self.model.x_max / self.model.cost_scale)
-        self._log10_hmin_scale = float(np.log10(self.model.x_max / self.model.cost_scale))
+        self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
         self._obs = np.zeros((n, self.obs_dim), dtype=np.float32, order="F")  # columns filled from device-major data
 
     # --- episode boundaries ----------------------------------------------------------------------------------
@@ -112,11 +148,13 @@ class Rounds:
         *,
         distances_m: NDArray | None = None,
         channel_gains: NDArray | None = None,
+        nu: ArrayLike | None = None,
     ) -> None:
         """Start new episodes where ``mask`` is True (all if None).
 
         ``distances_m`` (N, M) fixes the placement; ``channel_gains`` (T, N, M) replays a channel trace |h|^2 for this
-        episode instead of sampling (a full reset only).
+        episode instead of sampling (a full reset only); ``nu`` (N,) or a scalar sets this episode's budget (else the
+        scenario's, or a log-uniform draw from ``nu_range``).
         """
         n, m, big_t = self.num_envs, self.scenario.num_devices, self.scenario.num_rounds
         rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
@@ -132,6 +170,15 @@ class Rounds:
             self.trace = g
         elif mask is None:
             self.trace = None
+        if nu is not None:
+            nu = np.broadcast_to(np.asarray(nu, dtype=float), (n,))
+            if not np.all(np.isfinite(nu) & (nu > 0)):
+                raise ValueError(f"reset option nu must be finite and > 0; got {nu[~(np.isfinite(nu) & (nu > 0))][:3]}")
+        elif self.nu_range is not None:
+            lo, hi = np.log(self.nu_range)
+            nu = np.exp(rng.uniform(lo, hi, size=n))
+        if nu is not None:
+            self.nu = np.where(rows, nu, self.nu)
         dist = self.channel.draw_distances(rng, (n,)) if distances_m is None else np.asarray(distances_m, float)
         if dist.shape != (n, m) or not np.all(np.isfinite(dist) & (dist >= 1.0)):
             raise ValueError(f"distances_m must be finite, >= 1 m, with shape {(n, m)}")
@@ -143,8 +190,11 @@ class Rounds:
             self.fading = self.fading.where(rows, fresh)
             self.distances_m = np.where(rows[:, None], dist, self.distances_m)
         self.mean_gain = mean_channel_gain(self.distances_m)
+        self.mean_h_min2 = self.model.expected_h_min2(self.mean_gain)
+        self.reward_scale[rows] = big_t * self.model.expected_equal_alloc_leakage(self.nu[rows], self.mean_h_min2[rows])
         self.t[rows] = 0
         self.cost_sum[rows] = 0.0
+        self.leak_sum[rows] = 0.0
         self.class_rdp_sum[rows] = 0.0
         if self.ledger is not None:
             self.ledger.reset(None if mask is None else rows)
@@ -158,20 +208,27 @@ class Rounds:
         self.h_min2 = self.model.h_min2(self.gains)
 
     # --- actions ---------------------------------------------------------------------------------------------
-    def action_to_x(self, action: NDArray) -> NDArray:
-        """x_t for each env from the action, validated.
+    def decide(self, action: ArrayLike) -> tuple[NDArray, NDArray]:
+        """``(x_t, c_t)`` for each env from the action, validated.
 
+        * budget: c_t = :func:`~otagym.receive_scaling.budget_cost` (m(a) times the fair share R_t / (T - t), capped
+          at R_t; the last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
         * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
         * x: x in (0, x_max]. * eta: x = eta / h_min,t^2 in (0, x_max].
         Values above x_max by less than 1e-9 relative (rounding in a policy) are clipped to x_max.
         """
         a = np.asarray(action, dtype=float).reshape(self.num_envs)
-        x_max = self.model.x_max
-        if self.action_type == "normalized":
+        model, x_max = self.model, self.model.x_max
+        if self.action_type in ("budget", "normalized"):
             if not (np.abs(a) <= 1.0).all():  # also catches NaN
                 bad = a[~(np.abs(a) <= 1.0)][:3]
-                raise ValueError(f"action (normalized) must be finite and lie in [-1, 1]; got {bad}")
-            return x_max * np.exp(self._log_x_min_ratio_half * (1.0 - a))
+                raise ValueError(f"action ({self.action_type}) must be finite and lie in [-1, 1]; got {bad}")
+            if self.action_type == "budget":
+                cost = budget_cost(a, self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
+                                   self.budget_multiplier_max)
+                return model.x_for_cost(cost, self.h_min2), cost
+            x = x_max * np.exp(self._log_x_min_ratio_half * (1.0 - a))
+            return x, model.convergence_cost(x, self.h_min2)
         if not np.all(np.isfinite(a)):
             raise ValueError(f"action must be finite; got {a[~np.isfinite(a)][:3]}")
         x = a if self.action_type == "x" else a / self.h_min2
@@ -181,30 +238,31 @@ class Rounds:
                 raise ValueError(f"action (x) must lie in (0, x_max={x_max:.6g}]; got {x[bad][:3]}")
             raise ValueError(f"action (eta) must lie in (0, x_max * h_min^2 = {(x_max * self.h_min2)[bad][:3]}]; "
                              f"got {a[bad][:3]}")
-        return np.minimum(x, x_max)
+        x = np.minimum(x, x_max)
+        return x, model.convergence_cost(x, self.h_min2)
 
     # --- the round -------------------------------------------------------------------------------------------
-    def step(self, rng: np.random.Generator, action: NDArray) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
+    def step(self, rng: np.random.Generator, action: ArrayLike) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
         """One FL round in every env. Returns ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
 
-        The info arrays describe the round just played; episode-end entries (``dp_epsilon``, ``dp_order``) are
-        present when any env terminated (valid where ``terminated``).
+        The info arrays describe the round just played; episode-end entries (:attr:`EPISODE_END_KEYS`) are present
+        when any env terminated (valid where ``terminated``).
         """
         model, s = self.model, self.scenario
-        x = self.action_to_x(action)
+        x, cost = self.decide(action)
         eta = x * self.h_min2
         u = model.class_inverse_noise_var(eta)  # (N, C)
         class_rdp = model.curve.rdp(u)
         class_sigma = u ** -0.5  # u > 0: x > 0 and h_min^2 > 0
         leak = (class_rdp * model.class_counts).sum(axis=-1)  # not @: BLAS order depends on N
-        cost = model.convergence_cost(x, self.h_min2)
         if self.reward_mode == "lagrangian":
-            reward = -leak - self.reward_lambda * (cost - s.nu)
+            reward = -(leak + self.reward_lambda * (cost - self.nu)) / self.reward_scale
         else:
-            leak_full = model.leakage(model.x_max, self.h_min2)
-            reward = -np.log1p(leak / leak_full) - self.reward_lambda * np.log1p(cost / s.nu)
+            reward = -leak / self.reward_scale
+        self.h_min2_history[np.arange(self.num_envs), self.t] = self.h_min2
         self.class_rdp_sum += class_rdp
         self.cost_sum += cost
+        self.leak_sum += leak
         if self.ledger is not None:
             self.ledger.record(class_sigma)
         self.t += 1
@@ -221,41 +279,56 @@ class Rounds:
             "leakage": leak,
             "convergence_cost": cost,
             "convergence_cost_mean": self.cost_sum / self.t,
+            "cost": cost / self.nu,
+            "nu": self.nu.copy(),
             "transmit_power_w": model.transmit_power_w(eta, self.gains),
         }
         terminated = self.t >= s.num_rounds
-        if self.ledger is not None and terminated.any():
-            eps, order = self.ledger.epsilon(s.delta)
-            info["dp_epsilon"] = eps[:, dc]
-            info["dp_order"] = order[:, dc]
+        if terminated.any():
+            info["leakage_total"] = self.leak_sum.copy()
+            info["equal_alloc_leakage"] = np.zeros(self.num_envs)
+            h = self.h_min2_history[terminated]
+            info["equal_alloc_leakage"][terminated] = model.leakage(
+                model.x_for_cost(self.nu[terminated, None], h), h).sum(axis=-1)
+            if self.ledger is not None:
+                eps, order = self.ledger.epsilon(s.delta)
+                info["dp_epsilon"] = eps[:, dc]
+                info["dp_order"] = order[:, dc]
         if self.trace is None:
             self.fading = self.channel.advance(rng, self.fading, self.t)
         self._set_gains()
         return reward, terminated, info
 
     def observation_space(self) -> spaces.Box:
-        return spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32)
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)
 
     def action_space(self) -> spaces.Box:
-        if self.action_type == "normalized":
+        if self.action_type in ("budget", "normalized"):
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
         high = self.model.x_max if self.action_type == "x" else np.inf
         return spaces.Box(0.0, high, shape=(1,), dtype=np.float64)
 
     def observation(self) -> NDArray:
-        """Observations (N, 2M + 3), float32 -- see the table in :class:`OTAPrivacyEnv`."""
-        m, s = self.scenario.num_devices, self.scenario
+        """Observations (N, 3M + 5), float32, each entry clipped to [-10, 10] -- see :class:`OTAPrivacyEnv`."""
+        m, big_t = self.scenario.num_devices, self.num_rounds
         obs = self._obs
-        obs[:, :m] = np.log10(self.gains) + self._log10_snr_scale
-        obs[:, m] = np.log10(self.h_min2) + self._log10_hmin_scale
-        obs[:, m + 1] = self.t / s.num_rounds
-        obs[:, m + 2] = (self.cost_sum - s.nu * self.t) / (s.nu * s.num_rounds)
-        obs[:, m + 3:] = self.class_rdp_sum[:, self.model.device_class]
+        budget = self.nu * big_t
+        left = budget - self.cost_sum
+        with np.errstate(divide="ignore"):  # a zero gain only from a replayed trace; clipped below
+            obs[:, :m] = np.log10(self.gains / self.mean_gain)
+            obs[:, m:2 * m] = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])
+            obs[:, 2 * m] = np.log10(self.h_min2 / self.mean_h_min2)
+        obs[:, 2 * m + 1] = self.t / big_t
+        obs[:, 2 * m + 2] = left / budget
+        obs[:, 2 * m + 3] = np.log1p(np.maximum(left, 0.0) / (np.maximum(big_t - self.t, 1) * self.nu))
+        obs[:, 2 * m + 4] = np.log10(self.nu) - self.log10_nu_ref
+        obs[:, 2 * m + 5:] = np.log1p(self.class_rdp_sum[:, self.model.device_class])
+        np.clip(obs, -OBS_BOUND, OBS_BOUND, out=obs)
         return obs.copy()
 
     def reset_info(self) -> dict[str, NDArray]:
         """Constants of the new episodes that policies may use (placement, mean gains) and the first channel."""
-        return {"distances_m": self.distances_m.copy(), **self.next_channel_info()}
+        return {"distances_m": self.distances_m.copy(), "nu": self.nu.copy(), **self.next_channel_info()}
 
     def next_channel_info(self) -> dict[str, NDArray]:
         """The channel of the round the next action applies to, in float64 (the observation has it log-scaled)."""
@@ -270,7 +343,7 @@ def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, 
     """
     if scheme == "receive_scaling":
         core, get, env_keys = Rounds, get_scenario, {"action_type", "x_min_ratio", "reward_mode", "reward_lambda",
-                                                    "dp_orders"}
+                                                    "budget_multiplier_max", "nu_range", "dp_orders"}
         default = "paper-mnist"
     elif scheme == "cdpb":
         core, get, env_keys = CDPBRounds, get_cdpb_scenario, {"action_type", "rho_min_ratio", "dp_orders"}
@@ -300,74 +373,136 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     gradients; the server picks its receive scaling eta_t = x_t h_min,t^2 (eq. (23)). The receiver noise is the
     privacy noise: device m's noise multiplier is sigma_m,t = M B_m sigma_n / (sqrt(2 x_t) G h_min,t) (eq. (25)) and
     the round leaks rho_alpha(q_m, sigma_m,t) RDP (eq. (9)); the convergence surrogate of the round is
-    c_t = d sigma_n^2 / h_min,t^2 (1/x_t - 1/x_max) (eq. (28b)).
+    c_t = d sigma_n^2 / h_min,t^2 (1/x_t - 1/x_max) and problem (28) is min sum_t L_t s.t. (1/T) sum_t c_t <= nu.
 
-    Observation (``Box(-inf, inf, (2M+3,), float32)``), for the channel of the round about to be played:
+    Observation (``Box(-10, 10, (3M+5,), float32)``, every entry clipped to [-10, 10]), for the round about to be
+    played; s_m = |h_m|^2 x_max / (k_m^2 d sigma_n^2) is device m's channel quality at full power, R_t = nu T -
+    sum_{tau<t} c_tau the convergence budget left:
 
     ============  ======================================================================================
     index         meaning
     ============  ======================================================================================
-    0..M-1        log10 s_m,t, s_m,t = |h_m,t|^2 x_max / (k_m^2 d sigma_n^2): per-device channel quality
-    M             log10 s_t with s_t = h_min,t^2 x_max / (d sigma_n^2) (so c_t(x) = (x_max/x - 1) / s_t)
-    M+1           t / T, the fraction of rounds played
-    M+2           (sum_{tau<t} c_tau - nu t) / (nu T): convergence budget used beyond nu per round
-    M+3..2M+2     cumulative RDP of each device at alpha (nats)
+    0..M-1        log10(|h_m,t|^2 / E|h_m|^2): fading of each device (Exponential(1) in law; mean -0.25)
+    M..2M-1       log10(nu E[s_m]): placement; > 0 where EqualAlloc's x is noise- rather than power-limited
+    2M            log10(h_min,t^2 / E[h_min^2]): the round's quality relative to its mean (the driving state)
+    2M+1          t / T
+    2M+2          R_t / (nu T): the fraction of the budget left (1 at the start; clipped at -10 if overspent)
+    2M+3          log1p(R_t / ((T - t) nu)): the fair share of the budget left per round, in units of nu
+    2M+4          log10(nu) - log10(nu_ref), nu_ref the geometric middle of the nu grid (or of ``nu_range``)
+    2M+5..3M+4    log1p(cumulative RDP of each device at alpha)
     ============  ======================================================================================
 
-    Action: ``Box(-1, 1, (1,), float32)`` by default, mapped on a log scale to x = x_max * r^((1-a)/2) with floor
-    r = ``x_min_ratio`` (1e-3): a = 1 is full power (x_max), a = -1 is x_max / 1000. ``action_type="x"`` takes x_t in
-    (0, x_max] directly and ``action_type="eta"`` takes eta_t in (0, x_max h_min,t^2]; both are for analytic policies.
-
-    Reward (``reward_mode``), with L_t = sum_m rho_alpha(q_m, sigma_m,t) (the summand of objective (28a)):
+    Formulations (``reward_mode``), with L_t = sum_m rho_alpha(q_m, sigma_m,t) (the summand of objective (28a)) and
+    the per-episode scale S = T E[L_t under EqualAlloc] (placement and nu of the episode, both observed; so
+    EqualAlloc's expected return is -1 and the scale does not change which policy is optimal):
 
     ==============  =============================================================================================
-    ``lagrangian``  -L_t - lambda (c_t - nu): the Lagrangian of problem (28) per round (default)
-    ``log``         -log(1 + L_t / L_t^max) - lambda log(1 + c_t / nu), L_t^max the leakage at x_max this round
+    ``budget``      default. Action a in [-1, 1] spends c_t = m(a) R_t / (T - t), m(a) = 100^a (m(0) = 1 is
+                    EqualAlloc), capped at R_t; the last round spends R_t. (28b) holds with equality for every
+                    policy, and the reward -L_t / S makes the return -(28a) / S.
+    ``cmdp``        action on x (log scale, see below); reward -L_t / S and ``info["cost"]`` = c_t / nu: the
+                    constraint is mean cost <= 1 per step, i.e. an episode cost limit of T (Safety-Gymnasium style).
+    ``lagrangian``  reward -(L_t + lambda (c_t - nu)) / S with ``reward_lambda`` required (the dual price of (28)).
     ==============  =============================================================================================
+
+    Actions outside budget mode: ``Box(-1, 1, (1,), float32)`` mapped on a log scale to x = x_max * r^((1-a)/2) with
+    r = ``x_min_ratio`` (1e-3), or ``action_type="x"`` (x_t in (0, x_max]) / ``"eta"`` (eta_t in (0, x_max h_min^2]),
+    for analytic policies.
 
     ``info`` (every step): ``round``, ``x``, ``receive_scaling`` (eta), ``h_min2``, ``channel_gain`` (|h_m|^2),
     ``noise_multiplier`` (M), ``rdp_round`` (M, at alpha), ``rdp_cumulative`` (M), ``leakage`` (L_t),
-    ``convergence_cost`` (c_t), ``convergence_cost_mean`` (average c so far), ``transmit_power_w`` (M, eq. (14));
-    at the last step also ``dp_epsilon`` (M, at delta over all ``dp_orders``) and ``dp_order``; and
-    ``next_channel_gain`` / ``next_h_min2``, the channel of the round the *next* action applies to (float64), and
-    ``mean_channel_gain`` (1/PL_m of the current placement).
-    ``reset`` returns ``distances_m``, ``mean_channel_gain`` (1/PL_m), ``next_channel_gain`` and ``next_h_min2``.
+    ``convergence_cost`` (c_t), ``convergence_cost_mean`` (average c so far), ``cost`` (c_t / nu), ``nu``,
+    ``transmit_power_w`` (M, eq. (14)); at the last step also ``leakage_total`` (sum_t L_t, objective (28a)),
+    ``equal_alloc_leakage`` (the same sum for EqualAlloc on this episode's channels and nu), ``dp_epsilon`` (M, at
+    delta over all ``dp_orders``) and ``dp_order``; and ``next_channel_gain`` / ``next_h_min2``, the channel of the
+    round the *next* action applies to (float64), and ``mean_channel_gain`` (1/PL_m of the current placement).
+    ``reset`` returns ``distances_m``, ``nu``, ``mean_channel_gain``, ``next_channel_gain`` and ``next_h_min2``.
 
     Episodes terminate after T = ``scenario.num_rounds`` rounds (the FL run ends; t/T is observed).
 
     Args:
         scenario: preset name (``"paper-mnist"``, ``"paper-cifar10"``) or a :class:`Scenario`.
-        action_type, x_min_ratio, reward_mode, reward_lambda, dp_orders: see :class:`Rounds`.
-        **overrides: any :class:`Scenario` field (e.g. ``num_rounds=100, nu=0.02``).
+        render_mode: ``None``, ``"ansi"`` (a text line per round) or ``"rgb_array"`` (x/x_max, cumulative cost over
+            nu t and mean cumulative RDP over the episode so far, as an image).
+        reward_mode, action_type, x_min_ratio, reward_lambda, budget_multiplier_max, nu_range, dp_orders: see
+            :class:`Rounds`.
+        **overrides: any :class:`Scenario` field (e.g. ``num_rounds=100, nu=0.02``); anything else is a TypeError.
 
-    ``reset(options=...)`` accepts ``distances_m`` (M,) and ``channel_gains`` (T, M) to replay a channel realisation.
+    ``reset(options=...)`` accepts ``distances_m`` (M,), ``channel_gains`` (T, M) to replay a channel realisation,
+    and ``nu`` (this episode's budget).
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, scenario: str | Scenario | CDPBScenario | None = None, render_mode: str | None = None, *,
                  scheme: Scheme = "receive_scaling", **kwargs: Any):
-        if render_mode is not None:
-            raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}; got {render_mode!r}")
+        self.render_mode = render_mode
         self.scheme = scheme
         self.rounds = make_rounds(scheme, scenario, 1, kwargs)
         self.scenario = self.rounds.scenario
         self.model = getattr(self.rounds, "model", None)
         self.observation_space = self.rounds.observation_space()
         self.action_space = self.rounds.action_space()
+        self._history: list[dict[str, float]] = []
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=True))
+        self._history = []
         return self.rounds.observation()[0], {k: v[0] for k, v in self.rounds.reset_info().items()}
 
     def step(self, action: NDArray):
+        if self.rounds.fading is None:
+            raise RuntimeError("call reset() before step()")
         if self.rounds.t[0] >= self.rounds.num_rounds:
             raise RuntimeError("episode is over (T rounds played): call reset()")
         reward, terminated, info = self.rounds.step(self.np_random, action)
         info.update(self.rounds.next_channel_info())
         obs = self.rounds.observation()[0]
-        return obs, float(reward[0]), bool(terminated[0]), False, {k: v[0] for k, v in info.items()}
+        info = {k: v[0] for k, v in info.items()}
+        if self.render_mode is not None:
+            self._history.append({"round": int(info["round"]), "reward": float(reward[0]),
+                                  "rdp": float(np.mean(info["rdp_cumulative"])),
+                                  **{k: float(info[k]) for k in ("x", "rho", "convergence_cost_mean", "nu")
+                                     if k in info}})
+        return obs, float(reward[0]), bool(terminated[0]), False, info
+
+    def render(self) -> str | NDArray[np.uint8] | None:
+        """``ansi``: the last round as text; ``rgb_array``: the episode so far as an (H, W, 3) uint8 image."""
+        if self.render_mode is None:
+            return None
+        if self.render_mode == "ansi":
+            if not self._history:
+                return "(no round played yet)"
+            h = self._history[-1]
+            return "  ".join(f"{k}={v:.4g}" for k, v in h.items())
+        return _render_history(self._history, self.scenario, self.model)
+
+
+def _render_history(history: list[dict[str, float]], scenario: Any, model: Any) -> NDArray[np.uint8]:
+    """The episode so far as an RGB image (matplotlib, Agg): the action and the mean cumulative RDP per round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.4), dpi=80)
+    t = [h["round"] for h in history]
+    key = "x" if "x" in (history[0] if history else {}) else "rho"
+    scale = model.x_max if key == "x" and model is not None else 1.0
+    axes[0].plot(t, [h.get(key, np.nan) / scale for h in history])
+    axes[0].set(title=f"{key}" + (" / x_max" if key == "x" else ""), xlabel="round", yscale="log")
+    axes[1].plot(t, [h["rdp"] for h in history])
+    axes[1].set(title="mean cumulative RDP", xlabel="round")
+    for ax in axes:
+        ax.set_xlim(0, scenario.num_rounds)
+    fig.tight_layout()
+    fig.canvas.draw()
+    image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+    plt.close(fig)
+    return image
 
 
 class OTAPrivacyVectorEnv(VectorEnv):
@@ -376,8 +511,8 @@ class OTAPrivacyVectorEnv(VectorEnv):
     Autoreset is ``SAME_STEP``: when an episode ends, the returned observation is the first of the next episode, and
     ``info["final_obs"]`` / ``info["final_info"]`` (masked by ``"_final_obs"`` / ``"_final_info"``) hold the last
     observation and the info of the ending step. Every other info entry is an array over envs with an all-True
-    ``"_key"`` mask, except the episode-end keys (``dp_epsilon``, ``dp_order``), masked by ``terminated``.
-    ``reset(options=...)`` accepts ``distances_m`` (N, M) and ``channel_gains`` (T, N, M).
+    ``"_key"`` mask, except the episode-end keys (``Rounds.EPISODE_END_KEYS``), masked by ``terminated``.
+    ``reset(options=...)`` accepts ``distances_m`` (N, M), ``channel_gains`` (T, N, M) and ``nu`` (N,) or a scalar.
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
@@ -396,11 +531,22 @@ class OTAPrivacyVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._all = np.ones(self.num_envs, dtype=bool)
+        self.autoreset_mode = AutoresetMode.SAME_STEP  # as SyncVectorEnv has it; TorchRL's GymWrapper reads it
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None):
+        """Reset every env. ``seed``: an int, or one int per env as Gymnasium's vector envs take; one generator drives
+        all envs, so a sequence seeds it with all of them (``numpy.random.SeedSequence(seeds)``): the same sequence
+        gives the same trajectories, but env i is not the single env seeded ``seeds[i]``."""
         if seed is not None and not np.isscalar(seed):
-            raise ValueError("seed must be a single int for OTAPrivacyVectorEnv (one generator drives all envs)")
-        super().reset(seed=seed)
+            seeds = list(seed)
+            if len(seeds) != self.num_envs or not all(isinstance(v, (int, np.integer)) and v >= 0 for v in seeds):
+                raise ValueError(f"seed must be an int >= 0 or a sequence of num_envs={self.num_envs} ints >= 0; "
+                                 f"got {seed!r}")
+            super().reset()
+            self._np_random = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(v) for v in seeds])))
+            self._np_random_seed = int(seeds[0])
+        else:
+            super().reset(seed=seed)
         self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=False))
         info = self.rounds.reset_info()
         info.update({f"_{k}": self._all for k in list(info)})

@@ -15,7 +15,28 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.privacy import SGMCurve
 from otagym.scenario import Scenario
 
-__all__ = ["ReceiveScalingModel"]
+__all__ = ["ReceiveScalingModel", "budget_cost", "budget_multiplier"]
+
+#: Gauss-Laguerre nodes and weights for expectations over h_min^2 ~ Exponential (see
+#: :meth:`ReceiveScalingModel.expected_equal_alloc_leakage`).
+_LAGUERRE_NODES, _LAGUERRE_WEIGHTS = np.polynomial.laguerre.laggauss(48)
+
+
+def budget_multiplier(action: ArrayLike, multiplier_max: float) -> NDArray:
+    """m(a) = multiplier_max ** a: the multiple of the fair share a budget-mode action spends (log scale, m(0) = 1)."""
+    return np.power(float(multiplier_max), np.asarray(action, dtype=float))
+
+
+def budget_cost(action: ArrayLike, remaining: ArrayLike, rounds_left: ArrayLike, multiplier_max: float) -> NDArray:
+    """This round's convergence cost c_t in budget mode: m(a) R_t / (T - t), capped at R_t; the last round spends R_t.
+
+    R_t = nu T - sum_{tau<t} c_tau is the budget of constraint (28b) left before round t and T - t >= 1 the rounds
+    left including this one. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any sequence of actions.
+    """
+    remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)  # rounding can leave -1e-17
+    rounds_left = np.asarray(rounds_left)
+    share = budget_multiplier(action, multiplier_max) * remaining / rounds_left
+    return np.where(rounds_left <= 1, remaining, np.minimum(share, remaining))
 
 
 class ReceiveScalingModel:
@@ -90,6 +111,21 @@ class ReceiveScalingModel:
         With cost = nu this is EqualAlloc's rule (§VII).
         """
         return self.x_max / (1.0 + self.x_max * np.asarray(cost) * np.asarray(h_min2) / self.cost_scale)
+
+    def expected_h_min2(self, mean_channel_gain: ArrayLike) -> NDArray:
+        """E[h_min^2] under Rayleigh fading: h_min^2 = min_m |h_m|^2 / k_m^2 is the minimum of independent
+        exponentials with rates PL_m k_m^2, hence Exponential with rate sum_m PL_m k_m^2 (SPEC §2). Holds for every
+        fading model here (all have the Exponential marginal). ``mean_channel_gain`` = 1/PL_m, devices last."""
+        return 1.0 / (self.k2 / np.asarray(mean_channel_gain, dtype=float)).sum(axis=-1)
+
+    def expected_equal_alloc_leakage(self, nu: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
+        """E[L_t] under EqualAlloc (c_t = nu) with h_min,t^2 ~ Exponential(mean ``mean_h_min2``), by 48-node
+        Gauss-Laguerre quadrature: the per-round leakage scale of the env's reward. Finite: as h grows, x h^2 tends to
+        d sigma_n^2 / nu, so the integrand is bounded."""
+        mean = np.asarray(mean_h_min2, dtype=float)[..., None]
+        h = mean * _LAGUERRE_NODES
+        x = self.x_for_cost(np.asarray(nu, dtype=float)[..., None], h)
+        return self.leakage(x, h) @ _LAGUERRE_WEIGHTS
 
     # --- power -----------------------------------------------------------------------------------------------
     def transmit_power_w(self, eta: ArrayLike, gains: ArrayLike) -> NDArray:

@@ -17,7 +17,7 @@ from otagym.env import OTAPrivacyVectorEnv
 __all__ = ["OTAPrivacySB3VecEnv"]
 
 #: Scalar entries of each step's info copied into SB3's per-env dicts (cheap and enough for callbacks/loggers).
-INFO_KEYS = ("x", "receive_scaling", "leakage", "convergence_cost", "convergence_cost_mean")
+INFO_KEYS = ("x", "receive_scaling", "leakage", "convergence_cost", "convergence_cost_mean", "cost", "nu")
 
 
 class OTAPrivacySB3VecEnv(VecEnv):
@@ -29,8 +29,9 @@ class OTAPrivacySB3VecEnv(VecEnv):
             overrides, ...).
 
     Per-env infos carry :data:`INFO_KEYS` every step, and at the end of an episode ``terminal_observation``,
-    ``TimeLimit.truncated`` (False: episodes terminate after T rounds), ``episode_dp_epsilon`` (mean over devices)
-    and ``episode_rdp`` (mean cumulative RDP at alpha over devices).
+    ``TimeLimit.truncated`` (False: episodes terminate after T rounds), ``episode_rdp`` (mean cumulative RDP at
+    alpha over devices), ``episode_leakage`` and ``episode_equal_alloc_leakage`` (objective (28a) of the policy and
+    of EqualAlloc on the same channels) and ``episode_dp_epsilon`` (mean over devices, when the ledger is on).
     """
 
     def __init__(self, num_envs: int = 8, **env_kwargs: Any) -> None:
@@ -65,6 +66,8 @@ class OTAPrivacySB3VecEnv(VecEnv):
                 infos[i]["terminal_observation"] = final_obs[i]
                 infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
                 infos[i]["episode_rdp"] = float(final_info["rdp_cumulative"][i].mean())
+                infos[i]["episode_leakage"] = float(final_info["leakage_total"][i])
+                infos[i]["episode_equal_alloc_leakage"] = float(final_info["equal_alloc_leakage"][i])
                 if "dp_epsilon" in final_info:
                     infos[i]["episode_dp_epsilon"] = float(final_info["dp_epsilon"][i].mean())
         return obs, reward.astype(np.float32), dones, infos

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "FadingModel"]
+__all__ = ["Scenario", "PRESETS", "get_scenario", "check_fields", "dbm_to_w", "w_to_dbm", "FadingModel"]
 
 FadingModel = Literal["iid", "block", "gauss_markov"]
 
@@ -186,6 +186,16 @@ PRESETS: dict[str, Scenario] = {
 }
 
 
+def check_fields(cls: type, overrides: dict[str, Any]) -> None:
+    """Raise ``TypeError`` (Python's error for an unknown keyword argument, which wrappers such as SB3's
+    ``make_vec_env`` and TorchRL's ``GymEnv`` catch to retry without it) if ``overrides`` names a non-field of ``cls``."""
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise TypeError("; ".join(f"got an unexpected keyword argument {k!r}" for k in unknown)
+                        + f" (not an env argument nor a {cls.__name__} field; fields: {fields})")
+
+
 def get_scenario(name: str | Scenario = "paper-mnist", **overrides: Any) -> Scenario:
     """A preset by name (``paper-mnist``, ``paper-cifar10``) or a Scenario, with validated field overrides."""
     if isinstance(name, Scenario):
@@ -194,8 +204,5 @@ def get_scenario(name: str | Scenario = "paper-mnist", **overrides: Any) -> Scen
         if name not in PRESETS:
             raise ValueError(f"scenario must be one of {sorted(PRESETS)} or a Scenario; got {name!r}")
         base = PRESETS[name]
-    unknown = set(overrides) - {f.name for f in dataclasses.fields(Scenario)}
-    if unknown:
-        raise ValueError(f"unknown Scenario field(s) {sorted(unknown)}; allowed: "
-                         f"{[f.name for f in dataclasses.fields(Scenario)]}")
+    check_fields(Scenario, overrides)
     return base.replace(**overrides) if overrides else base

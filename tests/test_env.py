@@ -26,7 +26,7 @@ def test_make_vec_with_vector_entry_point():
     venv = gym.make_vec(ENV_ID, num_envs=8, vectorization_mode="vector_entry_point", **SHORT)
     assert isinstance(venv.unwrapped, OTAPrivacyVectorEnv)
     obs, info = venv.reset(seed=0)
-    assert obs.shape == (8, 23) and obs.dtype == np.float32
+    assert obs.shape == (8, 35) and obs.dtype == np.float32
     obs, rew, term, trunc, info = venv.step(venv.action_space.sample())
     assert rew.shape == (8,) and info["rdp_round"].shape == (8, 10) and info["_rdp_round"].all()
     assert venv.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
@@ -36,8 +36,9 @@ def test_gym_make_overrides_scenario_fields_and_rejects_unknown():
     env = gym.make(ENV_ID, num_rounds=7, nu=0.02, num_devices=3)
     s = env.unwrapped.scenario
     assert (s.num_rounds, s.nu, s.num_devices) == (7, 0.02, 3)
-    assert env.observation_space.shape == (9,)
-    with pytest.raises(ValueError, match="unknown Scenario field"):
+    assert env.observation_space.shape == (3 * 3 + 5,)
+    # Python's error for an unknown keyword argument: SB3's make_vec_env and TorchRL's GymEnv retry on it.
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nnu'"):
         gym.make(ENV_ID, nnu=0.1)
 
 
@@ -64,8 +65,9 @@ def test_same_seed_same_trajectory_different_seed_differs():
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("reward_mode", ["lagrangian", "log"])
-def test_vector_env_equals_single_env_on_injected_draws(reward_mode):
+@pytest.mark.parametrize("mode", [{"reward_mode": "budget"}, {"reward_mode": "cmdp"},
+                                  {"reward_mode": "lagrangian", "reward_lambda": 0.2}])
+def test_vector_env_equals_single_env_on_injected_draws(mode):
     """Inject one channel realisation per env into both envs; every output must agree.
 
     Agreement is to 1e-13 relative, not bitwise: numpy's SIMD exp/expm1/log1p round the vector body and the scalar
@@ -78,9 +80,9 @@ def test_vector_env_equals_single_env_on_injected_draws(reward_mode):
     from otagym.channel import ChannelModel
     distances, gains = ChannelModel.from_scenario(model).sample_trace(rng, big_t, batch_shape=(n,))
     actions = rng.uniform(-1, 1, size=(big_t, n, 1)).astype(np.float32)
-    venv = OTAPrivacyVectorEnv(n, reward_mode=reward_mode, **scen)
+    venv = OTAPrivacyVectorEnv(n, **mode, **scen)
     vobs, _ = venv.reset(seed=0, options={"distances_m": distances, "channel_gains": gains})
-    singles = [OTAPrivacyEnv(reward_mode=reward_mode, **scen) for _ in range(n)]
+    singles = [OTAPrivacyEnv(**mode, **scen) for _ in range(n)]
     sobs = [e.reset(seed=99, options={"distances_m": distances[i], "channel_gains": gains[:, i]})[0]
             for i, e in enumerate(singles)]
     np.testing.assert_allclose(vobs, np.stack(sobs), rtol=1e-6)
@@ -103,7 +105,7 @@ def test_vector_env_equals_single_env_on_injected_draws(reward_mode):
 def test_info_matches_closed_forms_and_opacus():
     s = otagym.get_scenario("paper-mnist", num_rounds=30, num_devices=3, batch_size=(30, 60, 90),
                             dataset_size=(6000, 6000, 3000))
-    env = OTAPrivacyEnv(s)
+    env = OTAPrivacyEnv(s, reward_mode="cmdp")
     _, info0 = env.reset(seed=4)
     gains = info0["next_channel_gain"]
     k2 = 1 + (1 - s.sampling_rates) / s.batch_sizes
@@ -127,7 +129,7 @@ def test_info_matches_closed_forms_and_opacus():
 
 
 def test_full_power_puts_the_weakest_device_exactly_at_p_max():
-    env = OTAPrivacyEnv(num_rounds=50)
+    env = OTAPrivacyEnv(num_rounds=50, reward_mode="cmdp")
     env.reset(seed=1)
     for _ in range(50):
         _, _, _, _, info = env.step(np.array([1.0], np.float32))
@@ -138,7 +140,7 @@ def test_full_power_puts_the_weakest_device_exactly_at_p_max():
 
 def test_episode_end_reports_dp_epsilon_equal_to_opacus_on_the_same_rounds():
     s = otagym.get_scenario("paper-mnist", num_rounds=60)
-    env = OTAPrivacyEnv(s)
+    env = OTAPrivacyEnv(s, reward_mode="cmdp")
     env.reset(seed=2)
     rng = np.random.default_rng(2)
     total = np.zeros(len(DEFAULT_ORDERS))
@@ -159,31 +161,41 @@ def test_episode_end_reports_dp_epsilon_equal_to_opacus_on_the_same_rounds():
 
 
 def test_rewards_follow_their_documented_formulas():
+    """reward = -(L_t [+ lambda (c_t - nu)]) / S with S = T E[L_t under EqualAlloc] of the episode (Monte Carlo)."""
     lam = 0.3
-    for mode in ("lagrangian", "log"):
-        env = OTAPrivacyEnv(reward_mode=mode, reward_lambda=lam, **SHORT)
-        env.reset(seed=0)
+    for mode in ("budget", "cmdp", "lagrangian"):
+        env = OTAPrivacyEnv(reward_mode=mode, reward_lambda=lam if mode == "lagrangian" else None, **SHORT)
+        _, info0 = env.reset(seed=0)
         _, r, _, _, info = env.step(np.array([0.5], np.float32))
-        leak, cost, nu = info["rdp_round"].sum(), info["convergence_cost"], env.scenario.nu
-        if mode == "lagrangian":
-            assert r == pytest.approx(-leak - lam * (cost - nu), rel=1e-12)
-        else:
-            leak_full = env.model.leakage(env.model.x_max, info["h_min2"])
-            assert r == pytest.approx(-np.log1p(leak / leak_full) - lam * np.log1p(cost / nu), rel=1e-12)
-            assert -np.log(2) - 1e-12 <= r + lam * np.log1p(cost / nu) <= 0
+        leak, cost, nu, big_t = info["rdp_round"].sum(), info["convergence_cost"], env.scenario.nu, 40
+        model = env.unwrapped.model
+        mean_h = 1 / np.sum(model.k2 / info0["mean_channel_gain"])
+        h = np.random.default_rng(0).exponential(mean_h, 200_000)
+        scale = big_t * model.leakage(model.x_for_cost(nu, h), h).mean()
+        expected = -(leak + (lam * (cost - nu) if mode == "lagrangian" else 0.0)) / scale
+        assert r == pytest.approx(expected, rel=2e-2)
+        assert info["cost"] == pytest.approx(cost / nu, rel=1e-15)
+    with pytest.raises(ValueError, match="reward_lambda"):
+        OTAPrivacyEnv(reward_mode="lagrangian")
+    with pytest.raises(ValueError, match="reward_lambda"):
+        OTAPrivacyEnv(reward_mode="budget", reward_lambda=0.1)
+    with pytest.raises(ValueError, match="budget"):
+        OTAPrivacyEnv(reward_mode="cmdp", action_type="budget")
 
 
-@pytest.mark.parametrize("action_type,bad", [("normalized", np.nan), ("normalized", np.inf), ("normalized", 1.5),
+@pytest.mark.parametrize("action_type,bad", [("budget", np.nan), ("budget", -1.01),
+                                             ("normalized", np.nan), ("normalized", np.inf), ("normalized", 1.5),
                                              ("x", -1.0), ("x", np.nan), ("x", 1e12), ("eta", 0.0)])
 def test_bad_actions_raise_a_clear_error(action_type, bad):
-    env = OTAPrivacyEnv(action_type=action_type, **SHORT)
+    env = OTAPrivacyEnv(reward_mode="budget" if action_type == "budget" else "cmdp", action_type=action_type, **SHORT)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action"):
         env.step(np.array([bad]))
 
 
 def test_x_and_eta_actions_are_the_same_decision():
-    ex, ee = OTAPrivacyEnv(action_type="x", **SHORT), OTAPrivacyEnv(action_type="eta", **SHORT)
+    ex = OTAPrivacyEnv(reward_mode="cmdp", action_type="x", **SHORT)
+    ee = OTAPrivacyEnv(reward_mode="cmdp", action_type="eta", **SHORT)
     _, ix = ex.reset(seed=3)
     _, ie = ee.reset(seed=3)
     x = 0.37 * ex.model.x_max
@@ -216,7 +228,7 @@ def test_a_million_steps_produce_no_nan():
 
 
 def test_extreme_actions_keep_the_final_epsilon_finite():
-    venv = OTAPrivacyVectorEnv(2, num_rounds=100)
+    venv = OTAPrivacyVectorEnv(2, num_rounds=100, reward_mode="cmdp")
     venv.reset(seed=0)
     for _ in range(100):
         *_, info = venv.step(np.array([[1.0], [-1.0]]))
@@ -232,10 +244,10 @@ def test_sb3_adapter_trains_ppo_and_reports_terminal_observations():
     venv = OTAPrivacySB3VecEnv(4, num_rounds=16)
     venv.seed(0)
     obs = venv.reset()
-    assert obs.shape == (4, 23)
+    assert obs.shape == (4, 35)
     model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0, verbose=0)
     model.learn(total_timesteps=64)
     for _ in range(16):
         obs, rew, done, infos = venv.step(np.zeros((4, 1), np.float32))
     assert done.all() and all("terminal_observation" in i and "episode_dp_epsilon" in i for i in infos)
-    assert infos[0]["terminal_observation"].shape == (23,)
+    assert infos[0]["terminal_observation"].shape == (35,)

@@ -1,0 +1,150 @@
+"""The RL formulation of problem (28): budget mode keeps (28b) by construction, the zero action is EqualAlloc, the
+return is -(28a) over the documented scale, the observation stays of order one, nu can be sampled per episode."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.env import OBS_BOUND
+from otagym.receive_scaling import budget_cost
+
+
+def _episode(venv, actions_fn, seed=0, options=None):
+    obs, info = venv.reset(seed=seed, options=options)
+    total = np.zeros(venv.num_envs)
+    big_t = venv.scenario.num_rounds
+    for t in range(big_t):
+        obs, r, term, _, info = venv.step(actions_fn(t, obs))
+        total += r
+    assert term.all()
+    return total, info["final_info"], info
+
+
+@pytest.mark.parametrize("policy", ["random", "plus_one", "minus_one", "alternating"])
+def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy):
+    n, big_t = 64, 50
+    rng = np.random.default_rng(1)
+    acts = {
+        "random": lambda t, o: rng.uniform(-1, 1, (n, 1)),
+        "plus_one": lambda t, o: np.ones((n, 1)),
+        "minus_one": lambda t, o: -np.ones((n, 1)),
+        "alternating": lambda t, o: np.full((n, 1), (-1.0) ** t),
+    }[policy]
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16))
+    _, final, _ = _episode(venv, acts)
+    np.testing.assert_allclose(final["convergence_cost_mean"], final["nu"], rtol=1e-12)
+    assert np.all(final["convergence_cost"] >= 0)
+
+
+def test_budget_cost_closed_form():
+    # fair share R/(T - t) times 100^a, capped at R; the last round spends R
+    assert budget_cost(0.0, 2.0, 4, 100.0) == pytest.approx(0.5, rel=1e-15)
+    assert budget_cost(0.5, 2.0, 4, 100.0) == 2.0  # 10 x 0.5 = 5, capped at R = 2
+    assert budget_cost(-0.5, 2.0, 4, 100.0) == pytest.approx(0.05, rel=1e-14)
+    assert budget_cost(-1.0, 3.0, 1, 100.0) == 3.0
+    assert budget_cost(0.3, -1e-17, 5, 100.0) == 0.0
+
+
+def test_zero_action_is_equal_alloc_and_the_return_is_minus_the_objective_over_the_scale():
+    n, big_t = 8, 30
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None)
+    _, info = venv.reset(seed=3)
+    model, nu = venv.model, venv.scenario.nu
+    total = np.zeros(n)
+    scale = venv.rounds.reward_scale.copy()
+    for _ in range(big_t):
+        x_equal = model.x_for_cost(nu, info["next_h_min2"])  # EqualAlloc's rule (§VII)
+        _, r, term, _, info = venv.step(np.zeros((n, 1)))
+        step_info = info["final_info"] if term.any() else info
+        np.testing.assert_allclose(step_info["x"], x_equal, rtol=1e-13)
+        np.testing.assert_allclose(step_info["convergence_cost"], nu, rtol=1e-12)
+        total += r
+    final = info["final_info"]
+    np.testing.assert_allclose(final["leakage_total"], final["equal_alloc_leakage"], rtol=1e-12)
+    np.testing.assert_allclose(total, -final["leakage_total"] / scale, rtol=1e-12)
+    np.testing.assert_allclose(final["rdp_cumulative"].sum(axis=-1), final["leakage_total"], rtol=1e-12)
+
+
+def test_equal_alloc_expected_return_is_minus_one():
+    """The scale S = T E[L_t under EqualAlloc] (48-node Gauss-Laguerre) against many Monte-Carlo episodes."""
+    n, big_t = 400, 100
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None)
+    returns, _, _ = _episode(venv, lambda t, o: np.zeros((n, 1)), seed=5)
+    mean, sem = returns.mean(), returns.std(ddof=1) / np.sqrt(n)
+    assert abs(mean + 1.0) < max(4 * sem, 0.02), (mean, sem)
+
+
+@pytest.mark.parametrize("mode", ["budget", "cmdp"])
+def test_observation_is_of_order_one_under_random_and_extreme_actions(mode):
+    """10^5 steps each of uniform and of +-1 actions: every entry within [-10, 10] *before* clipping, except the
+    budget-left entry of the cmdp mode, whose clipping at -10 (ten budgets overspent) is documented."""
+    n, big_t = 200, 500
+    m = 10
+    rng = np.random.default_rng(0)
+    venv = OTAPrivacyVectorEnv(n, dp_orders=None, reward_mode=mode, nu_range=(0.01, 0.16))
+    free = np.ones(3 * m + 5, dtype=bool)
+    if mode == "cmdp":
+        free[2 * m + 2] = False
+    extremes = np.full(3 * m + 5, 0.0)
+    for policy in ("uniform", "extreme"):
+        obs, _ = venv.reset(seed=1)
+        for t in range(big_t):  # 200 envs x 500 rounds = 10^5 steps
+            a = rng.uniform(-1, 1, (n, 1)) if policy == "uniform" else rng.choice([-1.0, 1.0], (n, 1))
+            obs, r, term, _, info = venv.step(a)
+            for o in (obs, info["final_obs"] if term.any() else obs):
+                assert np.all(np.abs(o) <= OBS_BOUND)
+                assert np.all(np.abs(o[:, free]) < OBS_BOUND)  # clipping never active
+                extremes = np.maximum(extremes, np.abs(o).max(axis=0))
+            assert np.isfinite(r).all()
+    assert extremes[2 * m + 5:].max() > 1.0  # the cumulative-RDP entries move (log1p of RDP up to thousands)
+
+
+def test_nu_is_sampled_log_uniformly_per_episode_observed_and_can_be_set():
+    n = 2000
+    venv = OTAPrivacyVectorEnv(n, num_rounds=5, dp_orders=None, nu_range=(0.01, 0.16))
+    obs, info = venv.reset(seed=0)
+    u = (np.log(info["nu"]) - np.log(0.01)) / (np.log(0.16) - np.log(0.01))
+    assert stats.kstest(u, "uniform").pvalue > 1e-3
+    np.testing.assert_allclose(obs[:, 2 * 10 + 4], np.log10(info["nu"]) - 0.5 * np.log10(0.01 * 0.16), atol=1e-6)
+    _, info2 = venv.reset(seed=0)
+    np.testing.assert_array_equal(info["nu"], info2["nu"])
+    _, info3 = venv.reset(seed=0, options={"nu": 0.05})
+    assert np.all(info3["nu"] == 0.05)
+    env = OTAPrivacyEnv(num_rounds=5, nu_range=(0.02, 0.03))
+    _, i1 = env.reset(seed=4)
+    assert 0.02 <= i1["nu"] <= 0.03
+    _, i2 = env.reset(seed=4, options={"nu": 0.07})
+    assert i2["nu"] == 0.07
+    with pytest.raises(ValueError, match="nu_range"):
+        OTAPrivacyEnv(nu_range=(0.1, 0.01))
+    with pytest.raises(ValueError, match="nu"):
+        env.reset(options={"nu": -1.0})
+
+
+def test_vector_env_takes_one_seed_per_env():
+    venv = OTAPrivacyVectorEnv(3, num_rounds=5, dp_orders=None)
+    a, _ = venv.reset(seed=[1, 2, 3])
+    b, _ = venv.reset(seed=[1, 2, 3])
+    c, _ = venv.reset(seed=[1, 2, 4])
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    with pytest.raises(ValueError, match="num_envs=3"):
+        venv.reset(seed=[1, 2])
+
+
+def test_render_modes():
+    env = OTAPrivacyEnv(num_rounds=5, render_mode="ansi")
+    env.reset(seed=0)
+    env.step(np.zeros(1, np.float32))
+    assert "x=" in env.render() and "rdp=" in env.render()
+    env = OTAPrivacyEnv(num_rounds=5, render_mode="rgb_array")
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(np.zeros(1, np.float32))
+    image = env.render()
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3 and image.std() > 0
+    with pytest.raises(ValueError, match="render_mode"):
+        OTAPrivacyEnv(render_mode="human")
+    with pytest.raises(RuntimeError, match="reset"):
+        OTAPrivacyEnv().step(np.zeros(1, np.float32))
