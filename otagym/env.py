@@ -40,9 +40,10 @@ class Rounds:
     Args:
         scenario: the deployment.
         num_envs: N.
-        reward_mode: the formulation of problem (28) (see :class:`OTAPrivacyEnv`): ``"budget"`` (default; the action
-            spends the convergence budget, so (28b) holds by construction), ``"cmdp"`` (reward -L_t, constraint cost
-            in ``info["cost"]``) or ``"lagrangian"`` (reward -(L_t + lambda (c_t - nu)), ``reward_lambda`` required).
+        reward_mode: the formulation of problem (28) (see :class:`OTAPrivacyEnv`): ``"budget"`` (the action spends
+            the convergence budget, so (28b) holds by construction), ``"cmdp"`` (reward -L_t, constraint cost in
+            ``info["cost"]``) or ``"lagrangian"`` (reward -(L_t + lambda (c_t - nu)), ``reward_lambda`` required).
+            Default: ``"budget"``, or ``"cmdp"`` when ``action_type`` names an x action.
         action_type: ``"budget"`` (the only one, and the default, of ``reward_mode="budget"``: a in [-1, 1] spends
             m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left), ``"normalized"`` (default
             of the other modes: a in [-1, 1] -> x on a log scale, see :meth:`action_to_x`), ``"x"`` (x_t in
@@ -68,7 +69,7 @@ class Rounds:
         scenario: Scenario,
         num_envs: int,
         *,
-        reward_mode: RewardMode = "budget",
+        reward_mode: RewardMode | None = None,
         action_type: ActionType | None = None,
         x_min_ratio: float = 1e-3,
         reward_lambda: float | None = None,
@@ -76,6 +77,8 @@ class Rounds:
         nu_range: tuple[float, float] | None = None,
         dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
     ) -> None:
+        if reward_mode is None:
+            reward_mode = "budget" if action_type in (None, "budget") else "cmdp"
         if reward_mode not in ("budget", "cmdp", "lagrangian"):
             raise ValueError(f"reward_mode must be 'budget', 'cmdp' or 'lagrangian'; got {reward_mode!r}")
         if action_type is None:

@@ -54,7 +54,7 @@ def test_invalid_values_raise_with_field_and_range(field, value, match):
 
 
 def test_unknown_override_and_preset_are_rejected():
-    with pytest.raises(ValueError, match="unknown Scenario field"):
+    with pytest.raises(TypeError, match="unexpected keyword argument .not_a_field. .*Scenario field"):
         get_scenario("paper-mnist", not_a_field=1)
     with pytest.raises(ValueError, match="scenario must be one of"):
         get_scenario("paper-imagenet")
