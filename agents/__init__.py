@@ -1,2 +1,11 @@
-"""RL agents for otagym (stable-baselines3). Training entry points land with the RL issue; the SB3 ``VecEnv``
-adapter is :class:`otagym.sb3.OTAPrivacySB3VecEnv`."""
+"""RL agents for otagym: stable-baselines3 training on the native vector env (:mod:`agents.train`, ``otagym
+train``), rl_zoo3-format hyperparameters (``agents/configs``), PPO-Lagrangian for the CMDP formulation
+(:mod:`agents.lagrangian`), trained models as policies of the ``baselines`` protocol (:mod:`agents.policy`) and
+the held-out evaluation with the normalised score (:mod:`agents.evaluate`)."""
+
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+#: Algorithms ``otagym train`` knows: SB3 classes by name; ``ppo_lagrangian`` is PPO on the CMDP formulation with
+#: dual ascent (:mod:`agents.lagrangian`).
+ALGOS = ("ppo", "sac", "td3", "ppo_lagrangian")

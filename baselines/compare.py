@@ -20,12 +20,12 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from baselines.core import Policy
-from baselines.evaluation import Realisations, calibrate, run_policy, sample_realisations
+from baselines.evaluation import calibrate, run_policy, sample_realisations
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
 from otagym.scenario import PRESETS, Scenario, get_scenario
 
-__all__ = ["PolicySpec", "POLICIES", "compare", "add_compare_parser"]
+__all__ = ["PolicySpec", "POLICIES", "compare", "normalized_score", "add_compare_parser"]
 
 
 @dataclass(frozen=True)
@@ -60,46 +60,68 @@ def _ci95(values: NDArray) -> tuple[float, float]:
     return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
 
 
+def normalized_score(leakage: NDArray, equal_alloc: NDArray, optimal: NDArray) -> NDArray:
+    """D4RL-style score of objective (28a) on one channel realisation: 0 = EqualAlloc, 100 = OfflineOptimal.
+
+    100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal), all at the same nu and channels.
+    """
+    return 100.0 * (np.asarray(equal_alloc) - np.asarray(leakage)) / (np.asarray(equal_alloc) - np.asarray(optimal))
+
+
 def compare(
     scenario: str | Scenario = "paper-mnist",
     nus: tuple[float, ...] | None = None,
     seeds: tuple[int, ...] = (0, 1, 2),
     policies: tuple[str, ...] = DEFAULT_POLICIES,
     *,
+    extra_policies: dict[str, PolicySpec] | None = None,
     progress: bool = True,
     **overrides: Any,
 ) -> list[dict[str, Any]]:
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
 
     All (seed, nu) pairs run as one batch of envs; calibrated policies bisect their parameter for all pairs at once.
+    ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
+    Every row also has the normalised score (:func:`normalized_score`), for which OfflineOptimal is solved on the
+    same realisations (once; about 0.25 s per realisation and nu at T = 500).
     """
     from tqdm.auto import tqdm
 
     scen = get_scenario(scenario, **overrides)
     nus = tuple(scen.nu_grid if nus is None else nus)
-    unknown = [p for p in policies if p not in POLICIES]
+    table = {**POLICIES, **(extra_policies or {})}
+    policies = tuple(policies) + tuple(k for k in (extra_policies or {}) if k not in policies)
+    unknown = [p for p in policies if p not in table]
     if unknown:
-        raise ValueError(f"policies must be among {sorted(POLICIES)}; got {unknown}")
+        raise ValueError(f"policies must be among {sorted(table)}; got {unknown}")
+    if not nus or not all(np.isfinite(v) and v > 0 for v in nus):
+        raise ValueError(f"nus must be a non-empty sequence of finite values > 0; got {nus}")
     base = sample_realisations(scen, seeds)
     real = base.repeat(len(nus))  # env index = seed_index * len(nus) + nu_index
     nu = np.tile(np.asarray(nus, dtype=float), len(seeds))
+    optimal = OfflineOptimal(nu=nu)
+    optimal.reset(scen, channel_gains=real.channel_gains)
+    optimal_leakage = optimal.model.leakage(optimal.x_all, optimal.h_all).sum(axis=0)
     rows: list[dict[str, Any]] = []
     for name in tqdm(policies, desc="policies", disable=not progress):
-        spec = POLICIES[name]
+        spec = table[name]
         start = time.perf_counter()
         param = None
         if spec.param is not None:
             param, _ = calibrate(lambda p, spec=spec: spec.build(nu, p), scen, real, nu, spec.bracket)
         result = run_policy(spec.build(nu, param), scen, real, nu=nu)
         wall = time.perf_counter() - start
+        score_all = normalized_score(result.leakage, result.equal_alloc_leakage, optimal_leakage)
         for j, nu_j in enumerate(nus):
             idx = np.arange(len(seeds)) * len(nus) + j
             rdp, rdp_ci = _ci95(result.rdp[idx])
             eps, eps_ci = _ci95(result.epsilon[idx])
             cost, cost_ci = _ci95(result.cost_mean[idx])
+            score, score_ci = _ci95(score_all[idx])
             rows.append({
                 "policy": name, "nu": nu_j, "rdp": rdp, "rdp_ci95": rdp_ci, "epsilon": eps, "epsilon_ci95": eps_ci,
-                "cost_mean": cost, "cost_ci95": cost_ci,
+                "cost_mean": cost, "cost_ci95": cost_ci, "score": score, "score_ci95": score_ci,
+                "score_seeds": [float(v) for v in score_all[idx]],
                 # matched: meets nu by construction, or calibrated within 1% on every seed
                 "matched": spec.matched and bool(np.all(np.abs(result.cost_mean[idx] - nu_j) <= 0.0101 * nu_j)),
                 "rdp_seeds": [float(v) for v in result.rdp[idx]], "epsilon_seeds": [float(v) for v in result.epsilon[idx]],
@@ -111,12 +133,13 @@ def compare(
 
 def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
     head = (f"{'policy':<17} {'nu':>6} {'RDP (alpha=' + str(scenario.rdp_order) + ')':>22} "
-            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'wall s':>7}")
+            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'score':>14} {'wall s':>7}")
     lines = [head, "-" * len(head)]
     for r in rows:
         flag = "" if r["matched"] else "  (not matched to nu: excluded from the plot)"
         lines.append(f"{r['policy']:<17} {r['nu']:6.3g} {r['rdp']:12.4g} ± {r['rdp_ci95']:<7.2g} "
-                     f"{r['epsilon']:12.4g} ± {r['epsilon_ci95']:<7.2g} {r['cost_mean']:10.4g} {r['wall_s']:7.1f}{flag}")
+                     f"{r['epsilon']:12.4g} ± {r['epsilon_ci95']:<7.2g} {r['cost_mean']:10.4g} "
+                     f"{r['score']:7.1f} ± {r['score_ci95']:<4.1f} {r['wall_s']:7.1f}{flag}")
     return "\n".join(lines)
 
 
@@ -188,15 +211,20 @@ def _run_cdpb(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.scheme == "cdpb":
         return _run_cdpb(args)
-    unknown = [p for p in (args.policies or ()) if p not in POLICIES]
+    extra: dict[str, PolicySpec] = getattr(args, "extra_policies", None) or {}
+    names = [p.split(":", 1)[0] for p in (args.policies or ())]
+    unknown = [p for p in names if p not in POLICIES and p not in extra]
     if unknown or (args.scenario and args.scenario not in PRESETS):
         raise SystemExit(f"--scheme receive_scaling takes --scenario in {sorted(PRESETS)} and --policies in "
-                         f"{sorted(POLICIES)}; got {args.scenario!r}, {unknown}")
-    scen = get_scenario(args.scenario or "paper-mnist", **({"num_rounds": args.rounds} if args.rounds else {}))
+                         f"{sorted(POLICIES)} or NAME:PATH/TO/model.zip; got {args.scenario!r}, {unknown}")
+    overrides = {"num_rounds": args.rounds} if args.rounds else {}
+    if getattr(args, "fading", None):
+        overrides.update(fading=args.fading, correlation=args.correlation)
+    scen = get_scenario(args.scenario or "paper-mnist", **overrides)
     nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
     start = time.perf_counter()
-    rows = compare(scen, nus, tuple(range(args.seeds)), tuple(args.policies or DEFAULT_POLICIES),
-                   progress=not args.no_progress)
+    rows = compare(scen, nus, tuple(range(args.seed_start, args.seed_start + args.seeds)),
+                   tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress)
     print(format_table(rows, scen))
     paths = save(rows, scen, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
@@ -213,9 +241,15 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default=None, choices=sorted(PRESETS) + sorted(CDPB_PRESETS),
                    help="preset (default paper-mnist, or paper-cdpb with --scheme cdpb)")
     p.add_argument("--nu", type=float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=int, default=3, help="channel realisations (seeds 0..n-1; episodes for cdpb)")
+    p.add_argument("--seeds", type=int, default=3, help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
+    p.add_argument("--seed-start", type=int, default=0, help="S, the first realisation seed (use held-out seeds "
+                   "for trained agents)")
     p.add_argument("--rounds", type=int, default=None, help="override T")
-    p.add_argument("--policies", nargs="+", default=None, choices=sorted(POLICIES) + sorted(CDPB_POLICIES))
+    p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None, help="override the fading")
+    p.add_argument("--correlation", type=float, default=0.0, help="Gauss-Markov correlation with --fading")
+    p.add_argument("--policies", nargs="+", default=None,
+                   help=f"analytic: {sorted(POLICIES)} (cdpb: {sorted(CDPB_POLICIES)}); a trained agent: "
+                        "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--out", default="results", help="output folder")

@@ -1,9 +1,14 @@
-"""Command line: ``otagym rollout`` (a seeded rollout, per-round leakage and cost) and ``otagym compare``."""
+"""Command line: ``otagym rollout`` (a seeded rollout, per-round leakage and cost), ``otagym compare`` (analytic
+policies and trained agents on the same channels) and ``otagym train`` (an RL scheduler with stable-baselines3).
+
+This module sits above ``otagym``, ``baselines`` and ``agents`` (it imports the latter two lazily, per command)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -40,8 +45,72 @@ def main(argv: list[str] | None = None) -> int:
     from baselines.compare import add_compare_parser  # baselines ships in the same distribution
 
     add_compare_parser(sub)
+    _add_train_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        args.extra_policies = _agent_policies(args.policies or ())
     return int(args.func(args))
+
+
+def _agent_policies(specs: Sequence[str]) -> dict[str, Any]:
+    """``NAME:PATH`` entries of ``--policies`` as compare policy specs playing the trained model at PATH."""
+    agents = [s.split(":", 1) for s in specs if ":" in s]
+    if not agents:
+        return {}
+    from agents.policy import AgentPolicy, load_model, run_metadata
+    from baselines.compare import PolicySpec
+
+    out = {}
+    for name, path in agents:
+        model = load_model(path)  # fails here, before anything runs, if the file is missing or not a model
+        kw = run_metadata(Path(path)).get("env_kwargs")
+        out[name] = PolicySpec(lambda nu, p, model=model, kw=kw: AgentPolicy(model, nu=nu, env_kwargs=kw))
+    return out
+
+
+def _parse_env_overrides(items: Sequence[str]) -> dict[str, Any]:
+    import yaml
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"--env takes KEY=VALUE (YAML value), e.g. fading=gauss_markov; got {item!r}")
+        key, value = item.split("=", 1)
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _train(args: argparse.Namespace) -> int:
+    from agents.train import train
+
+    path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
+                 total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
+                 max_minutes=args.minutes, env_overrides=_parse_env_overrides(args.env),
+                 progress=not args.no_progress, verbose=args.verbose)
+    print(f"saved {path}; compare it with the analytic policies on held-out channels:\n"
+          f"  otagym compare --policies OfflineOptimal AdaScale EqualAlloc {args.algo.upper()}:{path} "
+          "--seed-start 1000 --seeds 8")
+    return 0
+
+
+def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+    from agents import ALGOS
+
+    p = sub.add_parser("train", help="train an RL scheduler (stable-baselines3, rl_zoo3-format config)")
+    p.add_argument("--algo", default="ppo", choices=ALGOS)
+    p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
+    p.add_argument("--run-dir", default=None, help="output folder (default runs/<algo>): model.zip, run.json, "
+                   "checkpoints/, monitor.csv, tb/ (TensorBoard)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=None, help="total env steps (default: the config's n_timesteps)")
+    p.add_argument("--minutes", type=float, default=None, help="stop after this much wall time")
+    p.add_argument("--checkpoint-freq", type=int, default=100_000, help="env steps between checkpoints")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --run-dir")
+    p.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov correlation=0.9")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--verbose", type=int, default=0)
+    p.set_defaults(func=_train)
 
 
 if __name__ == "__main__":

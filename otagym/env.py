@@ -21,7 +21,7 @@ from otagym.cdpb import CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.channel import ChannelModel, FadingState, mean_channel_gain
 from otagym.privacy import DEFAULT_ORDERS, RDPLedger
-from otagym.receive_scaling import ReceiveScalingModel, budget_cost
+from otagym.receive_scaling import ReceiveScalingModel, budget_cost, normalized_x
 from otagym.scenario import Scenario, get_scenario
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode", "Scheme", "make_rounds"]
@@ -113,7 +113,6 @@ class Rounds:
         self.num_envs = n = int(num_envs)
         self.action_type = action_type
         self.x_min_ratio = float(x_min_ratio)
-        self._log_x_min_ratio_half = 0.5 * float(np.log(x_min_ratio))
         self.reward_mode = reward_mode
         self.reward_lambda = None if reward_lambda is None else float(reward_lambda)
         self.budget_multiplier_max = float(budget_multiplier_max)
@@ -230,7 +229,7 @@ class Rounds:
                 cost = budget_cost(a, self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
                                    self.budget_multiplier_max)
                 return model.x_for_cost(cost, self.h_min2), cost
-            x = x_max * np.exp(self._log_x_min_ratio_half * (1.0 - a))
+            x = normalized_x(a, x_max, self.x_min_ratio)
             return x, model.convergence_cost(x, self.h_min2)
         if not np.all(np.isfinite(a)):
             raise ValueError(f"action must be finite; got {a[~np.isfinite(a)][:3]}")

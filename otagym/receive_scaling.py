@@ -15,11 +15,17 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.privacy import SGMCurve
 from otagym.scenario import Scenario
 
-__all__ = ["ReceiveScalingModel", "budget_cost", "budget_multiplier"]
+__all__ = ["ReceiveScalingModel", "budget_cost", "budget_multiplier", "normalized_x"]
 
 #: Gauss-Laguerre nodes and weights for expectations over h_min^2 ~ Exponential (see
 #: :meth:`ReceiveScalingModel.expected_equal_alloc_leakage`).
 _LAGUERRE_NODES, _LAGUERRE_WEIGHTS = np.polynomial.laguerre.laggauss(48)
+
+
+def normalized_x(action: ArrayLike, x_max: float, x_min_ratio: float) -> NDArray:
+    """x = x_max * x_min_ratio ** ((1 - a) / 2) for a in [-1, 1]: the log-scale action of the cmdp/lagrangian modes
+    (a = 1 is full power, a = -1 is x_min_ratio * x_max)."""
+    return x_max * np.exp(0.5 * np.log(x_min_ratio) * (1.0 - np.asarray(action, dtype=float)))
 
 
 def budget_multiplier(action: ArrayLike, multiplier_max: float) -> NDArray:

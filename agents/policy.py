@@ -1,0 +1,108 @@
+"""A trained SB3 model as a policy of the ``baselines`` protocol (``reset``/``act`` returning x_t), so that it plays in
+``otagym compare`` and :func:`baselines.run_policy` on the same channel realisations as the analytic policies.
+
+The model sees the env's observation unchanged (it is the same in every formulation) and its action is turned into
+x_t by the same pure functions the env uses: :func:`~otagym.receive_scaling.budget_cost` then the closed-form x(c) in
+budget mode, :func:`~otagym.receive_scaling.normalized_x` in the cmdp/lagrangian modes. The policy keeps its own
+budget ledger R_t = nu T - sum c_tau exactly as the env does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from stable_baselines3 import PPO, SAC, TD3
+
+from otagym.receive_scaling import ReceiveScalingModel, budget_cost, normalized_x
+from otagym.scenario import Scenario
+
+__all__ = ["AgentPolicy", "env_kwargs_of_run", "load_model", "run_metadata"]
+
+#: Env keyword arguments that decide what an action means (kept in run.json beside the model).
+ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "x_min_ratio")
+
+
+def env_kwargs_of_run(algo: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env keyword arguments a run records (its action semantics among them, defaults made explicit)."""
+    out = dict(env_kwargs)
+    out.setdefault("reward_mode", "budget")
+    out.setdefault("budget_multiplier_max", 100.0)
+    out.setdefault("x_min_ratio", 1e-3)
+    return out
+
+
+def load_model(path: str | Path):
+    """An SB3 model from ``model.zip`` (or a checkpoint); the algorithm is read from ``run.json`` beside it, else
+    each of PPO, SAC and TD3 is tried."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no trained model at {path} (expected an SB3 .zip written by `otagym train`)")
+    meta = run_metadata(path)
+    classes = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3}
+    order = [classes[meta["algo"]]] if meta.get("algo") in classes else [PPO, SAC, TD3]
+    errors = []
+    for cls in order:
+        try:
+            return cls.load(path, device="cpu")
+        except Exception as err:  # noqa: BLE001 - SB3 raises several types for a class mismatch
+            errors.append(f"{cls.__name__}: {err}")
+    raise ValueError(f"{path} is not a PPO, SAC or TD3 model: {errors}")
+
+
+def run_metadata(model_path: Path) -> dict[str, Any]:
+    """``run.json`` of the run a model (or one of its checkpoints) belongs to; empty if there is none."""
+    for candidate in (model_path.parent / "run.json", model_path.parent.parent / "run.json"):
+        if candidate.is_file():
+            return json.loads(candidate.read_text())
+    return {}
+
+
+class AgentPolicy:
+    """A trained model as a receive-scaling policy (works on one env or batched over a vector env).
+
+    Args:
+        model: an SB3 model, or the path of its ``.zip``.
+        nu: the budget per round (array over envs allowed); default: the scenario's.
+        env_kwargs: the action semantics the model was trained with (default: from ``run.json`` beside the model,
+            else budget mode with the env's defaults).
+    """
+
+    def __init__(self, model: Any, nu: ArrayLike | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
+        if isinstance(model, (str, Path)):
+            meta = run_metadata(Path(model))
+            model = load_model(model)
+            env_kwargs = env_kwargs if env_kwargs is not None else meta.get("env_kwargs")
+        self.agent = model
+        kw = env_kwargs_of_run("", env_kwargs or {})
+        self.mode = kw["reward_mode"]
+        if kw.get("action_type") not in (None, "budget", "normalized"):
+            raise ValueError(f"AgentPolicy handles budget and normalized actions; got {kw.get('action_type')!r}")
+        self.multiplier_max = float(kw["budget_multiplier_max"])
+        self.x_min_ratio = float(kw["x_min_ratio"])
+        self._nu = nu
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        self.scenario = scenario
+        self.model = ReceiveScalingModel(scenario)
+        self.nu = np.asarray(scenario.nu if self._nu is None else self._nu, dtype=float)
+        self.t = 0
+        self.cost_sum: NDArray | float = 0.0
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        h = np.asarray(info["next_h_min2"], dtype=float)
+        action, _ = self.agent.predict(np.asarray(observation, dtype=np.float32), deterministic=True)
+        a = np.clip(np.asarray(action, dtype=float).reshape(h.shape), -1.0, 1.0)
+        big_t = self.scenario.num_rounds
+        if self.mode == "budget":
+            cost = budget_cost(a, self.nu * big_t - self.cost_sum, big_t - self.t, self.multiplier_max)
+            x = self.model.x_for_cost(cost, h)
+        else:
+            x = normalized_x(a, self.model.x_max, self.x_min_ratio)
+            cost = self.model.convergence_cost(x, h)
+        self.cost_sum = self.cost_sum + cost
+        self.t += 1
+        return x
