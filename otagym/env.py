@@ -330,12 +330,13 @@ class Rounds:
 
     def reset_info(self) -> dict[str, NDArray]:
         """Constants of the new episodes that policies may use (placement, mean gains) and the first channel."""
-        return {"distances_m": self.distances_m.copy(), "nu": self.nu.copy(), **self.next_channel_info()}
+        return {"nu": self.nu.copy(), **self.next_channel_info()}
 
     def next_channel_info(self) -> dict[str, NDArray]:
-        """The channel of the round the next action applies to, in float64 (the observation has it log-scaled)."""
+        """The channel of the round the next action applies to, in float64 (the observation has it log-scaled), and
+        the placement it comes from. Every ``reset`` info key is also a ``step`` info key (TorchRL relies on it)."""
         return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy(),
-                "mean_channel_gain": self.mean_gain.copy()}
+                "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
 
 
 def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> "Rounds | CDPBRounds":

@@ -94,7 +94,7 @@ def test_vector_env_equals_single_env_on_injected_draws(mode):
             assert vr[i] == pytest.approx(sr, rel=1e-13) and vt[i] == st
             info_v = vi["final_info"] if vt[i] else vi
             # At a terminal step the channel keys differ by design: the vector env's describe the autoreset episode.
-            after_reset = {"next_channel_gain", "next_h_min2", "mean_channel_gain"}
+            after_reset = {"next_channel_gain", "next_h_min2", "mean_channel_gain", "distances_m"}
             keys = [k for k in si if not (vt[i] and k in after_reset)]
             assert set(keys) <= set(info_v)
             for key in keys:
