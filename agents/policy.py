@@ -2,8 +2,8 @@
 ``otagym compare`` and :func:`baselines.run_policy` on the same channel realisations as the analytic policies.
 
 The model sees the env's observation unchanged (it is the same in every formulation) and its action is turned into
-x_t by the same pure functions the env uses: :func:`~otagym.receive_scaling.budget_cost` then the closed-form x(c) in
-budget mode, :func:`~otagym.receive_scaling.normalized_x` in the cmdp/lagrangian modes. The policy keeps its own
+x_t by the same pure functions the env uses: :func:`~otagym.receive_scaling.budget_action_cost` then the closed-form
+x(c) in budget mode, :func:`~otagym.receive_scaling.normalized_x` in the cmdp/lagrangian modes. The policy keeps its own
 budget ledger R_t = nu T - sum c_tau exactly as the env does.
 """
 
@@ -17,20 +17,22 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from stable_baselines3 import PPO, SAC, TD3
 
-from otagym.receive_scaling import ReceiveScalingModel, budget_cost, normalized_x
+from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost, normalized_x
 from otagym.scenario import Scenario
 
 __all__ = ["AgentPolicy", "env_kwargs_of_run", "load_model", "run_metadata"]
 
 #: Env keyword arguments that decide what an action means (kept in run.json beside the model).
-ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "x_min_ratio")
+ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "x_min_ratio")
 
 
 def env_kwargs_of_run(algo: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
     """The env keyword arguments a run records (its action semantics among them, defaults made explicit)."""
     out = dict(env_kwargs)
     out.setdefault("reward_mode", "budget")
+    out.setdefault("action_type", "price" if out["reward_mode"] == "budget" else "normalized")
     out.setdefault("budget_multiplier_max", 100.0)
+    out.setdefault("price_decades", 2.0)
     out.setdefault("x_min_ratio", 1e-3)
     return out
 
@@ -78,10 +80,11 @@ class AgentPolicy:
             env_kwargs = env_kwargs if env_kwargs is not None else meta.get("env_kwargs")
         self.agent = model
         kw = env_kwargs_of_run("", env_kwargs or {})
-        self.mode = kw["reward_mode"]
-        if kw.get("action_type") not in (None, "budget", "normalized"):
-            raise ValueError(f"AgentPolicy handles budget and normalized actions; got {kw.get('action_type')!r}")
+        self.action_type = kw["action_type"]
+        if self.action_type not in ("price", "share", "normalized"):
+            raise ValueError(f"AgentPolicy handles price, share and normalized actions; got {self.action_type!r}")
         self.multiplier_max = float(kw["budget_multiplier_max"])
+        self.price_decades = float(kw["price_decades"])
         self.x_min_ratio = float(kw["x_min_ratio"])
         self._nu = nu
 
@@ -97,8 +100,11 @@ class AgentPolicy:
         action, _ = self.agent.predict(np.asarray(observation, dtype=np.float32), deterministic=True)
         a = np.clip(np.asarray(action, dtype=float).reshape(h.shape), -1.0, 1.0)
         big_t = self.scenario.num_rounds
-        if self.mode == "budget":
-            cost = budget_cost(a, self.nu * big_t - self.cost_sum, big_t - self.t, self.multiplier_max)
+        if self.action_type != "normalized":
+            cost = budget_action_cost(self.model, self.action_type, a, h, self.nu * big_t - self.cost_sum,
+                                      big_t - self.t,
+                                      mean_h_min2=self.model.expected_h_min2(info["mean_channel_gain"]),
+                                      multiplier_max=self.multiplier_max, price_decades=self.price_decades)
             x = self.model.x_for_cost(cost, h)
         else:
             x = normalized_x(a, self.model.x_max, self.x_min_ratio)

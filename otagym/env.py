@@ -21,12 +21,12 @@ from otagym.cdpb import CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.channel import ChannelModel, FadingState, mean_channel_gain
 from otagym.privacy import DEFAULT_ORDERS, RDPLedger
-from otagym.receive_scaling import ReceiveScalingModel, budget_cost, normalized_x
+from otagym.receive_scaling import BUDGET_ACTIONS, ReceiveScalingModel, budget_action_cost, normalized_x
 from otagym.scenario import Scenario, get_scenario
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode", "Scheme", "make_rounds"]
 
-ActionType = Literal["budget", "normalized", "x", "eta"]
+ActionType = Literal["price", "share", "normalized", "x", "eta"]
 RewardMode = Literal["budget", "cmdp", "lagrangian"]
 Scheme = Literal["receive_scaling", "cdpb"]
 
@@ -44,16 +44,18 @@ class Rounds:
             the convergence budget, so (28b) holds by construction), ``"cmdp"`` (reward -L_t, constraint cost in
             ``info["cost"]``) or ``"lagrangian"`` (reward -(L_t + lambda (c_t - nu)), ``reward_lambda`` required).
             Default: ``"budget"``, or ``"cmdp"`` when ``action_type`` names an x action.
-        action_type: ``"budget"`` (the only one, and the default, of ``reward_mode="budget"``: a in [-1, 1] spends
-            m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left), ``"normalized"`` (default
-            of the other modes: a in [-1, 1] -> x on a log scale, see :meth:`action_to_x`), ``"x"`` (x_t in
-            (0, x_max]) or ``"eta"`` (eta_t in (0, x_max h_min,t^2]).
+        action_type: budget mode takes ``"price"`` (default: a in [-1, 1] sets the round's price of convergence
+            cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
+            or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
+            a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
+            see :meth:`decide`), ``"x"`` (x_t in (0, x_max]) or ``"eta"`` (eta_t in (0, x_max h_min,t^2]).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
         reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
             dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
             lambda stands for a budget nu (the dual price at nu = 0.04 ranges 0.05-0.40 over channel realisations).
-        budget_multiplier_max: the largest multiple of the fair share one budget-mode action spends (> 1); the
-            smallest is its inverse.
+        budget_multiplier_max: the largest multiple of the fair share one share action spends (> 1); the smallest is
+            its inverse.
+        price_decades: a price action spans mu_ref 10^[-decades, decades] (> 0).
         nu_range: ``(low, high)`` draws nu log-uniformly per episode (for one policy serving every nu; nu is observed);
             ``None`` keeps the scenario's nu. ``reset(options={"nu": ...})`` sets it for one episode either way.
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
@@ -74,20 +76,21 @@ class Rounds:
         x_min_ratio: float = 1e-3,
         reward_lambda: float | None = None,
         budget_multiplier_max: float = 100.0,
+        price_decades: float = 2.0,
         nu_range: tuple[float, float] | None = None,
         dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
     ) -> None:
         if reward_mode is None:
-            reward_mode = "budget" if action_type in (None, "budget") else "cmdp"
+            reward_mode = "budget" if action_type is None or action_type in BUDGET_ACTIONS else "cmdp"
         if reward_mode not in ("budget", "cmdp", "lagrangian"):
             raise ValueError(f"reward_mode must be 'budget', 'cmdp' or 'lagrangian'; got {reward_mode!r}")
         if action_type is None:
-            action_type = "budget" if reward_mode == "budget" else "normalized"
-        if (action_type == "budget") != (reward_mode == "budget"):
-            raise ValueError(f"action_type='budget' goes with reward_mode='budget' and only with it; got "
+            action_type = "price" if reward_mode == "budget" else "normalized"
+        if action_type not in BUDGET_ACTIONS + ("normalized", "x", "eta"):
+            raise ValueError(f"action_type must be 'price', 'share', 'normalized', 'x' or 'eta'; got {action_type!r}")
+        if (action_type in BUDGET_ACTIONS) != (reward_mode == "budget"):
+            raise ValueError(f"action_type 'price' and 'share' go with reward_mode='budget' and only with it; got "
                              f"action_type={action_type!r}, reward_mode={reward_mode!r}")
-        if action_type not in ("budget", "normalized", "x", "eta"):
-            raise ValueError(f"action_type must be 'budget', 'normalized', 'x' or 'eta'; got {action_type!r}")
         if reward_mode == "lagrangian":
             if reward_lambda is None or not (np.isfinite(reward_lambda) and reward_lambda >= 0):
                 raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is "
@@ -99,6 +102,8 @@ class Rounds:
             raise ValueError(f"x_min_ratio must lie in (0, 1); got {x_min_ratio}")
         if not (np.isfinite(budget_multiplier_max) and budget_multiplier_max > 1.0):
             raise ValueError(f"budget_multiplier_max must be finite and > 1; got {budget_multiplier_max}")
+        if not (np.isfinite(price_decades) and price_decades > 0.0):
+            raise ValueError(f"price_decades must be finite and > 0; got {price_decades}")
         if nu_range is not None:
             lo, hi = (float(v) for v in nu_range)
             if not (0.0 < lo <= hi < np.inf):
@@ -116,6 +121,7 @@ class Rounds:
         self.reward_mode = reward_mode
         self.reward_lambda = None if reward_lambda is None else float(reward_lambda)
         self.budget_multiplier_max = float(budget_multiplier_max)
+        self.price_decades = float(price_decades)
         self.nu_range = nu_range
         grid = scenario.nu_grid if nu_range is None else nu_range
         #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
@@ -213,21 +219,24 @@ class Rounds:
     def decide(self, action: ArrayLike) -> tuple[NDArray, NDArray]:
         """``(x_t, c_t)`` for each env from the action, validated.
 
-        * budget: c_t = :func:`~otagym.receive_scaling.budget_cost` (m(a) times the fair share R_t / (T - t), capped
-          at R_t; the last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
+        * price, share: c_t = :func:`~otagym.receive_scaling.budget_action_cost` (capped at the budget left R_t; the
+          last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
         * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
         * x: x in (0, x_max]. * eta: x = eta / h_min,t^2 in (0, x_max].
         Values above x_max by less than 1e-9 relative (rounding in a policy) are clipped to x_max.
         """
         a = np.asarray(action, dtype=float).reshape(self.num_envs)
         model, x_max = self.model, self.model.x_max
-        if self.action_type in ("budget", "normalized"):
+        if self.action_type in BUDGET_ACTIONS + ("normalized",):
             if not (np.abs(a) <= 1.0).all():  # also catches NaN
                 bad = a[~(np.abs(a) <= 1.0)][:3]
                 raise ValueError(f"action ({self.action_type}) must be finite and lie in [-1, 1]; got {bad}")
-            if self.action_type == "budget":
-                cost = budget_cost(a, self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
-                                   self.budget_multiplier_max)
+            if self.action_type in BUDGET_ACTIONS:
+                cost = budget_action_cost(model, self.action_type, a, self.h_min2,
+                                          self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
+                                          mean_h_min2=self.mean_h_min2,
+                                          multiplier_max=self.budget_multiplier_max,
+                                          price_decades=self.price_decades)
                 return model.x_for_cost(cost, self.h_min2), cost
             x = normalized_x(a, x_max, self.x_min_ratio)
             return x, model.convergence_cost(x, self.h_min2)
@@ -305,7 +314,7 @@ class Rounds:
         return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)
 
     def action_space(self) -> spaces.Box:
-        if self.action_type in ("budget", "normalized"):
+        if self.action_type in BUDGET_ACTIONS + ("normalized",):
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
         high = self.model.x_max if self.action_type == "x" else np.inf
         return spaces.Box(0.0, high, shape=(1,), dtype=np.float64)
@@ -346,7 +355,8 @@ def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, 
     """
     if scheme == "receive_scaling":
         core, get, env_keys = Rounds, get_scenario, {"action_type", "x_min_ratio", "reward_mode", "reward_lambda",
-                                                    "budget_multiplier_max", "nu_range", "dp_orders"}
+                                                    "budget_multiplier_max", "price_decades", "nu_range",
+                                                    "dp_orders"}
         default = "paper-mnist"
     elif scheme == "cdpb":
         core, get, env_keys = CDPBRounds, get_cdpb_scenario, {"action_type", "rho_min_ratio", "dp_orders"}

@@ -15,7 +15,17 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.privacy import SGMCurve
 from otagym.scenario import Scenario
 
-__all__ = ["ReceiveScalingModel", "budget_cost", "budget_multiplier", "normalized_x"]
+__all__ = ["ReceiveScalingModel", "cap_to_budget", "share_cost", "budget_multiplier", "normalized_x", "minimize_round",
+           "cost_slope_of_leakage", "price_cost", "reference_price", "budget_action_cost", "BUDGET_ACTIONS"]
+
+#: Action types of the budget formulation (see :func:`budget_action_cost`).
+BUDGET_ACTIONS = ("price", "share")
+
+#: Iteration cap of the safeguarded Newton solver: the bracket spans <= 28 nats of log x and is at least halved every
+#: two iterations (rtsafe rule), so 120 iterations always reach 1e-13; typically it stops after ~10.
+NEWTON_STEPS = 120
+X_FLOOR_RATIO = 1e-12
+
 
 #: Gauss-Laguerre nodes and weights for expectations over h_min^2 ~ Exponential (see
 #: :meth:`ReceiveScalingModel.expected_equal_alloc_leakage`).
@@ -33,16 +43,22 @@ def budget_multiplier(action: ArrayLike, multiplier_max: float) -> NDArray:
     return np.power(float(multiplier_max), np.asarray(action, dtype=float))
 
 
-def budget_cost(action: ArrayLike, remaining: ArrayLike, rounds_left: ArrayLike, multiplier_max: float) -> NDArray:
-    """This round's convergence cost c_t in budget mode: m(a) R_t / (T - t), capped at R_t; the last round spends R_t.
+def cap_to_budget(spend: ArrayLike, remaining: ArrayLike, rounds_left: ArrayLike) -> NDArray:
+    """The cost a budget-mode round may spend: ``spend`` capped at R_t, and all of R_t in the last round.
 
     R_t = nu T - sum_{tau<t} c_tau is the budget of constraint (28b) left before round t and T - t >= 1 the rounds
     left including this one. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any sequence of actions.
     """
     remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)  # rounding can leave -1e-17
-    rounds_left = np.asarray(rounds_left)
-    share = budget_multiplier(action, multiplier_max) * remaining / rounds_left
-    return np.where(rounds_left <= 1, remaining, np.minimum(share, remaining))
+    return np.where(np.asarray(rounds_left) <= 1, remaining, np.minimum(spend, remaining))
+
+
+def share_cost(action: ArrayLike, remaining: ArrayLike, rounds_left: ArrayLike, multiplier_max: float) -> NDArray:
+    """c_t of a share action: m(a) R_t / (T - t), m(a) = multiplier_max^a times the fair share, through
+    :func:`cap_to_budget`."""
+    remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)
+    return cap_to_budget(budget_multiplier(action, multiplier_max) * remaining / np.asarray(rounds_left), remaining,
+                         rounds_left)
 
 
 class ReceiveScalingModel:
@@ -133,7 +149,152 @@ class ReceiveScalingModel:
         x = self.x_for_cost(np.asarray(nu, dtype=float)[..., None], h)
         return self.leakage(x, h) @ _LAGUERRE_WEIGHTS
 
+    # --- the round's Lagrangian at a price -----------------------------------------------------------------------
+    def price_receive_scaling(self, mu: ArrayLike) -> NDArray:
+        """eta*(mu) = argmin_eta L(eta) + mu d sigma_n^2 / eta, the receive scaling that minimises the round's
+        Lagrangian L_t + mu c_t of problem (28) when the power limit does not bind. It does not depend on the
+        channel: with eta = x h_min^2, c_t = d sigma_n^2 (1/eta - 1/(x_max h_min^2)) and L_t depends on eta alone
+        (eq. (25)). The round's solution is min(eta*, x_max h_min^2).
+
+        Solves eta^2 L'(eta) = mu d sigma_n^2 (the left side increases: L is convex and increasing, Prop. 1) by a
+        table lookup on log eta (4096 points), then two Newton steps on y = log eta (F'(y) = 2 + eta L''/L' >= 2)."""
+        target = np.log(np.asarray(mu, dtype=float) * self.cost_scale)
+        grid_y, grid_log_g = self._price_table()
+        y = np.interp(target, grid_log_g, grid_y)
+        # outside the table log g grows with slope 2 in y (L' tends to constants at both ends of u)
+        y = y + np.where(target > grid_log_g[-1], (target - grid_log_g[-1]) / 2.0, 0.0)
+        y = y + np.where(target < grid_log_g[0], (target - grid_log_g[0]) / 2.0, 0.0)
+        for _ in range(2):
+            eta = np.exp(y)
+            d1, d2 = self.leakage_slope_and_curvature(eta, 1.0)  # at h = 1, x is eta
+            y = y - (np.log(eta * eta * d1) - target) / (2.0 + eta * d2 / d1)
+        return np.exp(y)
+
+    def _price_table(self) -> tuple[NDArray, NDArray]:
+        """(log eta, log(eta^2 L'(eta))) on 4096 points spanning u = 1/sigma^2 in [1e-8, 1e5] for every class."""
+        if not hasattr(self, "_price_grid"):
+            lo = np.log(1e-8 / self.class_u_per_eta.max())
+            hi = np.log(1e5 / self.class_u_per_eta.min())
+            y = np.linspace(lo, hi, 4096)
+            eta = np.exp(y)
+            self._price_grid = (y, np.log(eta * eta * self.leakage_slope(eta, 1.0)))
+        return self._price_grid
+
     # --- power -----------------------------------------------------------------------------------------------
     def transmit_power_w(self, eta: ArrayLike, gains: ArrayLike) -> NDArray:
         """Average transmit power bound of eq. (14): eta G^2 k_m^2 / (d M^2 |h_m|^2), W, devices last."""
         return np.asarray(eta)[..., None] / gains * self.power_coeff  # this order keeps gains' device-major layout
+
+
+def _newton_log_x(model: "ReceiveScalingModel", derivatives, shape: tuple[int, ...], x_floor: float) -> NDArray:
+    """Root of an increasing derivative f'(x) on [x_floor, x_max], found in y = log x (Numerical Recipes' rtsafe).
+
+    A Newton step y - f'/(x f'') is taken only if it stays inside the bracket (tightened every iteration by the sign
+    of f') and is less than half the previous step; otherwise the midpoint. Plain Newton is not enough: near x -> 0,
+    f' ~ -K^2/x^3 is a power law on which Newton advances 1/3 nat per step.
+    """
+    lo = np.full(shape, np.log(x_floor))
+    hi = np.full(shape, np.log(model.x_max))
+    at_max = derivatives(np.exp(hi))[0] <= 0
+    at_floor = derivatives(np.exp(lo))[0] >= 0
+    y = hi - 1.0
+    step = hi - lo
+    step_old = step.copy()
+    for _ in range(NEWTON_STEPS):
+        x = np.exp(y)
+        d1, d2 = derivatives(x)
+        up = d1 > 0
+        hi = np.where(up, y, hi)
+        lo = np.where(up, lo, y)
+        slope = d2 * x  # d f' / d y
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = d1 / slope
+        y_newton = y - newton
+        use_newton = (y_newton > lo) & (y_newton < hi) & (np.abs(2.0 * newton) <= np.abs(step_old))
+        step_old = step
+        step = np.where(use_newton, newton, 0.5 * (hi - lo))
+        y = np.where(use_newton, y_newton, 0.5 * (lo + hi))
+        if np.max(np.abs(step), initial=0.0) < 1e-13:
+            break
+    return np.where(at_max, model.x_max, np.where(at_floor, x_floor, np.exp(y)))
+
+
+def minimize_round(
+    model: ReceiveScalingModel,
+    h_min2: ArrayLike,
+    *,
+    leak_weight: ArrayLike,
+    cost_weight: ArrayLike,
+    quad_weight: ArrayLike = 0.0,
+    x_floor_ratio: float = X_FLOOR_RATIO,
+) -> NDArray:
+    """argmin over x in [x_floor, x_max] of  a L(x) + b c(x) + (g/2) c(x)^2, batched (a, b, g broadcast with h).
+
+    With (a, b, g) = (V, Q_t, 1) this is AdaScale's problem (30); (V, Q_t, 0) the naive drift-plus-penalty;
+    (1, mu, 0) the Lagrangian of the offline problem (28). The objective is convex (Prop. 1), so its derivative
+    f' = a L'(x) - K/x^2 (b + g c(x)) is increasing; f'' = a L''(x) + 2K/x^3 (b + g c(x)) + g K^2/x^4.
+    """
+    h = np.asarray(h_min2, dtype=float)
+    shape = np.broadcast_shapes(h.shape, np.shape(leak_weight), np.shape(cost_weight), np.shape(quad_weight))
+    h = np.broadcast_to(h, shape)
+    a, b, g = (np.broadcast_to(np.asarray(v, dtype=float), shape) for v in (leak_weight, cost_weight, quad_weight))
+    k = model.cost_scale / h
+    inv_x_max = 1.0 / model.x_max
+
+    def derivatives(x: NDArray) -> tuple[NDArray, NDArray]:
+        l1, l2 = model.leakage_slope_and_curvature(x, h)
+        cost = k * (1.0 / x - inv_x_max)
+        k_x2 = k / (x * x)
+        return a * l1 - k_x2 * (b + g * cost), a * l2 + 2.0 * k_x2 / x * (b + g * cost) + g * k_x2 * k_x2
+
+    return _newton_log_x(model, derivatives, shape, x_floor_ratio * model.x_max)
+
+
+def cost_slope_of_leakage(model: ReceiveScalingModel, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
+    """-dL/dc at x: the leakage saved per unit of convergence cost spent, L'(x) x^2 / K (>= 0).
+
+    Uses x(c) = x_max / (1 + x_max c h^2/(d sigma_n^2)) (the inverse of c), whose derivative is -x^2 / K.
+    """
+    h = np.asarray(h_min2, dtype=float)
+    x = np.asarray(x, dtype=float)
+    return model.leakage_slope(x, h) * x * x * h / model.cost_scale
+
+
+def reference_price(model: ReceiveScalingModel, fair_share: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
+    """mu_ref = -dL/dc at c = ``fair_share`` on the mean channel E[h_min^2]: the leakage one more unit of convergence
+    cost saves there, in nats per unit cost. The price action's zero point, taken at the fair share of the budget
+    left, R_t / (T - t), so that it paces itself (spending more than the share raises the next reference price).
+    At the start (fair share nu) the offline optimum's dual price on paper-mnist lies within 0.8 decades below it
+    for every placement and nu tried (0.01-0.16)."""
+    return cost_slope_of_leakage(model, model.x_for_cost(fair_share, mean_h_min2), mean_h_min2)
+
+
+def price_cost(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike, remaining: ArrayLike,
+               rounds_left: ArrayLike, price_ref: ArrayLike, price_decades: float) -> NDArray:
+    """This round's convergence cost for a price action: the round spends what minimises L_t(x) + mu_t c_t(x) (the
+    per-round Lagrangian of (28), as ``baselines.OfflineOptimal`` with a fixed mu; eta = min(eta*(mu), x_max h^2), see
+    :meth:`ReceiveScalingModel.price_receive_scaling`), mu_t = price_ref * 10^(decades * a), capped at the budget
+    left R_t; the last round spends R_t. So (1/T) sum_t c_t = nu for any sequence of actions."""
+    mu = np.asarray(price_ref, dtype=float) * 10.0 ** (price_decades * np.asarray(action, dtype=float))
+    h = np.asarray(h_min2, dtype=float)
+    eta = np.minimum(model.price_receive_scaling(mu), model.x_max * h)
+    return cap_to_budget(model.convergence_cost(eta / h, h), remaining, rounds_left)
+
+
+def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: ArrayLike, h_min2: ArrayLike,
+                       remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike,
+                       multiplier_max: float, price_decades: float) -> NDArray:
+    """c_t of a budget-mode action a in [-1, 1] (the env and :class:`agents.policy.AgentPolicy` both call this).
+
+    * ``"price"``: :func:`price_cost` at mu_t = mu_ref,t 10^(price_decades a), mu_ref,t the
+      :func:`reference_price` at the fair share R_t / (T - t) on the mean channel ``mean_h_min2`` (a = 0 spends,
+      on the mean channel, the fair share of what is left).
+    * ``"share"``: :func:`share_cost`, m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc).
+    """
+    if action_type == "share":
+        return share_cost(action, remaining, rounds_left, multiplier_max)
+    if action_type != "price":
+        raise ValueError(f"budget action_type must be one of {BUDGET_ACTIONS}; got {action_type!r}")
+    fair_share = np.maximum(np.asarray(remaining, dtype=float), 0.0) / np.asarray(rounds_left)
+    price_ref = reference_price(model, fair_share, mean_h_min2)
+    return price_cost(model, action, h_min2, remaining, rounds_left, price_ref, price_decades)

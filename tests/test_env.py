@@ -65,7 +65,7 @@ def test_same_seed_same_trajectory_different_seed_differs():
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("mode", [{"reward_mode": "budget"}, {"reward_mode": "cmdp"},
+@pytest.mark.parametrize("mode", [{"reward_mode": "budget"}, {"action_type": "share"}, {"reward_mode": "cmdp"},
                                   {"reward_mode": "lagrangian", "reward_lambda": 0.2}])
 def test_vector_env_equals_single_env_on_injected_draws(mode):
     """Inject one channel realisation per env into both envs; every output must agree.
@@ -180,14 +180,16 @@ def test_rewards_follow_their_documented_formulas():
     with pytest.raises(ValueError, match="reward_lambda"):
         OTAPrivacyEnv(reward_mode="budget", reward_lambda=0.1)
     with pytest.raises(ValueError, match="budget"):
-        OTAPrivacyEnv(reward_mode="cmdp", action_type="budget")
+        OTAPrivacyEnv(reward_mode="cmdp", action_type="price")
+    with pytest.raises(ValueError, match="budget"):
+        OTAPrivacyEnv(reward_mode="budget", action_type="x")
 
 
-@pytest.mark.parametrize("action_type,bad", [("budget", np.nan), ("budget", -1.01),
+@pytest.mark.parametrize("action_type,bad", [("price", np.nan), ("share", -1.01),
                                              ("normalized", np.nan), ("normalized", np.inf), ("normalized", 1.5),
                                              ("x", -1.0), ("x", np.nan), ("x", 1e12), ("eta", 0.0)])
 def test_bad_actions_raise_a_clear_error(action_type, bad):
-    env = OTAPrivacyEnv(reward_mode="budget" if action_type == "budget" else "cmdp", action_type=action_type, **SHORT)
+    env = OTAPrivacyEnv(action_type=action_type, **SHORT)  # price/share: budget mode; the others: cmdp
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action"):
         env.step(np.array([bad]))

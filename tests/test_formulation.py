@@ -7,7 +7,7 @@ from scipy import stats
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.env import OBS_BOUND
-from otagym.receive_scaling import budget_cost
+from otagym.receive_scaling import share_cost
 
 
 def _episode(venv, actions_fn, seed=0, options=None):
@@ -21,8 +21,9 @@ def _episode(venv, actions_fn, seed=0, options=None):
     return total, info["final_info"], info
 
 
+@pytest.mark.parametrize("action_type", ["price", "share"])
 @pytest.mark.parametrize("policy", ["random", "plus_one", "minus_one", "alternating"])
-def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy):
+def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy, action_type):
     n, big_t = 64, 50
     rng = np.random.default_rng(1)
     acts = {
@@ -31,24 +32,24 @@ def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy):
         "minus_one": lambda t, o: -np.ones((n, 1)),
         "alternating": lambda t, o: np.full((n, 1), (-1.0) ** t),
     }[policy]
-    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16))
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16), action_type=action_type)
     _, final, _ = _episode(venv, acts)
     np.testing.assert_allclose(final["convergence_cost_mean"], final["nu"], rtol=1e-12)
     assert np.all(final["convergence_cost"] >= 0)
 
 
-def test_budget_cost_closed_form():
+def test_share_cost_closed_form():
     # fair share R/(T - t) times 100^a, capped at R; the last round spends R
-    assert budget_cost(0.0, 2.0, 4, 100.0) == pytest.approx(0.5, rel=1e-15)
-    assert budget_cost(0.5, 2.0, 4, 100.0) == 2.0  # 10 x 0.5 = 5, capped at R = 2
-    assert budget_cost(-0.5, 2.0, 4, 100.0) == pytest.approx(0.05, rel=1e-14)
-    assert budget_cost(-1.0, 3.0, 1, 100.0) == 3.0
-    assert budget_cost(0.3, -1e-17, 5, 100.0) == 0.0
+    assert share_cost(0.0, 2.0, 4, 100.0) == pytest.approx(0.5, rel=1e-15)
+    assert share_cost(0.5, 2.0, 4, 100.0) == 2.0  # 10 x 0.5 = 5, capped at R = 2
+    assert share_cost(-0.5, 2.0, 4, 100.0) == pytest.approx(0.05, rel=1e-14)
+    assert share_cost(-1.0, 3.0, 1, 100.0) == 3.0
+    assert share_cost(0.3, -1e-17, 5, 100.0) == 0.0
 
 
 def test_zero_action_is_equal_alloc_and_the_return_is_minus_the_objective_over_the_scale():
     n, big_t = 8, 30
-    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None)
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, action_type="share")
     _, info = venv.reset(seed=3)
     model, nu = venv.model, venv.scenario.nu
     total = np.zeros(n)
@@ -69,7 +70,7 @@ def test_zero_action_is_equal_alloc_and_the_return_is_minus_the_objective_over_t
 def test_equal_alloc_expected_return_is_minus_one():
     """The scale S = T E[L_t under EqualAlloc] (48-node Gauss-Laguerre) against many Monte-Carlo episodes."""
     n, big_t = 400, 100
-    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None)
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, action_type="share")
     returns, _, _ = _episode(venv, lambda t, o: np.zeros((n, 1)), seed=5)
     mean, sem = returns.mean(), returns.std(ddof=1) / np.sqrt(n)
     assert abs(mean + 1.0) < max(4 * sem, 0.02), (mean, sem)
@@ -148,3 +149,25 @@ def test_render_modes():
         OTAPrivacyEnv(render_mode="human")
     with pytest.raises(RuntimeError, match="reset"):
         OTAPrivacyEnv().step(np.zeros(1, np.float32))
+
+
+def test_price_action_plays_the_minimiser_of_the_rounds_lagrangian():
+    """x_t of a price action = argmin_x L_t(x) + mu_t c_t(x) by the policies' safeguarded Newton solver (itself checked
+    against mpmath), mu_t = mu_ref 10^(2a) with mu_ref = -dL/dc at the fair share R_t / (T - t) on the mean channel."""
+    from otagym.receive_scaling import cost_slope_of_leakage, minimize_round
+
+    env = OTAPrivacyEnv(num_rounds=40, dp_orders=None, num_devices=3, batch_size=(30, 60, 90),
+                        dataset_size=(6000, 6000, 3000))
+    _, info = env.reset(seed=2)
+    model, nu = env.unwrapped.model, env.unwrapped.scenario.nu
+    mean_h = model.expected_h_min2(info["mean_channel_gain"])
+    spent = 0.0
+    for t, a in enumerate(np.linspace(-1, 1, 9)):
+        h = info["next_h_min2"]
+        fair = (nu * 40 - spent) / (40 - t)
+        mu_ref = cost_slope_of_leakage(model, model.x_for_cost(fair, mean_h), mean_h)
+        x_ref = minimize_round(model, h, leak_weight=1.0, cost_weight=mu_ref * 100.0 ** a)
+        _, _, _, _, info = env.step(np.array([a], np.float32))
+        spent += info["convergence_cost"]
+        if spent < nu * 40 * (1 - 1e-9):  # the budget cap did not bind
+            assert info["x"] == pytest.approx(x_ref, rel=1e-9), a
