@@ -6,6 +6,6 @@ the held-out evaluation with the normalised score (:mod:`agents.evaluate`)."""
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).parent / "configs"
-#: Algorithms ``otagym train`` knows: SB3 classes by name; ``ppo_lagrangian`` is PPO on the CMDP formulation with
-#: dual ascent (:mod:`agents.lagrangian`).
-ALGOS = ("ppo", "sac", "td3", "ppo_lagrangian")
+#: Algorithms ``otagym train`` knows: SB3 and sb3-contrib classes by name; ``ppo_lagrangian`` is PPO on the CMDP
+#: formulation with dual ascent (:mod:`agents.lagrangian`).
+ALGOS = ("ppo", "sac", "td3", "trpo", "ppo_lagrangian")

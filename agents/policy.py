@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sb3_contrib import TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
 from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost, normalized_x
@@ -39,20 +40,20 @@ def env_kwargs_of_run(algo: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def load_model(path: str | Path):
     """An SB3 model from ``model.zip`` (or a checkpoint); the algorithm is read from ``run.json`` beside it, else
-    each of PPO, SAC and TD3 is tried."""
+    each of PPO, SAC, TD3 and TRPO is tried."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no trained model at {path} (expected an SB3 .zip written by `otagym train`)")
     meta = run_metadata(path)
-    classes = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3}
-    order = [classes[meta["algo"]]] if meta.get("algo") in classes else [PPO, SAC, TD3]
+    classes = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
+    order = [classes[meta["algo"]]] if meta.get("algo") in classes else [PPO, SAC, TD3, TRPO]
     errors = []
     for cls in order:
         try:
             return cls.load(path, device="cpu")
         except Exception as err:  # noqa: BLE001 - SB3 raises several types for a class mismatch
             errors.append(f"{cls.__name__}: {err}")
-    raise ValueError(f"{path} is not a PPO, SAC or TD3 model: {errors}")
+    raise ValueError(f"{path} is not a PPO, SAC, TD3 or TRPO model: {errors}")
 
 
 def run_metadata(model_path: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from sb3_contrib import TRPO
 from stable_baselines3 import PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
 from stable_baselines3.common.vec_env import VecMonitor
@@ -37,7 +38,7 @@ ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagra
             "noise_type", "noise_std")
 #: Per-episode info keys that the monitor writes beside return and length.
 MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage")
-ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3}
+ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
 
 
 def load_hyperparams(algo: str, config: str | Path | None = None, env_id: str = ENV_ID) -> dict[str, Any]:

@@ -30,6 +30,13 @@ def best_of(fn: Callable[[], None], repeats: int) -> float:
     return min(times)
 
 
+#: Env settings timed: the default (budget mode, price action, DP ledger on), without the ledger, and the cheaper
+#: share and normalised-x actions without it.
+VARIANTS = (("default: price action, DP ledger on", {}), ("price, dp_orders=None", {"dp_orders": None}),
+            ("share, dp_orders=None", {"dp_orders": None, "action_type": "share"}),
+            ("cmdp normalized x, dp_orders=None", {"dp_orders": None, "reward_mode": "cmdp"}))
+
+
 def single_steps(env, action, n: int) -> Callable[[], None]:
     def run() -> None:
         for _ in range(n):
@@ -57,7 +64,7 @@ def main() -> None:
     cart = CartPoleEnv()
     cart.reset(seed=0)
     t_ref = best_of(single_steps(cart, 1, n), rep)
-    for label, kw in (("default (DP ledger on)", {}), ("dp_orders=None", {"dp_orders": None})):
+    for label, kw in VARIANTS:
         env = OTAPrivacyEnv(**kw)
         env.reset(seed=0)
         t = best_of(single_steps(env, np.array([0.9], np.float32), n), rep)
@@ -69,7 +76,7 @@ def main() -> None:
         cvec = CartPoleVectorEnv(num_envs=num_envs)
         cvec.reset(seed=0)
         t_ref = best_of(vector_steps(cvec, np.ones(num_envs, dtype=np.int64), steps), rep)
-        for label, kw in (("default (DP ledger on)", {}), ("dp_orders=None", {"dp_orders": None})):
+        for label, kw in VARIANTS:
             venv = OTAPrivacyVectorEnv(num_envs, num_rounds=steps, **kw)  # one full episode per timing
             act = np.full((num_envs, 1), 0.9, np.float32)
 
