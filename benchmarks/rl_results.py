@@ -7,7 +7,10 @@ trains one nu-conditioned policy (nu drawn log-uniformly in [0.01, 0.16] per epi
 training draws its channels from the vector env's generator seeded 0) at nu in {0.01, 0.04, 0.16}, beside AdaScale
 (calibrated to the same nu on the same channels), EqualAlloc and OfflineOptimal.
 
-Writes ``rl_results.json`` (every row), ``rl_results.md`` (the table) and ``learning_curves.png`` to ``--out``.
+Model selection as SB3's ``EvalCallback`` keeps ``best_model``: every checkpoint (each 200k steps) and the final model
+are scored on 8 *validation* realisations (seeds 20000-20007, used neither in training nor in the test), and the best
+one plays the test. Writes ``rl_results.json`` (every row, the curves, the chosen checkpoints), ``rl_results.md`` (the
+table) and ``learning_curves.png`` (validation score against training steps) to ``--out``.
 Rerunning resumes: a finished run (``model.zip`` with its wall time in ``run.json``) is not retrained, an interrupted
 one continues from its newest checkpoint.
 
@@ -27,7 +30,8 @@ import numpy as np
 from agents._io import write_json
 from agents.policy import AgentPolicy, load_model
 from agents.train import train
-from baselines.compare import PolicySpec, compare
+from baselines import OfflineOptimal, run_policy, sample_realisations
+from baselines.compare import PolicySpec, compare, normalized_score
 from otagym import get_scenario
 
 FADINGS = {"iid": {"fading": "iid"}, "gauss_markov_0.9": {"fading": "gauss_markov", "correlation": 0.9}}
@@ -39,20 +43,21 @@ def _trained(run: Path) -> bool:
     return (run / "model.zip").is_file() and meta.is_file() and "wall_s" in json.loads(meta.read_text())
 
 
-def _learning_curve(run: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(env steps, rolling median over 50 episodes of the episode's leakage / EqualAlloc's on its channels)."""
-    rows = []
-    for path in sorted(run.glob("monitor*.csv")):
-        data = np.genfromtxt(path, delimiter=",", names=True, skip_header=1)
-        rows.append(np.atleast_1d(data))
-    if not rows:
-        return np.zeros(0), np.zeros(0)
-    data = np.concatenate(rows)
-    ratio = data["episode_leakage"] / data["episode_equal_alloc_leakage"]
-    steps = np.cumsum(data["l"])
-    k = min(50, len(ratio))
-    rolling = np.array([np.median(ratio[max(0, i - k + 1):i + 1]) for i in range(len(ratio))])
-    return steps, rolling
+def _learning_curve(run: Path, scenario, real, nus: np.ndarray, optimal: np.ndarray) -> tuple[list, list, list]:
+    """(env steps, mean normalised score over ``real`` x ``nus``, model path) of every checkpoint and of the final
+    model, in order of steps."""
+    points = []
+    for path in (run / "checkpoints").glob("model_*_steps.zip"):
+        points.append((int(path.stem.split("_")[1]), path))
+    meta = json.loads((run / "run.json").read_text())
+    points.append((int(meta["trained_timesteps"]), run / "model.zip"))
+    steps, scores, paths = [], [], []
+    for step, path in sorted(points):
+        result = run_policy(AgentPolicy(path, nu=nus), scenario, real, dp=False, nu=nus)
+        steps.append(step)
+        scores.append(float(normalized_score(result.leakage, result.equal_alloc_leakage, optimal).mean()))
+        paths.append(str(path))
+    return steps, scores, paths
 
 
 def _table(rows_by_fading: dict[str, list[dict]]) -> str:
@@ -67,24 +72,26 @@ def _table(rows_by_fading: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def _plot(curves: dict[str, tuple[np.ndarray, np.ndarray]], path: Path) -> None:
+def _plot(curves: dict[str, dict[str, tuple[list, list]]], reference: dict[str, float], nus, seeds,
+          path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, (steps, ratio) in curves.items():
-        if steps.size:
-            ax.plot(steps, ratio, label=name)
-    ax.axhline(1.0, color="k", lw=0.8, ls="--", label="EqualAlloc")
-    ax.set(xlabel="env steps (rounds)", ylabel="leakage / EqualAlloc's (rolling median, 50 episodes)",
-           yscale="log", title="training episodes (stochastic policy, nu drawn per episode)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 4), squeeze=False)
+    for ax, (fading, runs) in zip(axes[0], curves.items()):
+        for algo, (steps, scores, _) in runs.items():
+            ax.plot(steps, scores, marker=".", label=algo)
+        ax.axhline(reference[fading], color="k", ls="--", lw=1, label="AdaScale (calibrated)")
+        ax.axhline(0.0, color="grey", ls=":", lw=1, label="EqualAlloc")
+        ax.set(title=fading, xlabel="training env steps (rounds)", ylim=(-100, 105),
+               ylabel=f"normalised score, mean over nu in {list(nus)}\nand {len(seeds)} validation realisations")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
+    fig.savefig(tmp, dpi=110)
     plt.close(fig)
     tmp.replace(path)
 
@@ -102,8 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     seeds = tuple(range(10_000, 10_000 + args.eval_seeds))
     rows_by_fading: dict[str, list[dict]] = {}
-    curves = {}
+    chosen: dict[str, dict] = {}
+    curves: dict[str, dict[str, tuple[list, list, list]]] = {}
+    curve_seeds = tuple(range(20_000, 20_008))  # validation: neither training nor the test seeds
+    curve_nus = np.tile(np.asarray(args.nus, dtype=float), len(curve_seeds))
     for fading in args.fadings:
+        scenario = get_scenario("paper-mnist", **FADINGS[fading])
+        real = sample_realisations(scenario, curve_seeds).repeat(len(args.nus))
+        optimal = OfflineOptimal(nu=curve_nus)
+        optimal.reset(scenario, channel_gains=real.channel_gains)
+        optimal_leakage = optimal.model.leakage(optimal.x_all, optimal.h_all).sum(axis=0)
+        curves[fading] = {}
         extra = {}
         for algo in args.algos:
             run = out / "runs" / f"{fading}-{algo}"
@@ -112,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
                 train(algo, run_dir=run, seed=0, max_minutes=args.minutes, resume=True,
                       env_overrides=FADINGS[fading], progress=False, checkpoint_freq=200_000)
                 print(f"trained {run} in {time.perf_counter() - start:.0f} s", flush=True)
-            model = load_model(run / "model.zip")
+            curve = curves[fading][algo.upper()] = _learning_curve(run, scenario, real, curve_nus, optimal_leakage)
+            best = int(np.argmax(curve[1]))  # model selection on the validation realisations (SB3's best_model)
+            chosen[f"{fading} {algo.upper()}"] = {"steps": curve[0][best], "validation_score": curve[1][best],
+                                                  "path": curve[2][best]}
+            model = load_model(curve[2][best])
             kw = json.loads((run / "run.json").read_text())["env_kwargs"]
             extra[algo.upper()] = PolicySpec(lambda nu, p, model=model, kw=kw: AgentPolicy(model, nu=nu,
                                                                                            env_kwargs=kw))
-            curves[f"{fading} {algo.upper()}"] = _learning_curve(run)
         start = time.perf_counter()
         rows = compare("paper-mnist", tuple(args.nus), seeds, ANALYTIC, extra_policies=extra, progress=False,
                        **FADINGS[fading])
@@ -124,14 +143,19 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         rows_by_fading[fading] = rows
     table = _table(rows_by_fading)
+    table += "\n\nCheckpoints played (best mean normalised score on the validation realisations):\n" + "\n".join(
+        f"- {k}: {v['steps']} steps (validation score {v['validation_score']:.1f})" for k, v in chosen.items())
     print(table)
     meta = {"scenario": get_scenario("paper-mnist").to_dict(), "eval_seeds": list(seeds), "minutes": args.minutes,
-            "algos": args.algos, "rows": rows_by_fading}
+            "algos": args.algos, "rows": rows_by_fading, "learning_curves": curves,
+            "validation_seeds": list(curve_seeds), "chosen_checkpoints": chosen}
     write_json(out / "rl_results.json", meta)
     tmp = out / "rl_results.md.tmp"
     tmp.write_text(table + "\n")
     tmp.replace(out / "rl_results.md")
-    _plot(curves, out / "learning_curves.png")
+    reference = {f: float(np.mean([r["score"] for r in rows if r["policy"] == "AdaScale"]))
+                 for f, rows in rows_by_fading.items()}
+    _plot(curves, reference, args.nus, curve_seeds, out / "learning_curves.png")
     print(f"wrote {out / 'rl_results.json'}, {out / 'rl_results.md'}, {out / 'learning_curves.png'}")
     return 0
 

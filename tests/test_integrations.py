@@ -87,7 +87,7 @@ def test_rllib_trains_one_iteration():
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     try:
         config = (PPOConfig()
-                  .environment("otagym", env_config={"num_rounds": 20, "dp_orders": None})
+                  .environment("otagym", env_config={"nu_range": (0.01, 0.16), "dp_orders": None})
                   .env_runners(num_env_runners=0)
                   .training(train_batch_size=200, minibatch_size=100, num_epochs=1))
         algo = config.build_algo()
