@@ -7,10 +7,11 @@ trains one nu-conditioned policy (nu drawn log-uniformly in [0.01, 0.16] per epi
 training draws its channels from the vector env's generator seeded 0) at nu in {0.01, 0.04, 0.16}, beside AdaScale
 (calibrated to the same nu on the same channels), EqualAlloc and OfflineOptimal.
 
-Model selection as SB3's ``EvalCallback`` keeps ``best_model``: every checkpoint (each 200k steps) and the final model
-are scored on 8 *validation* realisations (seeds 20000-20007, used neither in training nor in the test), and the best
-one plays the test. Writes ``rl_results.json`` (every row, the curves, the chosen checkpoints), ``rl_results.md`` (the
-table) and ``learning_curves.png`` (validation score against training steps) to ``--out``.
+Every checkpoint (each 200k steps) and the final model are scored on 8 *validation* realisations (seeds 20000-20007,
+used neither in training nor in the test): the learning curves. The final model plays the test (``--select best``:
+the best validation checkpoint, as SB3's ``EvalCallback`` keeps ``best_model``). Writes ``rl_results.json`` (every
+row, the curves, the models played), ``rl_results.md`` (the table) and ``learning_curves.png`` (validation score
+against training steps) to ``--out``.
 Rerunning resumes: a finished run (``model.zip`` with its wall time in ``run.json``) is not retrained, an interrupted
 one continues from its newest checkpoint.
 
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="training wall time per (fading, algo)")
     parser.add_argument("--eval-seeds", type=int, default=32)
     parser.add_argument("--nus", type=float, nargs="+", default=[0.01, 0.04, 0.16])
+    parser.add_argument("--select", choices=["final", "best"], default="final",
+                        help="play the final model, or the checkpoint with the best validation score")
     parser.add_argument("--out", default="results/rl")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -129,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                       env_overrides=FADINGS[fading], progress=False, checkpoint_freq=200_000)
                 print(f"trained {run} in {time.perf_counter() - start:.0f} s", flush=True)
             curve = curves[fading][algo.upper()] = _learning_curve(run, scenario, real, curve_nus, optimal_leakage)
-            best = int(np.argmax(curve[1]))  # model selection on the validation realisations (SB3's best_model)
+            # --select best: model selection on the validation realisations (SB3's best_model); final: the last
+            best = int(np.argmax(curve[1])) if args.select == "best" else len(curve[0]) - 1
             chosen[f"{fading} {algo.upper()}"] = {"steps": curve[0][best], "validation_score": curve[1][best],
                                                   "path": curve[2][best]}
             model = load_model(curve[2][best])
@@ -143,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         rows_by_fading[fading] = rows
     table = _table(rows_by_fading)
-    table += "\n\nCheckpoints played (best mean normalised score on the validation realisations):\n" + "\n".join(
-        f"- {k}: {v['steps']} steps (validation score {v['validation_score']:.1f})" for k, v in chosen.items())
+    table += (f"\n\nModels played ({args.select}; validation score = mean normalised score on seeds 20000-20007):\n"
+              + "\n".join(f"- {k}: {v['steps']} steps (validation score {v['validation_score']:.1f})"
+                           for k, v in chosen.items()))
     print(table)
     meta = {"scenario": get_scenario("paper-mnist").to_dict(), "eval_seeds": list(seeds), "minutes": args.minutes,
             "algos": args.algos, "rows": rows_by_fading, "learning_curves": curves,
