@@ -199,6 +199,7 @@ class Rounds:
             self.distances_m = np.where(rows[:, None], dist, self.distances_m)
         self.mean_gain = mean_channel_gain(self.distances_m)
         self.mean_h_min2 = self.model.expected_h_min2(self.mean_gain)
+        self._log10_placement = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])  # log10(nu E[s_m])
         self.reward_scale[rows] = big_t * self.model.expected_equal_alloc_leakage(self.nu[rows], self.mean_h_min2[rows])
         self.t[rows] = 0
         self.cost_sum[rows] = 0.0
@@ -327,7 +328,7 @@ class Rounds:
         left = budget - self.cost_sum
         with np.errstate(divide="ignore"):  # a zero gain only from a replayed trace; clipped below
             obs[:, :m] = np.log10(self.gains / self.mean_gain)
-            obs[:, m:2 * m] = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])
+            obs[:, m:2 * m] = self._log10_placement
             obs[:, 2 * m] = np.log10(self.h_min2 / self.mean_h_min2)
         obs[:, 2 * m + 1] = self.t / big_t
         obs[:, 2 * m + 2] = left / budget
