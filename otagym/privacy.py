@@ -166,7 +166,8 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
         orders: a scalar order (> 1) or a sequence of orders (adds a trailing axis to the result).
 
     Returns:
-        RDP in nats, shape ``broadcast(q, noise_multiplier).shape (+ (len(orders),))``; never NaN.
+        RDP in nats, shape ``broadcast(q, noise_multiplier).shape (+ (len(orders),))``; never NaN: where the
+        fractional series fails (large fractional orders overflow its binomials) a ``ValueError`` names the order.
     """
     q_arr = np.asarray(q, dtype=float)
     sigma_arr = np.asarray(noise_multiplier, dtype=float)
@@ -208,7 +209,14 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
             qq = np.repeat(g_q, frac_idx.size)
             ss = np.repeat(g_s, frac_idx.size)
             aa = np.tile(orders_arr[frac_idx], g_q.size)
-            vals = _log_a_frac(qq, ss, aa) / (aa - 1)
+            with np.errstate(invalid="ignore", over="ignore"):
+                vals = _log_a_frac(qq, ss, aa) / (aa - 1)
+            failed = np.isnan(vals)  # binom(alpha, i) overflows for large fractional alpha (Opacus's series too)
+            if failed.any():
+                k = int(np.flatnonzero(failed)[0])
+                raise ValueError(f"orders: the fractional-order SGM series fails at alpha={aa[k]:g} for q={qq[k]:g}, "
+                                 f"noise_multiplier={ss[k]:g} (it overflows for large fractional orders); use an "
+                                 "integer order there")
             res[:, frac_idx] = vals.reshape(g_q.size, frac_idx.size)
         out[generic] = np.maximum(res, 0.0)  # RDP >= 0; rounding can give -1e-17
 
@@ -228,7 +236,8 @@ def rdp_to_dp(rdp: ArrayLike, orders: ArrayLike, delta: float) -> tuple[NDArray,
         delta: target delta in (0, 1).
 
     Returns:
-        ``(epsilon, best_order)``, each of shape ``rdp.shape[:-1]``; epsilon is ``inf`` where every order is.
+        ``(epsilon, best_order)``, each of shape ``rdp.shape[:-1]``; epsilon is ``inf`` where every order is, and
+        never below 0 (where eq. (6) is negative the bound is epsilon = 0; Opacus returns the negative value).
     """
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1); got {delta}")
@@ -237,9 +246,10 @@ def rdp_to_dp(rdp: ArrayLike, orders: ArrayLike, delta: float) -> tuple[NDArray,
     rdp_arr = np.asarray(rdp, dtype=float)
     if rdp_arr.shape[-1:] != orders_arr.shape:
         raise ValueError(f"rdp's last axis ({rdp_arr.shape[-1:]}) must match orders ({orders_arr.shape})")
-    if np.any(np.isnan(rdp_arr)):
-        raise ValueError("rdp contains NaN")
+    if np.any(~(rdp_arr >= 0)):
+        raise ValueError(f"rdp must be >= 0 (inf allowed); got {rdp_arr[~(rdp_arr >= 0)].ravel()[:3]}")
     eps = rdp_arr - (np.log(delta) + np.log(orders_arr)) / (orders_arr - 1) + np.log((orders_arr - 1) / orders_arr)
+    eps = np.maximum(eps, 0.0)  # eq. (6) can go below 0 for tiny RDP and large delta; every mechanism is (0, delta)-DP
     best = np.argmin(eps, axis=-1)
     epsilon = np.take_along_axis(eps, best[..., None], axis=-1)[..., 0]
     return epsilon, orders_arr[best]
@@ -372,6 +382,7 @@ class RDPLedger:
 
     def __init__(self, q: ArrayLike, orders: Sequence[float] = DEFAULT_ORDERS, chunk: int = 128) -> None:
         self.q = np.asarray(q, dtype=float)
+        _validate_q_sigma(self.q, np.ones(()))
         self.orders = np.asarray(orders, dtype=float)
         _validate_orders(self.orders)
         if chunk < 1:

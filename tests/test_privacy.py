@@ -193,3 +193,19 @@ def test_default_order_grid_is_a_valid_bound_within_its_documented_tightness():
         losses.append(eps_grid / eps_all)
     assert min(losses) >= 1.0  # a subset of orders can only give a larger (still valid) epsilon
     assert np.median(losses) < 1.005 and max(losses) < 1.10  # the numbers DEFAULT_ORDERS documents
+
+
+def test_accounting_edges_raise_or_stay_valid():
+    """Issue 9, class 4: large fractional orders raise naming the order (never NaN); rdp_to_dp refuses negative RDP
+    and never returns a negative epsilon; the ledger checks q at construction."""
+    from otagym.privacy import RDPLedger, rdp_sgm, rdp_to_dp
+
+    with pytest.raises(ValueError, match="alpha=2000.5"):
+        rdp_sgm(q=0.01, noise_multiplier=1.0, orders=[2.5, 2000.5])
+    assert np.isfinite(rdp_sgm(q=0.01, noise_multiplier=1.0, orders=[2.5, 10.5])).all()
+    eps, order = rdp_to_dp(np.array([0.0, 0.0]), np.array([2.0, 3.0]), 0.5)
+    assert eps == 0.0
+    with pytest.raises(ValueError, match="rdp must be >= 0"):
+        rdp_to_dp(np.array([-0.1]), np.array([2.0]), 1e-5)
+    with pytest.raises(ValueError, match="q"):
+        RDPLedger(q=[2.0])
