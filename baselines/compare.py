@@ -23,6 +23,7 @@ from baselines.core import Policy
 from baselines.evaluation import calibrate, run_policy, sample_realisations
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
+from otagym.argtypes import correlation, positive_float, positive_int, writable_dir
 from otagym.scenario import PRESETS, Scenario, get_scenario
 
 __all__ = ["PolicySpec", "POLICIES", "compare", "normalized_score", "add_compare_parser"]
@@ -219,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
                          f"{sorted(POLICIES)} or NAME:PATH/TO/model.zip; got {args.scenario!r}, {unknown}")
     overrides = {"num_rounds": args.rounds} if args.rounds else {}
     if getattr(args, "fading", None):
-        overrides.update(fading=args.fading, correlation=args.correlation)
+        overrides.update(fading=args.fading, correlation=args.correlation or 0.0)
     scen = get_scenario(args.scenario or "paper-mnist", **overrides)
     nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
     start = time.perf_counter()
@@ -231,6 +232,21 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Options that only one scheme reads, with their defaults.
+_RECEIVE_SCALING_ONLY = {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0}
+_CDPB_ONLY = {"accounting": None}
+
+
+def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, argparse style, options that the chosen scheme would silently ignore."""
+    unused = _RECEIVE_SCALING_ONLY if args.scheme == "cdpb" else _CDPB_ONLY
+    given = [k for k, default in unused.items() if getattr(args, k) != default]
+    if given:
+        parser.error(f"--scheme {args.scheme} does not use " + ", ".join("--" + k.replace("_", "-") for k in given))
+    if args.correlation is not None and args.fading != "gauss_markov":
+        parser.error("--correlation needs --fading gauss_markov")
+
+
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     from baselines.cdpb import CDPB_POLICIES
     from otagym.cdpb import CDPB_PRESETS
@@ -240,18 +256,19 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                    help="receive_scaling: matched-nu comparison (AdaScale paper); cdpb: CDPB paper (Figs. 3, 5)")
     p.add_argument("--scenario", default=None, choices=sorted(PRESETS) + sorted(CDPB_PRESETS),
                    help="preset (default paper-mnist, or paper-cdpb with --scheme cdpb)")
-    p.add_argument("--nu", type=float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=int, default=3, help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
+    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
+    p.add_argument("--seeds", type=positive_int, default=3,
+                   help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
     p.add_argument("--seed-start", type=int, default=0, help="S, the first realisation seed (use held-out seeds "
                    "for trained agents)")
-    p.add_argument("--rounds", type=int, default=None, help="override T")
+    p.add_argument("--rounds", type=positive_int, default=None, help="override T")
     p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None, help="override the fading")
-    p.add_argument("--correlation", type=float, default=0.0, help="Gauss-Markov correlation with --fading")
+    p.add_argument("--correlation", type=correlation, default=None, help="Gauss-Markov correlation with --fading")
     p.add_argument("--policies", nargs="+", default=None,
                    help=f"analytic: {sorted(POLICIES)} (cdpb: {sorted(CDPB_POLICIES)}); a trained agent: "
                         "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
-    p.add_argument("--out", default="results", help="output folder")
+    p.add_argument("--out", type=writable_dir, default="results", help="output folder")
     p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, check=_check_scheme_options)

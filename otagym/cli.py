@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from otagym.argtypes import positive_float, positive_int
 from otagym.env import OTAPrivacyEnv
 from otagym.scenario import PRESETS
 
@@ -38,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     ro = sub.add_parser("rollout", help="seeded rollout printing leakage and cost per round")
     ro.add_argument("--scenario", default="paper-mnist", choices=sorted(PRESETS))
-    ro.add_argument("--rounds", type=int, default=20)
-    ro.add_argument("--nu", type=float, default=0.04)
+    ro.add_argument("--rounds", type=positive_int, default=20)
+    ro.add_argument("--nu", type=positive_float, default=0.04)
     ro.add_argument("--seed", type=int, default=0)
     ro.set_defaults(func=_rollout)
     from baselines.compare import add_compare_parser  # baselines ships in the same distribution
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     add_compare_parser(sub)
     _add_train_parser(sub)
     args = parser.parse_args(argv)
+    if hasattr(args, "check"):
+        args.check(sub.choices[args.command], args)
     if args.command == "compare":
         args.extra_policies = _agent_policies(args.policies or ())
     return int(args.func(args))
@@ -102,9 +105,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-dir", default=None, help="output folder (default runs/<algo>): model.zip, run.json, "
                    "checkpoints/, monitor.csv, tb/ (TensorBoard)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=None, help="total env steps (default: the config's n_timesteps)")
-    p.add_argument("--minutes", type=float, default=None, help="stop after this much wall time")
-    p.add_argument("--checkpoint-freq", type=int, default=100_000, help="env steps between checkpoints")
+    p.add_argument("--steps", type=positive_int, default=None, help="total env steps (default: the config's n_timesteps)")
+    p.add_argument("--minutes", type=positive_float, default=None, help="stop after this much wall time")
+    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --run-dir")
     p.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
                    help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov correlation=0.9")

@@ -1,0 +1,29 @@
+"""Command-line input is refused before any computing, argparse style: one line naming the option, exit code 2
+(issue 9, class 5)."""
+
+import pytest
+
+from otagym.cli import main
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["compare", "--nu", "0"], "--nu: must be a finite number > 0"),
+    (["compare", "--nu", "nan"], "--nu: must be a finite number > 0"),
+    (["compare", "--seeds", "0"], "--seeds: must be an integer >= 1"),
+    (["compare", "--rounds", "0"], "--rounds: must be an integer >= 1"),
+    (["compare", "--correlation", "1.0"], "--correlation: must be a number in [0, 1)"),
+    (["compare", "--correlation", "0.5"], "--correlation needs --fading gauss_markov"),
+    (["compare", "--scheme", "cdpb", "--nu", "0.1"], "--scheme cdpb does not use --nu"),
+    (["compare", "--scheme", "cdpb", "--rounds", "5"], "--scheme cdpb does not use --rounds"),
+    (["compare", "--accounting", "sgm"], "--scheme receive_scaling does not use --accounting"),
+    (["compare", "--out", "/proc/otagym-cannot-write"], "--out: cannot write into"),
+    (["train", "--steps", "0"], "--steps: must be an integer >= 1"),
+    (["train", "--minutes", "-1"], "--minutes: must be a finite number > 0"),
+    (["rollout", "--nu", "0"], "--nu: must be a finite number > 0"),
+])
+def test_bad_options_exit_2_with_one_line(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err, err
