@@ -18,24 +18,23 @@ from numpy.typing import ArrayLike, NDArray
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
+from otagym.env import Rounds
 from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost, normalized_x
 from otagym.scenario import Scenario
 
-__all__ = ["AgentPolicy", "env_kwargs_of_run", "load_model", "run_metadata"]
+__all__ = ["AgentPolicy", "ALGO_CLASSES", "action_semantics", "load_model", "run_metadata"]
 
-#: Env keyword arguments that decide what an action means (kept in run.json beside the model).
+#: Env keyword arguments that decide what an action means (:class:`otagym.env.Rounds` resolves their defaults).
 ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "x_min_ratio")
+#: Algorithm classes by the names ``otagym train`` uses.
+ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
 
 
-def env_kwargs_of_run(algo: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The env keyword arguments a run records (its action semantics among them, defaults made explicit)."""
-    out = dict(env_kwargs)
-    out.setdefault("reward_mode", "budget")
-    out.setdefault("action_type", "price" if out["reward_mode"] == "budget" else "normalized")
-    out.setdefault("budget_multiplier_max", 100.0)
-    out.setdefault("price_decades", 2.0)
-    out.setdefault("x_min_ratio", 1e-3)
-    return out
+def action_semantics(scenario: Scenario, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (defaults and validation included)."""
+    given = {k: v for k, v in (env_kwargs or {}).items() if k in ACTION_KEYS}
+    rounds = Rounds(scenario, 1, dp_orders=None, **given)
+    return {k: getattr(rounds, k) for k in ACTION_KEYS}
 
 
 def load_model(path: str | Path):
@@ -45,8 +44,7 @@ def load_model(path: str | Path):
     if not path.is_file():
         raise FileNotFoundError(f"no trained model at {path} (expected an SB3 .zip written by `otagym train`)")
     meta = run_metadata(path)
-    classes = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
-    order = [classes[meta["algo"]]] if meta.get("algo") in classes else [PPO, SAC, TD3, TRPO]
+    order = [ALGO_CLASSES[meta["algo"]]] if meta.get("algo") in ALGO_CLASSES else [PPO, SAC, TD3, TRPO]
     errors = []
     for cls in order:
         try:
@@ -80,16 +78,16 @@ class AgentPolicy:
             model = load_model(model)
             env_kwargs = env_kwargs if env_kwargs is not None else meta.get("env_kwargs")
         self.agent = model
-        kw = env_kwargs_of_run("", env_kwargs or {})
-        self.action_type = kw["action_type"]
-        if self.action_type not in ("price", "share", "normalized"):
-            raise ValueError(f"AgentPolicy handles price, share and normalized actions; got {self.action_type!r}")
-        self.multiplier_max = float(kw["budget_multiplier_max"])
-        self.price_decades = float(kw["price_decades"])
-        self.x_min_ratio = float(kw["x_min_ratio"])
+        self.env_kwargs = env_kwargs
         self._nu = nu
 
     def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        kw = action_semantics(scenario, self.env_kwargs)
+        self.action_type = kw["action_type"]
+        if self.action_type not in ("price", "share", "normalized"):
+            raise ValueError(f"AgentPolicy handles price, share and normalized actions; got {self.action_type!r}")
+        self.multiplier_max, self.price_decades = kw["budget_multiplier_max"], kw["price_decades"]
+        self.x_min_ratio = kw["x_min_ratio"]
         self.scenario = scenario
         self.model = ReceiveScalingModel(scenario)
         self.nu = np.asarray(scenario.nu if self._nu is None else self._nu, dtype=float)

@@ -19,15 +19,13 @@ from typing import Any
 
 import numpy as np
 import yaml
-from sb3_contrib import TRPO
-from stable_baselines3 import PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
 from stable_baselines3.common.vec_env import VecMonitor
 
 from agents import ALGOS, CONFIG_DIR
 from agents._io import write_json
 from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
-from agents.policy import env_kwargs_of_run
+from agents.policy import ALGO_CLASSES, action_semantics
 from otagym import ENV_ID, __version__
 from otagym.sb3 import OTAPrivacySB3VecEnv
 
@@ -38,7 +36,6 @@ ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagra
             "noise_type", "noise_std")
 #: Per-episode info keys that the monitor writes beside return and length.
 MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage")
-ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
 
 
 def load_hyperparams(algo: str, config: str | Path | None = None, env_id: str = ENV_ID) -> dict[str, Any]:
@@ -158,7 +155,7 @@ def train(
         model = cls(hp.get("policy", "MlpPolicy"), venv, seed=seed, tensorboard_log=tb, verbose=verbose, **kwargs)
     write_json(run / "run.json", {
         "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
-        "total_timesteps": total, "env_kwargs": env_kwargs_of_run(algo, env_kwargs),
+        "total_timesteps": total, "env_kwargs": {**env_kwargs, **action_semantics(venv.get_attr("scenario")[0], env_kwargs)},
         "hyperparams": {k: v for k, v in hp.items() if not callable(v)}, "versions": _versions(),
         "resumed_from": done_steps,
     })

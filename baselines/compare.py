@@ -102,7 +102,7 @@ def compare(
     nu = np.tile(np.asarray(nus, dtype=float), len(seeds))
     optimal = OfflineOptimal(nu=nu)
     optimal.reset(scen, channel_gains=real.channel_gains)
-    optimal_leakage = optimal.model.leakage(optimal.x_all, optimal.h_all).sum(axis=0)
+    optimal_leakage = optimal.total_leakage()
     rows: list[dict[str, Any]] = []
     for name in tqdm(policies, desc="policies", disable=not progress):
         spec = table[name]

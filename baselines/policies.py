@@ -199,6 +199,10 @@ class OfflineOptimal(_PolicyBase):
         mu = np.exp(hi)  # the feasible side
         return minimize_round(model, h_all, leak_weight=1.0, cost_weight=mu), mu
 
+    def total_leakage(self) -> NDArray:
+        """sum_t L_t of the solved schedule (objective (28a)), per realisation: the 100 of the normalised score."""
+        return self.model.leakage(self.x_all, self.h_all).sum(axis=0)
+
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
         return self.x_all[self.t]
 

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         real = sample_realisations(scenario, curve_seeds).repeat(len(args.nus))
         optimal = OfflineOptimal(nu=curve_nus)
         optimal.reset(scenario, channel_gains=real.channel_gains)
-        optimal_leakage = optimal.model.leakage(optimal.x_all, optimal.h_all).sum(axis=0)
+        optimal_leakage = optimal.total_leakage()
         curves[fading] = {}
         extra = {}
         for algo in args.algos:

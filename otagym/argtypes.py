@@ -11,37 +11,25 @@ from pathlib import Path
 __all__ = ["positive_int", "positive_float", "correlation", "writable_dir"]
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
-    return value
+def _ranged(parse, accept, allowed: str):
+    """An argparse type: ``parse(text)``, refused unless ``accept(value)``, with "must be <allowed>" as the error."""
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
+        return value
+    return convert
 
 
-def positive_float(text: str) -> float:
-    """A finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text!r}")
-    return value
-
-
-def correlation(text: str) -> float:
-    """A number in [0, 1) (the Gauss-Markov coefficient)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1); got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1); got {text!r}")
-    return value
+#: An integer >= 1.
+positive_int = _ranged(int, lambda v: v >= 1, "an integer >= 1")
+#: A finite number > 0.
+positive_float = _ranged(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
+#: A number in [0, 1) (the Gauss-Markov coefficient).
+correlation = _ranged(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 
 def writable_dir(text: str) -> str:

@@ -134,6 +134,7 @@ class Rounds:
         self.class_rdp_sum = np.zeros((n, c))
         self.leak_sum = np.zeros(n)
         self.h_min2_history = np.zeros((n, scenario.num_rounds))
+        self._env_index = np.arange(n)
         self.ledger = (
             RDPLedger(np.broadcast_to(self.model.class_q, (n, c)), orders=dp_orders) if dp_orders is not None else None
         )
@@ -271,7 +272,7 @@ class Rounds:
             reward = -(leak + self.reward_lambda * (cost - self.nu)) / self.reward_scale
         else:
             reward = -leak / self.reward_scale
-        self.h_min2_history[np.arange(self.num_envs), self.t] = self.h_min2
+        self.h_min2_history[self._env_index, self.t] = self.h_min2
         self.class_rdp_sum += class_rdp
         self.cost_sum += cost
         self.leak_sum += leak

@@ -15,8 +15,8 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.privacy import SGMCurve
 from otagym.scenario import Scenario
 
-__all__ = ["ReceiveScalingModel", "cap_to_budget", "share_cost", "budget_multiplier", "normalized_x", "minimize_round",
-           "cost_slope_of_leakage", "price_cost", "reference_price", "budget_action_cost", "BUDGET_ACTIONS"]
+__all__ = ["ReceiveScalingModel", "normalized_x", "minimize_round", "cost_slope_of_leakage", "price_spend",
+           "reference_price", "budget_action_cost", "BUDGET_ACTIONS"]
 
 #: Action types of the budget formulation (see :func:`budget_action_cost`).
 BUDGET_ACTIONS = ("price", "share")
@@ -36,29 +36,6 @@ def normalized_x(action: ArrayLike, x_max: float, x_min_ratio: float) -> NDArray
     """x = x_max * x_min_ratio ** ((1 - a) / 2) for a in [-1, 1]: the log-scale action of the cmdp/lagrangian modes
     (a = 1 is full power, a = -1 is x_min_ratio * x_max)."""
     return x_max * np.exp(0.5 * np.log(x_min_ratio) * (1.0 - np.asarray(action, dtype=float)))
-
-
-def budget_multiplier(action: ArrayLike, multiplier_max: float) -> NDArray:
-    """m(a) = multiplier_max ** a: the multiple of the fair share a budget-mode action spends (log scale, m(0) = 1)."""
-    return np.power(float(multiplier_max), np.asarray(action, dtype=float))
-
-
-def cap_to_budget(spend: ArrayLike, remaining: ArrayLike, rounds_left: ArrayLike) -> NDArray:
-    """The cost a budget-mode round may spend: ``spend`` capped at R_t, and all of R_t in the last round.
-
-    R_t = nu T - sum_{tau<t} c_tau is the budget of constraint (28b) left before round t and T - t >= 1 the rounds
-    left including this one. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any sequence of actions.
-    """
-    remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)  # rounding can leave -1e-17
-    return np.where(np.asarray(rounds_left) <= 1, remaining, np.minimum(spend, remaining))
-
-
-def share_cost(action: ArrayLike, remaining: ArrayLike, rounds_left: ArrayLike, multiplier_max: float) -> NDArray:
-    """c_t of a share action: m(a) R_t / (T - t), m(a) = multiplier_max^a times the fair share, through
-    :func:`cap_to_budget`."""
-    remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)
-    return cap_to_budget(budget_multiplier(action, multiplier_max) * remaining / np.asarray(rounds_left), remaining,
-                         rounds_left)
 
 
 class ReceiveScalingModel:
@@ -269,16 +246,15 @@ def reference_price(model: ReceiveScalingModel, fair_share: ArrayLike, mean_h_mi
     return cost_slope_of_leakage(model, model.x_for_cost(fair_share, mean_h_min2), mean_h_min2)
 
 
-def price_cost(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike, remaining: ArrayLike,
-               rounds_left: ArrayLike, price_ref: ArrayLike, price_decades: float) -> NDArray:
-    """This round's convergence cost for a price action: the round spends what minimises L_t(x) + mu_t c_t(x) (the
-    per-round Lagrangian of (28), as ``baselines.OfflineOptimal`` with a fixed mu; eta = min(eta*(mu), x_max h^2), see
-    :meth:`ReceiveScalingModel.price_receive_scaling`), mu_t = price_ref * 10^(decades * a), capped at the budget
-    left R_t; the last round spends R_t. So (1/T) sum_t c_t = nu for any sequence of actions."""
+def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike, price_ref: ArrayLike,
+                price_decades: float) -> NDArray:
+    """The cost a price action buys: the minimiser of the round's Lagrangian L_t(x) + mu_t c_t(x) of (28), as
+    ``baselines.OfflineOptimal`` with a fixed mu (eta = min(eta*(mu), x_max h^2), see
+    :meth:`ReceiveScalingModel.price_receive_scaling`), at mu_t = price_ref * 10^(price_decades a)."""
     mu = np.asarray(price_ref, dtype=float) * 10.0 ** (price_decades * np.asarray(action, dtype=float))
     h = np.asarray(h_min2, dtype=float)
     eta = np.minimum(model.price_receive_scaling(mu), model.x_max * h)
-    return cap_to_budget(model.convergence_cost(eta / h, h), remaining, rounds_left)
+    return model.convergence_cost(eta / h, h)
 
 
 def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: ArrayLike, h_min2: ArrayLike,
@@ -286,15 +262,24 @@ def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: Arr
                        multiplier_max: float, price_decades: float) -> NDArray:
     """c_t of a budget-mode action a in [-1, 1] (the env and :class:`agents.policy.AgentPolicy` both call this).
 
-    * ``"price"``: :func:`price_cost` at mu_t = mu_ref,t 10^(price_decades a), mu_ref,t the
-      :func:`reference_price` at the fair share R_t / (T - t) on the mean channel ``mean_h_min2`` (a = 0 spends,
-      on the mean channel, the fair share of what is left).
-    * ``"share"``: :func:`share_cost`, m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc).
+    R_t = nu T - sum_{tau<t} c_tau (``remaining``) is the budget of constraint (28b) left before round t and
+    T - t >= 1 (``rounds_left``) the rounds left including this one. The round spends
+
+    * ``"price"``: :func:`price_spend` at mu_t = mu_ref,t 10^(price_decades a), mu_ref,t the :func:`reference_price`
+      at the fair share R_t / (T - t) on the mean channel ``mean_h_min2`` (a = 0 spends, on the mean channel, the
+      fair share of what is left);
+    * ``"share"``: m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc);
+
+    capped at R_t, and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for
+    any sequence of actions.
     """
+    remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)  # rounding can leave -1e-17
+    rounds_left = np.asarray(rounds_left)
+    fair_share = remaining / rounds_left
     if action_type == "share":
-        return share_cost(action, remaining, rounds_left, multiplier_max)
-    if action_type != "price":
+        spend = fair_share * np.power(float(multiplier_max), np.asarray(action, dtype=float))
+    elif action_type == "price":
+        spend = price_spend(model, action, h_min2, reference_price(model, fair_share, mean_h_min2), price_decades)
+    else:
         raise ValueError(f"budget action_type must be one of {BUDGET_ACTIONS}; got {action_type!r}")
-    fair_share = np.maximum(np.asarray(remaining, dtype=float), 0.0) / np.asarray(rounds_left)
-    price_ref = reference_price(model, fair_share, mean_h_min2)
-    return price_cost(model, action, h_min2, remaining, rounds_left, price_ref, price_decades)
+    return np.where(rounds_left <= 1, remaining, np.minimum(spend, remaining))

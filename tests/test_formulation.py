@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv, get_scenario
 from otagym.env import OBS_BOUND
-from otagym.receive_scaling import share_cost
+from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost
 
 
 def _episode(venv, actions_fn, seed=0, options=None):
@@ -36,6 +36,12 @@ def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy, a
     _, final, _ = _episode(venv, acts)
     np.testing.assert_allclose(final["convergence_cost_mean"], final["nu"], rtol=1e-12)
     assert np.all(final["convergence_cost"] >= 0)
+
+
+def share_cost(a, remaining, rounds_left, multiplier_max):
+    model = ReceiveScalingModel(get_scenario("paper-mnist"))
+    return budget_action_cost(model, "share", a, 1e-9, remaining, rounds_left, mean_h_min2=1e-9,
+                              multiplier_max=multiplier_max, price_decades=2.0)
 
 
 def test_share_cost_closed_form():
