@@ -118,8 +118,13 @@ def _log_sub(a: NDArray, b: NDArray) -> NDArray:
 def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
     """log A_alpha for fractional orders (Mironov et al. 2019, Sec. 3.3), elementwise over flat arrays.
 
-    Reproduces Opacus's do-until loop per element: terms are added until both new terms fall below e^-30. Each
-    iteration works only on the elements still running, so the cost is the total number of terms, as in Opacus.
+    Opacus's do-until loop, with two repairs. The loop stops when both new terms fall below e^-30 *and* i > alpha:
+    Opacus stops at the first such pair, which for large sigma is already i = 0 (both end terms of the binomial are
+    tiny) and returns a negative RDP (q = 0.3, sigma = 50, alpha = 100.5: -0.36 where the neighbouring integer
+    orders give 0.0018); past alpha the binomial bulk is summed and the terms only decay. And the coefficient
+    C(alpha, i) is taken in log space with its sign (``gammaln``/``gammasgn``) where ``binom`` overflows (large
+    orders); elsewhere ``binom`` keeps Opacus's precision, which the alternating tail needs.
+    Each iteration works only on the elements still running.
     """
     log_a0 = np.full(q.shape, -np.inf)
     log_a1 = np.full(q.shape, -np.inf)
@@ -131,16 +136,20 @@ def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
     i = 0
     while idx.size:
         al, zz, sq2s = alpha[idx], z0[idx], sqrt2_sigma[idx]
-        coef = special.binom(al, i)
-        log_coef = np.log(np.abs(coef))
         j = al - i
+        coef = special.binom(al, i)
+        with np.errstate(divide="ignore"):
+            log_coef = np.log(np.abs(coef))
+        huge = ~np.isfinite(log_coef)  # overflow (or underflow): log-gamma instead, sign from Gamma(alpha - i + 1)
+        if huge.any():
+            log_coef[huge] = special.gammaln(al[huge] + 1) - special.gammaln(i + 1) - special.gammaln(j[huge] + 1)
+        pos = special.gammasgn(j + 1) > 0
         log_t0 = log_coef + i * log_q[idx] + j * log_1mq[idx]
         log_t1 = log_coef + j * log_q[idx] + i * log_1mq[idx]
         log_e0 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((i - zz) / sq2s) * 2**0.5))
         log_e1 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((zz - j) / sq2s) * 2**0.5))
         log_s0 = log_t0 + (i * i - i) / two_s2[idx] + log_e0
         log_s1 = log_t1 + (j * j - j) / two_s2[idx] + log_e1
-        pos = coef > 0
         a0, a1 = log_a0[idx], log_a1[idx]
         new0, new1 = _log_add(a0, log_s0), _log_add(a1, log_s1)
         if not pos.all():
@@ -148,7 +157,7 @@ def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
             new0[neg] = _log_sub(a0[neg], log_s0[neg])
             new1[neg] = _log_sub(a1[neg], log_s1[neg])
         log_a0[idx], log_a1[idx] = new0, new1
-        idx = idx[~(np.maximum(log_s0, log_s1) < -30)]
+        idx = idx[~((np.maximum(log_s0, log_s1) < -30) & (i > al))]
         i += 1
     return _log_add(log_a0, log_a1)
 
