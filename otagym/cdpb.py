@@ -26,7 +26,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otagym.privacy import rdp_sgm
-from otagym.scenario import FadingModel, check_fields
+from otagym.scenario import POSITIVE, FadingModel
+from otagym.validation import (PHYSICAL_RANGE, Flag, Integer, Many, OneOf, Real, Text, arg, check_dataclass,
+                               from_preset)
 
 __all__ = [
     "CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency",
@@ -39,7 +41,8 @@ Strategy = Literal["noisy", "idle", "mixed"]
 Accounting = Literal["sgm", "theorem1"]
 Adjacency = Literal["replace_one", "add_remove"]
 
-_FADING = get_args(FadingModel)
+#: sigma_z^2 and lambda_2 may be 0 (the paper drops sigma_z^2 after eq. (53)).
+NON_NEGATIVE = Real(0.0, PHYSICAL_RANGE[1])
 
 
 @dataclass(frozen=True)
@@ -79,84 +82,45 @@ class CDPBScenario:
         name: label.
     """
 
-    num_clients: int = 100
-    power_max_w: float = 1.0
-    grad_bound: float = 1.0
-    channel_scale: float | tuple[float, ...] = 0.5
-    noise_power_w: float = 0.01
-    model_dim: int = 1
-    smoothness: float = 1.0
-    grad_second_moment: float = 1.0
-    rdp_order: int = 2
-    delta: float = 1e-5
-    num_rounds: int = 100
-    max_rounds: int = 1000
-    strategy: Strategy = "idle"
-    portion: float = 0.5
-    artificial_noise: bool = True
-    client_sampling: float = 1.0
-    csi_feedback: bool = False
-    accounting: Accounting = "sgm"
-    adjacency: Adjacency = "replace_one"
-    lambda_convergence: float = 1.0
-    lambda_privacy: float = 1e-5
-    gamma_max: float = 1e-2
-    epsilon_max: float = 100.0
-    fading: FadingModel = "iid"
-    coherence_rounds: int = 1
-    correlation: float = 0.0
-    name: str = "custom"
+    num_clients: int = arg(100, Integer(1, 100_000))
+    power_max_w: float = arg(1.0, POSITIVE)
+    grad_bound: float = arg(1.0, POSITIVE)
+    channel_scale: float | tuple[float, ...] = arg(0.5, Many(POSITIVE, scalar=True))
+    noise_power_w: float = arg(0.01, NON_NEGATIVE)
+    model_dim: int = arg(1, Integer(1, 10**12))
+    smoothness: float = arg(1.0, POSITIVE)
+    grad_second_moment: float = arg(1.0, POSITIVE)
+    rdp_order: int = arg(2, Integer(2, 1000))
+    delta: float = arg(1e-5, Real(0.0, 1.0, low_open=True, high_open=True))
+    num_rounds: int = arg(100, Integer(1, 10**6))
+    max_rounds: int = arg(1000, Integer(1, 10**6))
+    strategy: Strategy = arg("idle", OneOf(get_args(Strategy)))
+    portion: float = arg(0.5, Real(0.0, 1.0))
+    artificial_noise: bool = arg(True, Flag())
+    client_sampling: float = arg(1.0, Real(0.0, 1.0, low_open=True))
+    csi_feedback: bool = arg(False, Flag())
+    accounting: Accounting = arg("sgm", OneOf(get_args(Accounting)))
+    adjacency: Adjacency = arg("replace_one", OneOf(get_args(Adjacency)))
+    lambda_convergence: float = arg(1.0, POSITIVE)
+    lambda_privacy: float = arg(1e-5, NON_NEGATIVE)
+    gamma_max: float = arg(1e-2, POSITIVE)
+    epsilon_max: float = arg(100.0, POSITIVE)
+    fading: FadingModel = arg("iid", OneOf(get_args(FadingModel)))
+    coherence_rounds: int = arg(1, Integer(1, 10**6))
+    correlation: float = arg(0.0, Real(0.0, 1.0, high_open=True))
+    name: str = arg("custom", Text())
 
     def __post_init__(self) -> None:
-        def fail(fld: str, allowed: str, got: Any) -> None:
-            raise ValueError(f"CDPBScenario.{fld} must be {allowed}; got {got!r}")
-
-        for fld, lo in (("num_clients", 1), ("model_dim", 1), ("num_rounds", 1), ("max_rounds", 1),
-                        ("coherence_rounds", 1),
-                        ("rdp_order", 2)):
-            v = getattr(self, fld)
-            if isinstance(v, bool) or int(v) != v or v < lo:
-                fail(fld, f"an integer >= {lo}", v)
-            object.__setattr__(self, fld, int(v))
-        for fld in ("power_max_w", "grad_bound", "smoothness", "grad_second_moment", "lambda_convergence",
-                    "gamma_max", "epsilon_max"):
-            v = getattr(self, fld)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                fail(fld, "a finite number > 0", v)
-        for fld in ("noise_power_w", "lambda_privacy"):
-            v = getattr(self, fld)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                fail(fld, "a finite number >= 0", v)
-        k = self.num_clients
-        if np.ndim(self.channel_scale) == 0:
-            scales = (float(self.channel_scale),)
-            object.__setattr__(self, "channel_scale", scales[0])
-        else:
-            scales = tuple(float(v) for v in self.channel_scale)
-            if len(scales) != k:
-                fail("channel_scale", f"a scalar or num_clients={k} values", self.channel_scale)
-            object.__setattr__(self, "channel_scale", scales)
-        if not all(math.isfinite(v) and v > 0 for v in scales):
-            fail("channel_scale", "finite values > 0 (sigma_k^2)", self.channel_scale)
-        if not (0 < self.delta < 1):
-            fail("delta", "in (0, 1)", self.delta)
-        if self.strategy not in ("noisy", "idle", "mixed"):
-            fail("strategy", "one of 'noisy', 'idle', 'mixed'", self.strategy)
-        for fld, lo_open in (("portion", False), ("client_sampling", True)):
-            v = getattr(self, fld)
-            if not (isinstance(v, (int, float)) and (0 < v <= 1 if lo_open else 0 <= v <= 1)):
-                fail(fld, "in (0, 1]" if lo_open else "in [0, 1]", v)
-        if self.accounting not in ("sgm", "theorem1"):
-            fail("accounting", "'sgm' or 'theorem1'", self.accounting)
-        if self.adjacency not in ("replace_one", "add_remove"):
-            fail("adjacency", "'replace_one' or 'add_remove'", self.adjacency)
-        if self.fading not in _FADING:
-            fail("fading", f"one of {_FADING}", self.fading)
-        if not (0.0 <= self.correlation < 1.0):
-            fail("correlation", "in [0, 1)", self.correlation)
+        check_dataclass(self)
+        if isinstance(self.channel_scale, tuple) and len(self.channel_scale) != self.num_clients:
+            raise ValueError(f"CDPBScenario.channel_scale must be a scalar or num_clients={self.num_clients} values; "
+                             f"got {len(self.channel_scale)}")
+        if 0 < self.noise_power_w < PHYSICAL_RANGE[0]:
+            raise ValueError(f"CDPBScenario.noise_power_w must be 0 or in [{PHYSICAL_RANGE[0]:g}, "
+                             f"{PHYSICAL_RANGE[1]:g}]; got {self.noise_power_w!r}")
         if not self.artificial_noise and self.noise_power_w == 0:
-            fail("noise_power_w", "> 0 when artificial_noise is False (no noise at all: infinite privacy loss)",
-                 self.noise_power_w)
+            raise ValueError("CDPBScenario.noise_power_w must be > 0 when artificial_noise is False (no noise at "
+                             f"all: infinite privacy loss); got {self.noise_power_w!r}")
 
     # --- derived constants ---
     @property
@@ -195,16 +159,9 @@ class CDPBScenario:
 CDPB_PRESETS: dict[str, CDPBScenario] = {"paper-cdpb": CDPBScenario(name="paper-cdpb")}
 
 
-def get_cdpb_scenario(name: str | CDPBScenario = "paper-cdpb", **overrides: Any) -> CDPBScenario:
+def get_cdpb_scenario(name: str | CDPBScenario = "paper-cdpb", /, **overrides: Any) -> CDPBScenario:
     """A CDPB preset by name or a :class:`CDPBScenario`, with validated field overrides."""
-    if isinstance(name, CDPBScenario):
-        base = name
-    else:
-        if name not in CDPB_PRESETS:
-            raise ValueError(f"scenario must be one of {sorted(CDPB_PRESETS)} or a CDPBScenario; got {name!r}")
-        base = CDPB_PRESETS[name]
-    check_fields(CDPBScenario, overrides)
-    return base.replace(**overrides) if overrides else base
+    return from_preset(CDPBScenario, CDPB_PRESETS, name, overrides)
 
 
 # --- expectations over the channel (the server's view: channel distribution only) --------------------------------

@@ -6,7 +6,7 @@ single and the vector environment of :mod:`otagym.env` are thin shells around it
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Literal, Sequence, get_args
 
 import numpy as np
 from gymnasium import spaces
@@ -14,7 +14,8 @@ from numpy.typing import NDArray
 
 from otagym.cdpb import (CDPBScenario, convergence_term, participation_probability, round_powers, round_rdp)
 from otagym.channel import ChannelModel, FadingState
-from otagym.privacy import DEFAULT_ORDERS, rdp_to_dp
+from otagym.privacy import DEFAULT_ORDERS, ORDERS, rdp_to_dp
+from otagym.validation import NUM_ENVS, OneOf, Real, action_array
 
 __all__ = ["CDPBRounds", "RhoActionType"]
 
@@ -40,14 +41,18 @@ class CDPBRounds:
 
     def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = "normalized",
                  rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS) -> None:
-        if action_type not in ("normalized", "rho"):
-            raise ValueError(f"action_type must be 'normalized' or 'rho' for scheme='cdpb'; got {action_type!r}")
-        if not 0.0 < rho_min_ratio < 1.0:
-            raise ValueError(f"rho_min_ratio must lie in (0, 1); got {rho_min_ratio}")
-        if int(num_envs) != num_envs or num_envs < 1:
-            raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
+        action_type = OneOf(get_args(RhoActionType))("action_type", action_type)
+        rho_min_ratio = Real(1e-12, 1.0, high_open=True)("rho_min_ratio", rho_min_ratio)
+        dp_orders = None if dp_orders is None else ORDERS("dp_orders", dp_orders)
+        num_envs = NUM_ENVS("num_envs", num_envs)
+        if scenario.noise_power_w == 0 and not (scenario.strategy == "noisy" and scenario.artificial_noise
+                                                and scenario.num_clients >= 2 and scenario.client_sampling == 1):
+            raise ValueError(
+                "CDPBScenario.noise_power_w must be > 0 for the environment unless every round has privacy noise "
+                "without it (strategy='noisy', artificial_noise=True, num_clients >= 2, client_sampling=1): else a "
+                "round in which no other client sends noise leaks infinite RDP; got noise_power_w=0")
         s = self.scenario = scenario
-        self.num_envs = n = int(num_envs)
+        self.num_envs = n = num_envs
         self.num_rounds = s.num_rounds
         self.action_type = action_type
         self.rho_min_ratio = float(rho_min_ratio)
@@ -103,11 +108,11 @@ class CDPBRounds:
     # --- actions ---------------------------------------------------------------------------------------------
     def action_to_rho(self, action: NDArray) -> NDArray:
         """rho for each env from the action, validated (see the class docstring for the mapping)."""
-        a = np.asarray(action, dtype=float).reshape(self.num_envs)
+        a = action_array(action, self.num_envs)
         rho_max = self.scenario.rho_max
         if self.action_type == "normalized":
-            if not (np.abs(a) <= 1.0).all():  # also catches NaN
-                raise ValueError(f"action (normalized) must be finite and lie in [-1, 1]; got {a[~(np.abs(a) <= 1)][:3]}")
+            if not (np.abs(a) <= 1.0).all():
+                raise ValueError(f"action (normalized) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1)][:3]}")
             r = self.rho_min_ratio
             return rho_max * (r + (1.0 - r) * 0.5 * (a + 1.0))
         bad = ~((a > 0) & (a <= rho_max * (1 + 1e-9)))  # also catches NaN

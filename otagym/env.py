@@ -8,7 +8,7 @@ pure functions of :mod:`otagym.receive_scaling`, :mod:`otagym.channel` and :mod:
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 import gymnasium as gym
 import numpy as np
@@ -20,9 +20,11 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.cdpb import CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.channel import ChannelModel, FadingState, mean_channel_gain
-from otagym.privacy import DEFAULT_ORDERS, RDPLedger
-from otagym.receive_scaling import BUDGET_ACTIONS, ReceiveScalingModel, budget_action_cost, normalized_x
-from otagym.scenario import Scenario, get_scenario
+from otagym.privacy import DEFAULT_ORDERS, ORDERS, RDPLedger
+from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, budget_action_cost,
+                                    normalized_x)
+from otagym.scenario import DISTANCE, POSITIVE, Scenario, get_scenario
+from otagym.validation import NUM_ENVS, PHYSICAL_RANGE, Many, OneOf, Real, action_array, real_array
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode", "Scheme", "make_rounds"]
 
@@ -30,6 +32,7 @@ ActionType = Literal["price", "share", "normalized", "x", "eta"]
 RewardMode = Literal["budget", "cmdp", "lagrangian"]
 Scheme = Literal["receive_scaling", "cdpb"]
 
+DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
 #: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
 OBS_BOUND = 10.0
 
@@ -48,7 +51,8 @@ class Rounds:
             cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
             or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
             a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
-            see :meth:`decide`), ``"x"`` (x_t in (0, x_max]) or ``"eta"`` (eta_t in (0, x_max h_min,t^2]).
+            see :meth:`decide`), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t > 0; above x_max h_min,t^2
+            the power limit binds and it is clipped there).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
         reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
             dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
@@ -80,42 +84,35 @@ class Rounds:
         nu_range: tuple[float, float] | None = None,
         dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
     ) -> None:
+        reward_mode = OneOf(get_args(RewardMode), optional=True)("reward_mode", reward_mode)
+        action_type = OneOf(get_args(ActionType), optional=True)("action_type", action_type)
         if reward_mode is None:
             reward_mode = "budget" if action_type is None or action_type in BUDGET_ACTIONS else "cmdp"
-        if reward_mode not in ("budget", "cmdp", "lagrangian"):
-            raise ValueError(f"reward_mode must be 'budget', 'cmdp' or 'lagrangian'; got {reward_mode!r}")
         if action_type is None:
             action_type = "price" if reward_mode == "budget" else "normalized"
-        if action_type not in BUDGET_ACTIONS + ("normalized", "x", "eta"):
-            raise ValueError(f"action_type must be 'price', 'share', 'normalized', 'x' or 'eta'; got {action_type!r}")
         if (action_type in BUDGET_ACTIONS) != (reward_mode == "budget"):
             raise ValueError(f"action_type 'price' and 'share' go with reward_mode='budget' and only with it; got "
                              f"action_type={action_type!r}, reward_mode={reward_mode!r}")
-        if reward_mode == "lagrangian":
-            if reward_lambda is None or not (np.isfinite(reward_lambda) and reward_lambda >= 0):
-                raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is "
-                                 f"required with reward_mode='lagrangian'; got {reward_lambda!r}. "
-                                 "reward_mode='budget' needs no lambda.")
-        elif reward_lambda is not None:
+        reward_lambda = Real(0.0, PHYSICAL_RANGE[1], optional=True)("reward_lambda", reward_lambda)
+        if reward_mode == "lagrangian" and reward_lambda is None:
+            raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is required "
+                             "with reward_mode='lagrangian'; got None. reward_mode='budget' needs no lambda.")
+        if reward_mode != "lagrangian" and reward_lambda is not None:
             raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got reward_mode={reward_mode!r}")
-        if not 0.0 < x_min_ratio < 1.0:
-            raise ValueError(f"x_min_ratio must lie in (0, 1); got {x_min_ratio}")
-        if not (np.isfinite(budget_multiplier_max) and budget_multiplier_max > 1.0):
-            raise ValueError(f"budget_multiplier_max must be finite and > 1; got {budget_multiplier_max}")
-        if not (np.isfinite(price_decades) and price_decades > 0.0):
-            raise ValueError(f"price_decades must be finite and > 0; got {price_decades}")
-        if nu_range is not None:
-            lo, hi = (float(v) for v in nu_range)
-            if not (0.0 < lo <= hi < np.inf):
-                raise ValueError(f"nu_range must be (low, high) with 0 < low <= high < inf; got {nu_range}")
-            nu_range = (lo, hi)
-        if int(num_envs) != num_envs or num_envs < 1:
-            raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
+        x_min_ratio = Real(X_FLOOR_RATIO, 1.0, high_open=True)("x_min_ratio", x_min_ratio)
+        budget_multiplier_max = Real(1.0, PHYSICAL_RANGE[1], low_open=True)("budget_multiplier_max",
+                                                                            budget_multiplier_max)
+        price_decades = Real(0.0, 30.0, low_open=True)("price_decades", price_decades)
+        nu_range = Many(POSITIVE, length=2, optional=True)("nu_range", nu_range)
+        if nu_range is not None and nu_range[0] > nu_range[1]:
+            raise ValueError(f"nu_range must be (low, high) with low <= high; got {nu_range}")
+        dp_orders = None if dp_orders is None else ORDERS("dp_orders", dp_orders)
+        num_envs = NUM_ENVS("num_envs", num_envs)
         self.scenario = scenario
         self.num_rounds = scenario.num_rounds
         self.model = ReceiveScalingModel(scenario)
         self.channel = ChannelModel.from_scenario(scenario)
-        self.num_envs = n = int(num_envs)
+        self.num_envs = n = num_envs
         self.action_type = action_type
         self.x_min_ratio = float(x_min_ratio)
         self.reward_mode = reward_mode
@@ -162,35 +159,30 @@ class Rounds:
         """Start new episodes where ``mask`` is True (all if None).
 
         ``distances_m`` (N, M) fixes the placement; ``channel_gains`` (T, N, M) replays a channel trace |h|^2 for this
-        episode instead of sampling (a full reset only); ``nu`` (N,) or a scalar sets this episode's budget (else the
-        scenario's, or a log-uniform draw from ``nu_range``).
+        episode instead of sampling (a full reset only; a later autoreset replays it again with the same placement
+        and nu, so ``mean_channel_gain`` keeps matching the gains); ``nu`` (N,) or a scalar sets this episode's
+        budget (else the scenario's, or a log-uniform draw from ``nu_range``).
         """
         n, m, big_t = self.num_envs, self.scenario.num_devices, self.scenario.num_rounds
         rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
         if channel_gains is not None:
             if mask is not None:
                 raise ValueError("channel_gains can only be replayed on a full reset")
-            g = np.asarray(channel_gains, dtype=float)
-            if g.shape != (big_t, n, m):
-                raise ValueError(f"channel_gains must have shape (num_rounds, num_envs, M) = {(big_t, n, m)}; "
-                                 f"got {g.shape}")
-            if not np.all(np.isfinite(g) & (g > 0)):
-                raise ValueError("channel_gains must be finite and > 0 (|h|^2, linear)")
-            self.trace = g
+            self.trace = _option_array("channel_gains", channel_gains, (big_t, n, m), PHYSICAL_RANGE)
         elif mask is None:
             self.trace = None
+        replay = mask is not None and self.trace is not None  # an autoreset replays the trace with its placement, nu
         if nu is not None:
-            nu = np.broadcast_to(np.asarray(nu, dtype=float), (n,))
-            if not np.all(np.isfinite(nu) & (nu > 0)):
-                raise ValueError(f"reset option nu must be finite and > 0; got {nu[~(np.isfinite(nu) & (nu > 0))][:3]}")
-        elif self.nu_range is not None:
+            nu = np.broadcast_to(_option_array("nu", nu, ((), (n,)), PHYSICAL_RANGE), (n,))
+        elif self.nu_range is not None and not replay:
             lo, hi = np.log(self.nu_range)
             nu = np.exp(rng.uniform(lo, hi, size=n))
         if nu is not None:
             self.nu = np.where(rows, nu, self.nu)
-        dist = self.channel.draw_distances(rng, (n,)) if distances_m is None else np.asarray(distances_m, float)
-        if dist.shape != (n, m) or not np.all(np.isfinite(dist) & (dist >= 1.0)):
-            raise ValueError(f"distances_m must be finite, >= 1 m, with shape {(n, m)}")
+        if distances_m is not None:
+            dist = _option_array("distances_m", distances_m, (n, m), DISTANCE_RANGE)
+        else:
+            dist = self.distances_m if replay else self.channel.draw_distances(rng, (n,))
         fresh = self.channel.initial(rng, (n,))
         if self.fading is None or mask is None:
             self.fading = fresh
@@ -224,15 +216,17 @@ class Rounds:
         * price, share: c_t = :func:`~otagym.receive_scaling.budget_action_cost` (capped at the budget left R_t; the
           last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
         * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
-        * x: x in (0, x_max]. * eta: x = eta / h_min,t^2 in (0, x_max].
-        Values above x_max by less than 1e-9 relative (rounding in a policy) are clipped to x_max.
+        * x: x in [1e-12 x_max, x_max]. * eta: x = min(eta / h_min,t^2, x_max).
+        x must be >= 1e-12 x_max (the floor of the analytic policies' search; below it the convergence cost
+        overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max; an eta
+        above x_max h_min,t^2 is clipped to it (the power limit binds: every device transmits at P_max), so every
+        eta > 0 of the action space is a valid action.
         """
-        a = np.asarray(action, dtype=float).reshape(self.num_envs)
+        a = action_array(action, self.num_envs)
         model, x_max = self.model, self.model.x_max
         if self.action_type in BUDGET_ACTIONS + ("normalized",):
-            if not (np.abs(a) <= 1.0).all():  # also catches NaN
-                bad = a[~(np.abs(a) <= 1.0)][:3]
-                raise ValueError(f"action ({self.action_type}) must be finite and lie in [-1, 1]; got {bad}")
+            if not (np.abs(a) <= 1.0).all():
+                raise ValueError(f"action ({self.action_type}) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1.0)][:3]}")
             if self.action_type in BUDGET_ACTIONS:
                 cost = budget_action_cost(model, self.action_type, a, self.h_min2,
                                           self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
@@ -242,16 +236,19 @@ class Rounds:
                 return model.x_for_cost(cost, self.h_min2), cost
             x = normalized_x(a, x_max, self.x_min_ratio)
             return x, model.convergence_cost(x, self.h_min2)
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"action must be finite; got {a[~np.isfinite(a)][:3]}")
-        x = a if self.action_type == "x" else a / self.h_min2
-        bad = ~((x > 0) & (x <= x_max * (1 + 1e-9)))
-        if np.any(bad):
-            if self.action_type == "x":
-                raise ValueError(f"action (x) must lie in (0, x_max={x_max:.6g}]; got {x[bad][:3]}")
-            raise ValueError(f"action (eta) must lie in (0, x_max * h_min^2 = {(x_max * self.h_min2)[bad][:3]}]; "
-                             f"got {a[bad][:3]}")
-        x = np.minimum(x, x_max)
+        x_floor = X_FLOOR_RATIO * x_max
+        if self.action_type == "x":
+            bad = ~((a >= x_floor) & (a <= x_max * (1 + 1e-9)))
+            if np.any(bad):
+                raise ValueError(f"action (x) must lie in [{x_floor:.6g}, x_max={x_max:.6g}] (1e-12 x_max to x_max); "
+                                 f"got {a[bad][:3]}")
+            x = np.minimum(a, x_max)
+        else:
+            x = np.minimum(a / self.h_min2, x_max)
+            bad = ~(np.isfinite(a) & (x >= x_floor))
+            if np.any(bad):
+                raise ValueError(f"action (eta) must be >= 1e-12 x_max h_min^2 = {(x_floor * self.h_min2)[bad][:3]} "
+                                 f"(x >= 1e-12 x_max); got {a[bad][:3]}")
         return x, model.convergence_cost(x, self.h_min2)
 
     # --- the round -------------------------------------------------------------------------------------------
@@ -318,8 +315,9 @@ class Rounds:
     def action_space(self) -> spaces.Box:
         if self.action_type in BUDGET_ACTIONS + ("normalized",):
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
-        high = self.model.x_max if self.action_type == "x" else np.inf
-        return spaces.Box(0.0, high, shape=(1,), dtype=np.float64)
+        if self.action_type == "x":
+            return spaces.Box(X_FLOOR_RATIO * self.model.x_max, self.model.x_max, shape=(1,), dtype=np.float64)
+        return spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float64)
 
     def observation(self) -> NDArray:
         """Observations (N, 3M + 5), float32, each entry clipped to [-10, 10] -- see :class:`OTAPrivacyEnv`."""
@@ -350,21 +348,31 @@ class Rounds:
                 "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
 
 
+def _option_array(name: str, value: ArrayLike, shapes: tuple | tuple[tuple[int, ...], ...],
+                  bounds: tuple[float, float]) -> NDArray:
+    """A ``reset`` option as a float array of one of ``shapes`` with every entry in ``bounds`` (closed)."""
+    shapes = shapes if isinstance(shapes[0], tuple) else (shapes,)
+    arr = real_array(f"reset option {name}", value, shapes)
+    if not np.all((arr >= bounds[0]) & (arr <= bounds[1])):
+        bad = arr[~((arr >= bounds[0]) & (arr <= bounds[1]))]
+        raise ValueError(f"reset option {name} must lie in [{bounds[0]:g}, {bounds[1]:g}]; got {bad.ravel()[:3]}")
+    return arr
+
+
 def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> "Rounds | CDPBRounds":
     """The batched core of ``scheme`` with env keyword arguments split from scenario overrides.
 
     ``scenario=None`` picks the scheme's preset (``paper-mnist`` or ``paper-cdpb``).
     """
+    scheme = OneOf(get_args(Scheme))("scheme", scheme)
     if scheme == "receive_scaling":
         core, get, env_keys = Rounds, get_scenario, {"action_type", "x_min_ratio", "reward_mode", "reward_lambda",
                                                     "budget_multiplier_max", "price_decades", "nu_range",
                                                     "dp_orders"}
         default = "paper-mnist"
-    elif scheme == "cdpb":
+    else:
         core, get, env_keys = CDPBRounds, get_cdpb_scenario, {"action_type", "rho_min_ratio", "dp_orders"}
         default = "paper-cdpb"
-    else:
-        raise ValueError(f"scheme must be 'receive_scaling' or 'cdpb'; got {scheme!r}")
     env_kwargs = {k: v for k, v in kwargs.items() if k in env_keys}
     overrides = {k: v for k, v in kwargs.items() if k not in env_keys}
     return core(get(default if scenario is None else scenario, **overrides), num_envs, **env_kwargs)
@@ -376,9 +384,18 @@ def _reset_options(rounds: "Rounds | CDPBRounds", options: dict[str, Any] | None
     if unknown:
         raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: {sorted(rounds.OPTION_AXES)}")
     if single:
-        opts = {k: None if v is None else np.expand_dims(np.asarray(v, float), rounds.OPTION_AXES[k])
-                for k, v in opts.items()}
+        opts = {k: _insert_axis(v, rounds.OPTION_AXES[k]) for k, v in opts.items()}
     return opts
+
+
+def _insert_axis(value: Any, axis: int) -> Any:
+    """A single env's option with the batch axis inserted; a value that is not a real array is passed on as it is, to
+    be refused, naming the option, by the core's check."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        return value
+    return np.expand_dims(arr, axis) if arr.dtype.kind in "iuf" else value
 
 
 class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
@@ -412,17 +429,18 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     EqualAlloc's expected return is -1 and the scale does not change which policy is optimal):
 
     ==============  =============================================================================================
-    ``budget``      default. Action a in [-1, 1] spends c_t = m(a) R_t / (T - t), m(a) = 100^a (m(0) = 1 is
-                    EqualAlloc), capped at R_t; the last round spends R_t. (28b) holds with equality for every
-                    policy, and the reward -L_t / S makes the return -(28a) / S.
+    ``budget``      default. Action a in [-1, 1]: ``price`` (default) plays the round's minimiser of L_t + mu_t c_t
+                    with mu_t = mu_ref,t 100^a; ``share`` spends c_t = m(a) R_t / (T - t), m(a) = 100^a (m(0) = 1
+                    is EqualAlloc). Either is capped at R_t and the last round spends R_t, so (28b) holds with
+                    equality for every policy, and the reward -L_t / S makes the return -(28a) / S.
     ``cmdp``        action on x (log scale, see below); reward -L_t / S and ``info["cost"]`` = c_t / nu: the
                     constraint is mean cost <= 1 per step, i.e. an episode cost limit of T (Safety-Gymnasium style).
     ``lagrangian``  reward -(L_t + lambda (c_t - nu)) / S with ``reward_lambda`` required (the dual price of (28)).
     ==============  =============================================================================================
 
     Actions outside budget mode: ``Box(-1, 1, (1,), float32)`` mapped on a log scale to x = x_max * r^((1-a)/2) with
-    r = ``x_min_ratio`` (1e-3), or ``action_type="x"`` (x_t in (0, x_max]) / ``"eta"`` (eta_t in (0, x_max h_min^2]),
-    for analytic policies.
+    r = ``x_min_ratio`` (1e-3), or ``action_type="x"`` (x_t in [1e-12 x_max, x_max]) / ``"eta"`` (eta_t > 0,
+    clipped at x_max h_min^2), for analytic policies.
 
     ``info`` (every step): ``round``, ``x``, ``receive_scaling`` (eta), ``h_min2``, ``channel_gain`` (|h_m|^2),
     ``noise_multiplier`` (M), ``rdp_round`` (M, at alpha), ``rdp_cumulative`` (M), ``leakage`` (L_t),
@@ -568,6 +586,8 @@ class OTAPrivacyVectorEnv(VectorEnv):
         return self.rounds.observation(), info
 
     def step(self, actions: NDArray):
+        if self.rounds.fading is None:
+            raise RuntimeError("call reset() before step()")
         reward, terminated, info = self.rounds.step(self.np_random, actions)
         masks = {f"_{k}": (terminated if k in self.rounds.EPISODE_END_KEYS else self._all) for k in info}
         if terminated.any():

@@ -20,6 +20,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from otagym.validation import Many, Real
+
 __all__ = [
     "DEFAULT_ORDERS",
     "OPACUS_ORDERS",
@@ -39,6 +41,9 @@ __all__ = [
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 10, 13, 17, 22, 28, 36, 47, 61, 79, 103, 134, 174, 226, 256)
 #: Opacus's default grid (``RDPAccountant.DEFAULT_ALPHAS``), fractional orders included.
 OPACUS_ORDERS: tuple[float, ...] = tuple(1 + x / 10.0 for x in range(1, 100)) + tuple(float(a) for a in range(12, 64))
+
+#: Spec of an ``orders``/``dp_orders`` argument: a non-empty sequence of orders in (1, 10000].
+ORDERS = Many(Real(1.0, 1e4, low_open=True))
 
 _LOG_HALF = float(np.log(0.5))
 _LOG_TWO = float(np.log(2.0))
@@ -392,8 +397,7 @@ class RDPLedger:
     def __init__(self, q: ArrayLike, orders: Sequence[float] = DEFAULT_ORDERS, chunk: int = 128) -> None:
         self.q = np.asarray(q, dtype=float)
         _validate_q_sigma(self.q, np.ones(()))
-        self.orders = np.asarray(orders, dtype=float)
-        _validate_orders(self.orders)
+        self.orders = np.asarray(ORDERS("orders", orders), dtype=float)
         if chunk < 1:
             raise ValueError(f"chunk must be >= 1; got {chunk}")
         self._totals = np.zeros(self.q.shape + (self.orders.size,))

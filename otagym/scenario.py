@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Scenario", "PRESETS", "get_scenario", "check_fields", "dbm_to_w", "w_to_dbm", "FadingModel"]
+from otagym.validation import PHYSICAL_RANGE, Integer, Many, OneOf, Real, Text, arg, check_dataclass, from_preset
+
+__all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "FadingModel"]
 
 FadingModel = Literal["iid", "block", "gauss_markov"]
+
+#: A positive physical quantity (W, model units, budget): inside ``PHYSICAL_RANGE``, so every result stays finite.
+POSITIVE = Real(*PHYSICAL_RANGE)
+#: A distance in metres: COST-231 Hata path loss needs >= 1 m; beyond 10,000 km nothing is a cell.
+DISTANCE = Real(1.0, 1e7)
 
 
 def dbm_to_w(dbm: float) -> float:
@@ -32,14 +39,13 @@ def w_to_dbm(watts: float) -> float:
     return 10.0 * math.log10(watts) + 30.0
 
 
-def _per_device(name: str, value: Any, m: int, kind: type) -> tuple[Any, tuple]:
-    """(value as stored: a scalar stays a scalar so that num_devices can change, M values for validation)."""
-    if np.ndim(value) == 0:
-        return kind(value), (kind(value),) * m
-    vals = tuple(kind(v) for v in value)
-    if len(vals) != m:
-        raise ValueError(f"{name} must be a scalar or have num_devices={m} entries; got {len(vals)}")
-    return vals, vals
+def _per_device(name: str, value: Any, m: int) -> tuple:
+    """The M values of a per-device field (checked by its spec: a scalar or a tuple), its length checked."""
+    if not isinstance(value, tuple):
+        return (value,) * m
+    if len(value) != m:
+        raise ValueError(f"Scenario.{name} must be a scalar or have num_devices={m} entries; got {len(value)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -70,76 +76,40 @@ class Scenario:
         name: label.
     """
 
-    num_devices: int = 10
-    power_max_w: float = field(default_factory=lambda: dbm_to_w(23.0))
-    noise_power_w: float = field(default_factory=lambda: dbm_to_w(-90.0))
-    distance_min_m: float = 10.0
-    distance_max_m: float = 200.0
-    distances_m: tuple[float, ...] | None = None
-    batch_size: float | tuple[float, ...] = 60.0
-    dataset_size: int | tuple[int, ...] = 6000
-    model_dim: int = 26_010
-    clip_norm: float = 1.0
-    num_rounds: int = 500
-    learning_rate: float = 0.5
-    rdp_order: int = 3
-    delta: float = 1e-5
-    nu: float = 0.04
-    nu_grid: tuple[float, ...] = (0.01, 0.02, 0.04, 0.08, 0.16)
-    fading: FadingModel = "iid"
-    coherence_rounds: int = 1
-    correlation: float = 0.0
-    name: str = "custom"
+    num_devices: int = arg(10, Integer(1, 10_000))
+    power_max_w: float = arg(dbm_to_w(23.0), POSITIVE)
+    noise_power_w: float = arg(dbm_to_w(-90.0), POSITIVE)
+    distance_min_m: float = arg(10.0, DISTANCE)
+    distance_max_m: float = arg(200.0, DISTANCE)
+    distances_m: tuple[float, ...] | None = arg(None, Many(DISTANCE, optional=True))
+    batch_size: float | tuple[float, ...] = arg(60.0, Many(POSITIVE, scalar=True))
+    dataset_size: int | tuple[int, ...] = arg(6000, Many(Integer(1, 10**12), scalar=True))
+    model_dim: int = arg(26_010, Integer(1, 10**12))
+    clip_norm: float = arg(1.0, POSITIVE)
+    num_rounds: int = arg(500, Integer(1, 10**6))
+    learning_rate: float = arg(0.5, POSITIVE)
+    rdp_order: int = arg(3, Integer(2, 1000))
+    delta: float = arg(1e-5, Real(0.0, 1.0, low_open=True, high_open=True))
+    nu: float = arg(0.04, POSITIVE)
+    nu_grid: tuple[float, ...] = arg((0.01, 0.02, 0.04, 0.08, 0.16), Many(POSITIVE))
+    fading: FadingModel = arg("iid", OneOf(get_args(FadingModel)))
+    coherence_rounds: int = arg(1, Integer(1, 10**6))
+    correlation: float = arg(0.0, Real(0.0, 1.0, high_open=True))
+    name: str = arg("custom", Text())
 
     def __post_init__(self) -> None:
-        def fail(fld: str, allowed: str, got: Any) -> None:
-            raise ValueError(f"Scenario.{fld} must be {allowed}; got {got!r}")
-
+        check_dataclass(self)
         m = self.num_devices
-        if int(m) != m or m < 1:
-            fail("num_devices", "an integer >= 1", m)
-        object.__setattr__(self, "num_devices", int(m))
-        for fld in ("power_max_w", "noise_power_w", "clip_norm", "learning_rate", "nu"):
-            v = getattr(self, fld)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                fail(fld, "a finite number > 0", v)
-        if not (1.0 <= self.distance_min_m <= self.distance_max_m < math.inf):
-            fail("distance_min_m/distance_max_m", "finite with 1 <= min <= max (metres)",
-                 (self.distance_min_m, self.distance_max_m))
+        if self.distance_min_m > self.distance_max_m:
+            raise ValueError(f"Scenario.distance_min_m must be <= distance_max_m; got "
+                             f"{(self.distance_min_m, self.distance_max_m)}")
         if self.distances_m is not None:
-            if np.ndim(self.distances_m) == 0:
-                fail("distances_m", f"a sequence of num_devices={m} distances", self.distances_m)
-            _, d = _per_device("distances_m", self.distances_m, m, float)
-            if not all(1.0 <= x < math.inf for x in d):
-                fail("distances_m", "finite values >= 1 m", d)
-            object.__setattr__(self, "distances_m", d)
-        stored_b, batch = _per_device("batch_size", self.batch_size, m, float)
-        stored_n, data = _per_device("dataset_size", self.dataset_size, m, int)
-        for b, n in zip(batch, data):
-            if not (n >= 1):
-                fail("dataset_size", "integers >= 1", data)
-            if not (0 < b <= n):
-                fail("batch_size", "in (0, dataset_size] so that q_m = B_m/n_m lies in (0, 1]", batch)
-        object.__setattr__(self, "batch_size", stored_b)
-        object.__setattr__(self, "dataset_size", stored_n)
-        for fld, lo in (("model_dim", 1), ("num_rounds", 1), ("coherence_rounds", 1)):
-            v = getattr(self, fld)
-            if int(v) != v or v < lo:
-                fail(fld, f"an integer >= {lo}", v)
-            object.__setattr__(self, fld, int(v))
-        if int(self.rdp_order) != self.rdp_order or self.rdp_order < 2:
-            fail("rdp_order", "an integer >= 2 (the integer path of eq. (9))", self.rdp_order)
-        object.__setattr__(self, "rdp_order", int(self.rdp_order))
-        if not (0 < self.delta < 1):
-            fail("delta", "in (0, 1)", self.delta)
-        grid = tuple(float(v) for v in self.nu_grid)
-        if not grid or not all(math.isfinite(v) and v > 0 for v in grid):
-            fail("nu_grid", "a non-empty sequence of finite values > 0", self.nu_grid)
-        object.__setattr__(self, "nu_grid", grid)
-        if self.fading not in ("iid", "block", "gauss_markov"):
-            fail("fading", "one of 'iid', 'block', 'gauss_markov'", self.fading)
-        if not (0.0 <= self.correlation < 1.0):
-            fail("correlation", "in [0, 1)", self.correlation)
+            _per_device("distances_m", self.distances_m, m)
+        batch = _per_device("batch_size", self.batch_size, m)
+        data = _per_device("dataset_size", self.dataset_size, m)
+        if not all(b <= n for b, n in zip(batch, data)):
+            raise ValueError(f"Scenario.batch_size must be in (0, dataset_size] (q_m = B_m/n_m in (0, 1]); got "
+                             f"batch_size={self.batch_size!r}, dataset_size={self.dataset_size!r}")
 
     # --- derived constants (numpy arrays, one entry per device) ---
     @property
@@ -186,23 +156,6 @@ PRESETS: dict[str, Scenario] = {
 }
 
 
-def check_fields(cls: type, overrides: dict[str, Any]) -> None:
-    """Raise ``TypeError`` (Python's error for an unknown keyword argument, which wrappers such as SB3's
-    ``make_vec_env`` and TorchRL's ``GymEnv`` catch to retry without it) if ``overrides`` names a non-field of ``cls``."""
-    fields = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise TypeError("; ".join(f"got an unexpected keyword argument {k!r}" for k in unknown)
-                        + f" (not an env argument nor a {cls.__name__} field; fields: {fields})")
-
-
-def get_scenario(name: str | Scenario = "paper-mnist", **overrides: Any) -> Scenario:
+def get_scenario(name: str | Scenario = "paper-mnist", /, **overrides: Any) -> Scenario:
     """A preset by name (``paper-mnist``, ``paper-cifar10``) or a Scenario, with validated field overrides."""
-    if isinstance(name, Scenario):
-        base = name
-    else:
-        if name not in PRESETS:
-            raise ValueError(f"scenario must be one of {sorted(PRESETS)} or a Scenario; got {name!r}")
-        base = PRESETS[name]
-    check_fields(Scenario, overrides)
-    return base.replace(**overrides) if overrides else base
+    return from_preset(Scenario, PRESETS, name, overrides)
