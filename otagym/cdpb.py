@@ -208,6 +208,17 @@ def expected_noise_var(s: CDPBScenario, rho: ArrayLike) -> NDArray:
     return expected_received_noise(s, rho).sum(axis=-1) + s.noise_power_w
 
 
+def sum_of_others(values: ArrayLike) -> NDArray:
+    """sum_{j != k} values_j for every k along the last axis, from exclusive prefix and suffix sums: for
+    non-negative values no cancellation, where ``values.sum() - values`` returns 0 for a client whose term dwarfs
+    the others (and the privacy noise covering it then looked like zero)."""
+    x = np.asarray(values, dtype=float)
+    zero = np.zeros(x.shape[:-1] + (1,))
+    before = np.concatenate([zero, np.cumsum(x[..., :-1], axis=-1)], axis=-1)
+    after = np.concatenate([np.cumsum(x[..., :0:-1], axis=-1)[..., ::-1], zero], axis=-1)
+    return before + after
+
+
 # --- one realised round ----------------------------------------------------------------------------------------
 @dataclass
 class RoundPowers:
@@ -224,6 +235,11 @@ class RoundPowers:
     def transmit_power_w(self) -> NDArray:
         """E||x_k,t||^2 of eq. (3)/(11): never above P."""
         return self.signal_power_w + self.noise_power_w
+
+    def noise_var_others(self, noise_power_w: float) -> NDArray:
+        """Per client (batch + (K,)), the noise variance that covers its signal: the other clients' received noise
+        plus sigma_z^2 (``noise_power_w``), summed without the cancellation of ``noise_var - received``."""
+        return sum_of_others(self.received_noise_w) + noise_power_w
 
     @property
     def num_reliable(self) -> NDArray:
@@ -359,7 +375,8 @@ def expected_round_terms(s: CDPBScenario, rho: ArrayLike, *, accounting: Account
     p = participation_probability(s, rho, gains)
     term = convergence_term(s, s.client_sampling * (p @ counts), total, rho)
     q = np.ones_like(noise_k) if s.csi_feedback else s.client_sampling * p
-    eps = round_rdp(s, rho, q, total[..., None] - noise_k, total[..., None], accounting=accounting)
+    others = sum_of_others(noise_k * counts) + noise_k * (counts - 1) + s.noise_power_w  # no total - own
+    eps = round_rdp(s, rho, q, others, total[..., None], accounting=accounting)
     return term, eps.max(axis=-1)
 
 

@@ -14,12 +14,15 @@ from numpy.typing import NDArray
 
 from otagym.cdpb import (CDPBScenario, convergence_term, participation_probability, round_powers, round_rdp)
 from otagym.channel import ChannelModel, FadingState
-from otagym.privacy import DEFAULT_ORDERS, ORDERS, rdp_to_dp
-from otagym.validation import NUM_ENVS, OneOf, Real, action_array
+from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.validation import NUM_ENVS, OneOf, Real, Spec, action_array, check_args
 
 __all__ = ["CDPBRounds", "RhoActionType"]
 
 RhoActionType = Literal["normalized", "rho"]
+
+#: Bounds of every CDPB observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values clipped).
+OBS_BOUND = 1e6
 
 
 class CDPBRounds:
@@ -35,15 +38,20 @@ class CDPBRounds:
             off (the per-round RDP at alpha under both accountings is always reported).
     """
 
+    #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
+    ARGS: dict[str, Spec] = {
+        "action_type": OneOf(get_args(RhoActionType)),
+        "rho_min_ratio": Real(1e-12, 1.0, high_open=True),
+        "dp_orders": DP_ORDERS,
+    }
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
 
     def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = "normalized",
                  rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS) -> None:
-        action_type = OneOf(get_args(RhoActionType))("action_type", action_type)
-        rho_min_ratio = Real(1e-12, 1.0, high_open=True)("rho_min_ratio", rho_min_ratio)
-        dp_orders = None if dp_orders is None else ORDERS("dp_orders", dp_orders)
+        args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders)
+        action_type, rho_min_ratio, dp_orders = args["action_type"], args["rho_min_ratio"], args["dp_orders"]
         num_envs = NUM_ENVS("num_envs", num_envs)
         if scenario.noise_power_w == 0 and not (scenario.strategy == "noisy" and scenario.artificial_noise
                                                 and scenario.num_clients >= 2 and scenario.client_sampling == 1):
@@ -74,7 +82,7 @@ class CDPBRounds:
 
     # --- spaces ----------------------------------------------------------------------------------------------
     def observation_space(self) -> spaces.Box:
-        return spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32)
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)
 
     def action_space(self) -> spaces.Box:
         if self.action_type == "normalized":
@@ -150,7 +158,7 @@ class CDPBRounds:
         term = convergence_term(s, k_t, pw.noise_var, rho)
         q = self.participation(rho, pw.reliable)
         total = pw.noise_var[:, None]
-        others = total - pw.received_noise_w
+        others = pw.noise_var_others(s.noise_power_w)
         rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
         before = self.rdp_sum[s.accounting].max(axis=-1)
         for acc, r in rdp.items():
@@ -203,11 +211,13 @@ class CDPBRounds:
         0: t / tau; 1: K_t-1 / K; 2: log10(sigma_q,t-1^2 / (K P E[h])) (0 before the first round);
         3: 6 sum_{s<t} B_s / (tau^2 gamma-bar), the convergence error accumulated so far over gamma-bar (gamma / gamma-bar
         at the end); 4: max_k cumulative RDP / eps-bar; with ``csi_feedback`` then log10(h_k,t / E[h_k]) of the round
-        about to be played (K), and with client sampling < 1 whether each client is sampled (K).
+        about to be played (K), and with client sampling < 1 whether each client is sampled (K). Every entry is
+        clipped to [-1e6, 1e6] (:data:`OBS_BOUND`): a ratio to a threshold beyond 1e6 says only that the constraint is
+        broken a million times over, and extreme scenarios (W = 1e18) would overflow float32.
         """
         s = self.scenario
         parts = [self.t / s.num_rounds, self.last_reliable,
-                 np.where(self.last_noise_var > 0, np.log10(np.maximum(self.last_noise_var, 1e-300) / self._noise_ref),
+                 np.where(self.last_noise_var > 0, np.log10(np.maximum(self.last_noise_var / self._noise_ref, 1e-300)),
                           0.0),
                  6.0 * self.term_sum / (s.num_rounds**2 * s.gamma_max),
                  self.rdp_sum[s.accounting].max(axis=-1) / s.epsilon_max]
@@ -216,7 +226,7 @@ class CDPBRounds:
             cols.append(np.log10(self.gains / self.mean_gain))
             if s.client_sampling < 1.0:
                 cols.append(self.sampled.astype(float))
-        return np.concatenate(cols, axis=1).astype(np.float32)
+        return np.clip(np.concatenate(cols, axis=1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
         """Constants of the new episodes (mean gains) and, with CSI feedback, the first round's channel."""

@@ -20,11 +20,12 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.cdpb import CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.channel import ChannelModel, FadingState, mean_channel_gain
-from otagym.privacy import DEFAULT_ORDERS, ORDERS, RDPLedger
+from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, RDPLedger
 from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, budget_action_cost,
                                     normalized_x)
 from otagym.scenario import DISTANCE, POSITIVE, Scenario, get_scenario
-from otagym.validation import NUM_ENVS, PHYSICAL_RANGE, Many, OneOf, Real, action_array, real_array
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, Many, OneOf, Real, Spec, action_array, check_args,
+                               real_array)
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode", "Scheme", "make_rounds"]
 
@@ -51,8 +52,8 @@ class Rounds:
             cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
             or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
             a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
-            see :meth:`decide`), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t > 0; above x_max h_min,t^2
-            the power limit binds and it is clipped there).
+            see :meth:`decide`), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t >= 0, clipped to
+            [1e-12, 1] x_max h_min,t^2: above, the power limit binds).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
         reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
             dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
@@ -66,6 +67,17 @@ class Rounds:
             (the per-round and cumulative RDP at alpha are always reported).
     """
 
+    #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
+    ARGS: dict[str, Spec] = {
+        "reward_mode": OneOf(get_args(RewardMode), optional=True),
+        "action_type": OneOf(get_args(ActionType), optional=True),
+        "x_min_ratio": Real(X_FLOOR_RATIO, 1.0, high_open=True),
+        "reward_lambda": Real(0.0, PHYSICAL_RANGE[1], optional=True),
+        "budget_multiplier_max": Real(1.0, PHYSICAL_RANGE[1], low_open=True),
+        "price_decades": Real(0.0, 30.0, low_open=True),
+        "nu_range": Many(POSITIVE, length=2, optional=True),
+        "dp_orders": DP_ORDERS,
+    }
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "leakage_total", "equal_alloc_leakage")
@@ -84,8 +96,10 @@ class Rounds:
         nu_range: tuple[float, float] | None = None,
         dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
     ) -> None:
-        reward_mode = OneOf(get_args(RewardMode), optional=True)("reward_mode", reward_mode)
-        action_type = OneOf(get_args(ActionType), optional=True)("action_type", action_type)
+        args = check_args(self.ARGS, reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
+                          reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
+                          price_decades=price_decades, nu_range=nu_range, dp_orders=dp_orders)
+        reward_mode, action_type, reward_lambda = args["reward_mode"], args["action_type"], args["reward_lambda"]
         if reward_mode is None:
             reward_mode = "budget" if action_type is None or action_type in BUDGET_ACTIONS else "cmdp"
         if action_type is None:
@@ -93,20 +107,15 @@ class Rounds:
         if (action_type in BUDGET_ACTIONS) != (reward_mode == "budget"):
             raise ValueError(f"action_type 'price' and 'share' go with reward_mode='budget' and only with it; got "
                              f"action_type={action_type!r}, reward_mode={reward_mode!r}")
-        reward_lambda = Real(0.0, PHYSICAL_RANGE[1], optional=True)("reward_lambda", reward_lambda)
         if reward_mode == "lagrangian" and reward_lambda is None:
             raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is required "
                              "with reward_mode='lagrangian'; got None. reward_mode='budget' needs no lambda.")
         if reward_mode != "lagrangian" and reward_lambda is not None:
             raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got reward_mode={reward_mode!r}")
-        x_min_ratio = Real(X_FLOOR_RATIO, 1.0, high_open=True)("x_min_ratio", x_min_ratio)
-        budget_multiplier_max = Real(1.0, PHYSICAL_RANGE[1], low_open=True)("budget_multiplier_max",
-                                                                            budget_multiplier_max)
-        price_decades = Real(0.0, 30.0, low_open=True)("price_decades", price_decades)
-        nu_range = Many(POSITIVE, length=2, optional=True)("nu_range", nu_range)
+        nu_range = args["nu_range"]
         if nu_range is not None and nu_range[0] > nu_range[1]:
             raise ValueError(f"nu_range must be (low, high) with low <= high; got {nu_range}")
-        dp_orders = None if dp_orders is None else ORDERS("dp_orders", dp_orders)
+        dp_orders = args["dp_orders"]
         num_envs = NUM_ENVS("num_envs", num_envs)
         self.scenario = scenario
         self.num_rounds = scenario.num_rounds
@@ -114,11 +123,11 @@ class Rounds:
         self.channel = ChannelModel.from_scenario(scenario)
         self.num_envs = n = num_envs
         self.action_type = action_type
-        self.x_min_ratio = float(x_min_ratio)
+        self.x_min_ratio = args["x_min_ratio"]
         self.reward_mode = reward_mode
-        self.reward_lambda = None if reward_lambda is None else float(reward_lambda)
-        self.budget_multiplier_max = float(budget_multiplier_max)
-        self.price_decades = float(price_decades)
+        self.reward_lambda = reward_lambda
+        self.budget_multiplier_max = args["budget_multiplier_max"]
+        self.price_decades = args["price_decades"]
         self.nu_range = nu_range
         grid = scenario.nu_grid if nu_range is None else nu_range
         #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
@@ -144,7 +153,7 @@ class Rounds:
         self.h_min2 = np.zeros(n)
         self.trace: NDArray | None = None
         self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
-        self._obs = np.zeros((n, self.obs_dim), dtype=np.float32, order="F")  # columns filled from device-major data
+        self._obs = np.zeros((n, self.obs_dim), order="F")  # float64 until clipped (no float32 overflow); columns device-major
 
     # --- episode boundaries ----------------------------------------------------------------------------------
     def reset(
@@ -216,11 +225,12 @@ class Rounds:
         * price, share: c_t = :func:`~otagym.receive_scaling.budget_action_cost` (capped at the budget left R_t; the
           last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
         * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
-        * x: x in [1e-12 x_max, x_max]. * eta: x = min(eta / h_min,t^2, x_max).
+        * x: x in [1e-12 x_max, x_max]. * eta: x = eta / h_min,t^2 clipped to [1e-12 x_max, x_max].
         x must be >= 1e-12 x_max (the floor of the analytic policies' search; below it the convergence cost
-        overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max; an eta
-        above x_max h_min,t^2 is clipped to it (the power limit binds: every device transmits at P_max), so every
-        eta > 0 of the action space is a valid action.
+        overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max. An eta is
+        clipped to [1e-12 x_max h_min,t^2, x_max h_min,t^2] (above, the power limit binds: every device transmits
+        at P_max), so every action of the ``Box(0, inf)`` space is valid; ``info["receive_scaling"]`` is the eta
+        played.
         """
         a = action_array(action, self.num_envs)
         model, x_max = self.model, self.model.x_max
@@ -244,11 +254,11 @@ class Rounds:
                                  f"got {a[bad][:3]}")
             x = np.minimum(a, x_max)
         else:
-            x = np.minimum(a / self.h_min2, x_max)
-            bad = ~(np.isfinite(a) & (x >= x_floor))
+            bad = ~((a >= 0) & np.isfinite(a))
             if np.any(bad):
-                raise ValueError(f"action (eta) must be >= 1e-12 x_max h_min^2 = {(x_floor * self.h_min2)[bad][:3]} "
-                                 f"(x >= 1e-12 x_max); got {a[bad][:3]}")
+                raise ValueError(f"action (eta) must be finite and >= 0; got {a[bad][:3]}")
+            with np.errstate(over="ignore"):  # a huge eta: inf, clipped to x_max
+                x = np.clip(a / self.h_min2, x_floor, x_max)
         return x, model.convergence_cost(x, self.h_min2)
 
     # --- the round -------------------------------------------------------------------------------------------
@@ -335,7 +345,7 @@ class Rounds:
         obs[:, 2 * m + 4] = np.log10(self.nu) - self.log10_nu_ref
         obs[:, 2 * m + 5:] = np.log1p(self.class_rdp_sum[:, self.model.device_class])
         np.clip(obs, -OBS_BOUND, OBS_BOUND, out=obs)
-        return obs.copy()
+        return obs.astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
         """Constants of the new episodes that policies may use (placement, mean gains) and the first channel."""
@@ -366,13 +376,10 @@ def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, 
     """
     scheme = OneOf(get_args(Scheme))("scheme", scheme)
     if scheme == "receive_scaling":
-        core, get, env_keys = Rounds, get_scenario, {"action_type", "x_min_ratio", "reward_mode", "reward_lambda",
-                                                    "budget_multiplier_max", "price_decades", "nu_range",
-                                                    "dp_orders"}
-        default = "paper-mnist"
+        core, get, default = Rounds, get_scenario, "paper-mnist"
     else:
-        core, get, env_keys = CDPBRounds, get_cdpb_scenario, {"action_type", "rho_min_ratio", "dp_orders"}
-        default = "paper-cdpb"
+        core, get, default = CDPBRounds, get_cdpb_scenario, "paper-cdpb"
+    env_keys = core.ARGS
     env_kwargs = {k: v for k, v in kwargs.items() if k in env_keys}
     overrides = {k: v for k, v in kwargs.items() if k not in env_keys}
     return core(get(default if scenario is None else scenario, **overrides), num_envs, **env_kwargs)
@@ -439,8 +446,8 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     ==============  =============================================================================================
 
     Actions outside budget mode: ``Box(-1, 1, (1,), float32)`` mapped on a log scale to x = x_max * r^((1-a)/2) with
-    r = ``x_min_ratio`` (1e-3), or ``action_type="x"`` (x_t in [1e-12 x_max, x_max]) / ``"eta"`` (eta_t > 0,
-    clipped at x_max h_min^2), for analytic policies.
+    r = ``x_min_ratio`` (1e-3), or ``action_type="x"`` (x_t in [1e-12 x_max, x_max]) / ``"eta"`` (eta_t >= 0,
+    clipped to [1e-12, 1] x_max h_min^2), for analytic policies.
 
     ``info`` (every step): ``round``, ``x``, ``receive_scaling`` (eta), ``h_min2``, ``channel_gain`` (|h_m|^2),
     ``noise_multiplier`` (M), ``rdp_round`` (M, at alpha), ``rdp_cumulative`` (M), ``leakage`` (L_t),

@@ -42,8 +42,13 @@ DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 10, 13, 17, 22, 28, 36, 47,
 #: Opacus's default grid (``RDPAccountant.DEFAULT_ALPHAS``), fractional orders included.
 OPACUS_ORDERS: tuple[float, ...] = tuple(1 + x / 10.0 for x in range(1, 100)) + tuple(float(a) for a in range(12, 64))
 
-#: Spec of an ``orders``/``dp_orders`` argument: a non-empty sequence of orders in (1, 10000].
+#: Spec of an ``orders`` argument: a non-empty sequence of orders in (1, 10000]; ``dp_orders`` may also be None.
 ORDERS = Many(Real(1.0, 1e4, low_open=True))
+DP_ORDERS = Many(ORDERS.element, optional=True)
+
+#: Terms past alpha after which the fractional series gives up. Near q = 1/2 its tail decays only polynomially,
+#: ~i^-(alpha+1), and Opacus's loop (no cap) runs ~6e5 terms at alpha = 1.25 to reach e^-30; beyond 1e6 we bound.
+_FRAC_EXTRA_TERMS = 1_000_000
 
 _LOG_HALF = float(np.log(0.5))
 _LOG_TWO = float(np.log(2.0))
@@ -109,15 +114,12 @@ def _log_add(a: NDArray, b: NDArray) -> NDArray:
 
 
 def _log_sub(a: NDArray, b: NDArray) -> NDArray:
-    """log(exp(a) - exp(b)) for a >= b (elementwise); a < b is a numerical failure and raises."""
-    if np.any(a < b):
-        raise ValueError("fractional-order SGM series lost precision (log_sub of a larger term); "
-                         "use integer orders for these (q, noise_multiplier)")
+    """log(exp(a) - exp(b)) for a >= b (elementwise); a < b is a numerical failure of the series and gives NaN."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         out = np.log(np.expm1(a - b)) + b
     out = np.where(np.isinf(out) & (a > b), a, out)  # expm1 overflow: the difference is a
     out = np.where(a == b, -np.inf, out)
-    return np.where(b == -np.inf, a, out)
+    return np.where(a < b, np.nan, np.where(b == -np.inf, a, out))
 
 
 def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
@@ -128,7 +130,8 @@ def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
     tiny) and returns a negative RDP (q = 0.3, sigma = 50, alpha = 100.5: -0.36 where the neighbouring integer
     orders give 0.0018); past alpha the binomial bulk is summed and the terms only decay. And the coefficient
     C(alpha, i) is taken in log space with its sign (``gammaln``/``gammasgn``) where ``binom`` overflows (large
-    orders); elsewhere ``binom`` keeps Opacus's precision, which the alternating tail needs.
+    orders); elsewhere ``binom`` keeps Opacus's precision, which the alternating tail needs. An element whose terms
+    have not fallen below e^-30 within ``_FRAC_EXTRA_TERMS`` terms past alpha gets NaN (the caller bounds it).
     Each iteration works only on the elements still running.
     """
     log_a0 = np.full(q.shape, -np.inf)
@@ -162,7 +165,9 @@ def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
             new0[neg] = _log_sub(a0[neg], log_s0[neg])
             new1[neg] = _log_sub(a1[neg], log_s1[neg])
         log_a0[idx], log_a1[idx] = new0, new1
-        idx = idx[~((np.maximum(log_s0, log_s1) < -30) & (i > al))]
+        slow = i > al + _FRAC_EXTRA_TERMS  # a tail that decays too slowly: NaN, so the caller bounds it
+        log_a0[idx[slow]] = np.nan
+        idx = idx[~(((np.maximum(log_s0, log_s1) < -30) & (i > al)) | slow)]
         i += 1
     return _log_add(log_a0, log_a1)
 
@@ -181,7 +186,9 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
 
     Returns:
         RDP in nats, shape ``broadcast(q, noise_multiplier).shape (+ (len(orders),))``; never NaN: where the
-        fractional series fails (large fractional orders overflow its binomials) a ``ValueError`` names the order.
+        fractional series loses precision (its alternating tail, for q near the smallest float; Opacus raises) or
+        does not converge within ``_FRAC_EXTRA_TERMS`` terms past alpha, the RDP at ceil(alpha) is returned, an
+        upper bound since RDP is non-decreasing in the order.
     """
     q_arr = np.asarray(q, dtype=float)
     sigma_arr = np.asarray(noise_multiplier, dtype=float)
@@ -225,12 +232,11 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
             aa = np.tile(orders_arr[frac_idx], g_q.size)
             with np.errstate(invalid="ignore", over="ignore"):
                 vals = _log_a_frac(qq, ss, aa) / (aa - 1)
-            failed = np.isnan(vals)  # binom(alpha, i) overflows for large fractional alpha (Opacus's series too)
-            if failed.any():
-                k = int(np.flatnonzero(failed)[0])
-                raise ValueError(f"orders: the fractional-order SGM series fails at alpha={aa[k]:g} for q={qq[k]:g}, "
-                                 f"noise_multiplier={ss[k]:g} (it overflows for large fractional orders); use an "
-                                 "integer order there")
+            failed = ~np.isfinite(vals)  # lost precision (tiny q; Opacus raises there) or too slow a tail
+            for k in np.flatnonzero(failed):  # RDP is non-decreasing in alpha: ceil(alpha) bounds it from above
+                a = int(np.ceil(aa[k]))
+                vals[k] = _log_a_int(_log_weights(a, np.log(qq[k:k + 1]), np.log1p(-qq[k:k + 1])),
+                                     _triangular(a, 1), 1.0 / ss[k:k + 1] ** 2)[0] / (a - 1)
             res[:, frac_idx] = vals.reshape(g_q.size, frac_idx.size)
         out[generic] = np.maximum(res, 0.0)  # RDP >= 0; rounding can give -1e-17
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["PHYSICAL_RANGE", "Spec", "Real", "Integer", "OneOf", "Flag", "Text", "Many", "NUM_ENVS", "real_array", "action_array", "arg", "check_dataclass", "refuse_unknown_fields",
+__all__ = ["PHYSICAL_RANGE", "Spec", "Real", "Integer", "OneOf", "Flag", "Text", "Many", "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
            "from_preset"]
 
 #: The range (closed) of every positive physical quantity of a scenario in its unit.
@@ -216,6 +216,11 @@ def action_array(action: ArrayLike, num_envs: int) -> NDArray:
     (:func:`real_array`); the caller checks the range (NaN and infinities included)."""
     shapes = ((num_envs, 1), (num_envs,)) + (((),) if num_envs == 1 else ())
     return real_array("action", action, shapes).reshape(num_envs)
+
+
+def check_args(specs: dict[str, Spec], **values: Any) -> dict[str, Any]:
+    """Every keyword argument checked and converted by its spec in ``specs`` (named by its keyword)."""
+    return {name: specs[name](name, value) for name, value in values.items()}
 
 
 def arg(default: Any, spec: Spec) -> Any:

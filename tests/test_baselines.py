@@ -156,7 +156,7 @@ def test_theorems_2_and_3_hold_on_seeded_runs(seed):
 
 
 def test_naive_drift_plus_penalty_violation_grows_without_bound():
-    s, h = SHORT, None
+    s = SHORT
     violations = []
     for floor in (1e-4, 1e-7, 1e-10):
         pol = LyapunovDPP(V=100.0, nu=0.04, x_floor_ratio=floor)

@@ -187,7 +187,8 @@ def test_rewards_follow_their_documented_formulas():
 
 @pytest.mark.parametrize("action_type,bad", [("price", np.nan), ("share", -1.01),
                                              ("normalized", np.nan), ("normalized", np.inf), ("normalized", 1.5),
-                                             ("x", -1.0), ("x", np.nan), ("x", 1e12), ("eta", 0.0)])
+                                             ("x", -1.0), ("x", np.nan), ("x", 1e12), ("x", 1e-300), ("eta", -1e-9),
+                                             ("eta", np.nan)])
 def test_bad_actions_raise_a_clear_error(action_type, bad):
     env = OTAPrivacyEnv(action_type=action_type, **SHORT)  # price/share: budget mode; the others: cmdp
     env.reset(seed=0)

@@ -1,0 +1,205 @@
+"""Fuzz suite (issue 9, class 6): every input either is refused at construction or ``reset`` with a ``TypeError`` or
+``ValueError`` naming the argument, or plays full short episodes with finite observations, rewards and info.
+
+The strategies are derived from the specs the code itself declares (the scenario dataclasses' field metadata and
+``Rounds.ARGS`` / ``CDPBRounds.ARGS``), so a new field or argument is fuzzed without touching this file. Valid values
+span each spec's whole range (hypothesis favours its ends: 1e-30 and 1e30 W, 1 m and 10,000 km, ...); a fifth of
+the drawn values are invalid ones. Sizes are capped (``SIZE_CAPS``) so an example is one short episode.
+
+On failure hypothesis prints the falsifying example (the seed is one of its arguments) and a ``@reproduce_failure``
+blob; ``pytest --hypothesis-seed=N`` replays a whole run. ``OTAGYM_FUZZ_SCALE=20`` multiplies the examples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.cdpb import CDPBScenario
+from otagym.cdpb_env import CDPBRounds
+from otagym.env import Rounds
+from otagym.scenario import Scenario
+from otagym.validation import Flag, Integer, Many, OneOf, Real, Text
+
+#: A numerical warning (overflow, divide by zero, invalid) is a failure: nothing may silently become inf or NaN.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+
+def fuzz(examples: int) -> settings:
+    """Settings of a fuzz test: ``examples`` per CI run, times ``OTAGYM_FUZZ_SCALE`` (e.g. 20 for a deep run)."""
+    return settings(max_examples=examples * int(os.environ.get("OTAGYM_FUZZ_SCALE", "1")), deadline=None,
+                    print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+#: Caps on sizes (the specs allow far more) so that one example is a few short episodes.
+SIZE_CAPS = {"num_devices": 6, "num_clients": 6, "num_rounds": 4, "max_rounds": 40, "coherence_rounds": 5,
+             "rdp_order": 64, "dataset_size": 10**12}
+#: Integer dp_orders up to 300: fractional orders are valid, but their series can need 1e5-1e6 terms (q near 1/2,
+#: as Opacus's); they are checked against Opacus, mpmath and their integer neighbours in test_privacy.py.
+ORDERS_FUZZED = Many(Integer(2, 300), optional=True)
+BAD_VALUES = [None, "1", "iid", True, np.nan, np.inf, -np.inf, 1 + 1j, [], {}, -1, 0, 1e308, -1e-300, (1.0,),
+              np.float32(np.nan), np.bool_(False)]
+SCHEMES = {"receive_scaling": (Scenario, Rounds), "cdpb": (CDPBScenario, CDPBRounds)}
+
+
+def valid(spec: Any, cap: int | None = None) -> st.SearchStrategy:
+    """Values ``spec`` accepts, over its whole range (integers capped at ``cap``)."""
+    if isinstance(spec, Real):
+        low = -1e30 if spec.low is None else spec.low
+        high = 1e30 if spec.high is None else spec.high
+        out = st.floats(low, high, exclude_min=spec.low_open, exclude_max=spec.high_open)
+        out = st.one_of(out, out.map(np.float32).filter(lambda v: _accepted(spec, v)))  # numpy scalars too
+    elif isinstance(spec, Integer):
+        out = st.integers(spec.low, min(x for x in (spec.high, cap, 10**12) if x is not None))
+    elif isinstance(spec, OneOf):
+        out = st.sampled_from(spec.choices)
+    elif isinstance(spec, Flag):
+        out = st.booleans()
+    elif isinstance(spec, Text):
+        out = st.text(max_size=6)
+    elif isinstance(spec, Many):
+        size = {"min_size": spec.length, "max_size": spec.length} if spec.length else {"min_size": 1, "max_size": 3}
+        out = st.lists(valid(spec.element, cap), **size).map(tuple)
+        if spec.scalar:
+            out = st.one_of(valid(spec.element, cap), valid(spec.element, cap), out)
+    else:
+        raise TypeError(f"no strategy for {spec!r}")
+    return st.one_of(st.none(), out) if getattr(spec, "optional", False) else out
+
+
+def _accepted(spec: Any, value: Any) -> bool:
+    try:
+        spec("x", value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def fuzzed(specs: dict[str, Any], broken: bool) -> st.SearchStrategy[dict[str, Any]]:
+    """A dict of some of ``specs``' arguments: valid values, or (``broken``) valid ones and ``BAD_VALUES`` mixed."""
+    def value(name: str, spec: Any) -> st.SearchStrategy:
+        good = valid(ORDERS_FUZZED if name == "dp_orders" else spec, SIZE_CAPS.get(name))
+        if not broken:
+            return good
+        return st.one_of(good, st.sampled_from(BAD_VALUES).filter(lambda v: not _accepted(spec, v)))
+    return st.fixed_dictionaries({}, optional={k: value(k, spec) for k, spec in specs.items()})
+
+
+def field_specs(cls: type) -> dict[str, Any]:
+    return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata}
+
+
+def _scheme_kwargs(scheme: str, broken: bool) -> st.SearchStrategy[dict[str, Any]]:
+    scenario_cls, core = SCHEMES[scheme]
+    fields = field_specs(scenario_cls)
+    # T is always drawn (capped): the presets' 100-500 rounds would make an example slow.
+    rounds = st.fixed_dictionaries({"num_rounds": valid(fields["num_rounds"], SIZE_CAPS["num_rounds"])})
+    return st.tuples(fuzzed(fields, broken), rounds, fuzzed(core.ARGS, broken)).map(
+        lambda parts: {**parts[0], **parts[1], **parts[2]})
+
+
+def _finite(name: str, value: Any) -> None:
+    arr = np.asarray(value)
+    if arr.dtype.kind in "iufb":
+        assert np.isfinite(arr).all(), (name, value)
+    elif arr.dtype == object:  # final_info of the vector env
+        for k, v in value.items():
+            _finite(f"{name}.{k}", v)
+
+
+def _play(env: Any, seed: int, rounds: int, vector: bool) -> None:
+    obs, info = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    for _ in range(rounds + vector):  # the vector env also autoresets once
+        assert env.observation_space.contains(obs), obs
+        for k, v in info.items():
+            _finite(k, v)
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        assert np.isfinite(reward).all(), reward
+        if not vector and terminated:
+            break
+    for k, v in info.items():
+        _finite(k, v)
+
+
+def _names_an_argument(err: Exception, kwargs: dict[str, Any]) -> bool:
+    msg = str(err)
+    return any(k in msg for k in kwargs) or "reward_lambda" in msg
+
+
+@fuzz(600)
+@given(scheme=st.sampled_from(sorted(SCHEMES)), broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1),
+       vector=st.booleans())
+def test_any_arguments_are_refused_naming_one_or_play_finite_episodes(scheme, broken, data, seed, vector):
+    kwargs = data.draw(_scheme_kwargs(scheme, broken), label="kwargs")
+    try:
+        env = (OTAPrivacyVectorEnv(2, scheme=scheme, **kwargs) if vector
+               else OTAPrivacyEnv(scheme=scheme, **kwargs))
+    except (TypeError, ValueError) as err:
+        assert _names_an_argument(err, kwargs), err
+        event(f"refused ({'broken' if broken else 'valid values'}): {type(err).__name__}")
+        return
+    _play(env, seed, env.scenario.num_rounds, vector)
+    event(f"played ({'broken' if broken else 'valid values'})")
+
+
+@fuzz(200)
+@given(nu=st.one_of(valid(Real(1e-30, 1e30)), st.sampled_from(BAD_VALUES)),
+       distance=st.one_of(valid(Real(1.0, 1e7)), st.sampled_from(BAD_VALUES)),
+       gain=st.one_of(valid(Real(1e-30, 1e30)), st.sampled_from(BAD_VALUES)), seed=st.integers(0, 2**32 - 1))
+def test_reset_options_are_refused_naming_one_or_play_finite_episodes(nu, distance, gain, seed):
+    env = OTAPrivacyEnv(num_devices=3, num_rounds=3)
+    options = {"nu": nu, "distances_m": np.full(3, distance) if np.ndim(distance) == 0 else distance,
+               "channel_gains": np.full((3, 3), gain) if np.ndim(gain) == 0 else gain}
+    try:
+        env.reset(seed=seed, options=options)
+    except (TypeError, ValueError) as err:
+        assert any(k in str(err) for k in options), err
+        event(f"refused: {type(err).__name__}")
+        return
+    _play(env, seed, 3, vector=False)
+    event("played")
+
+
+BAD_ACTIONS = [np.nan, np.inf, -np.inf, 2.0, -2.0, 0.0, -1e-300, 1e300, "0.1", None, 1j, [0.1, 0.2], [[0.1]] * 3,
+               np.ma.masked_array([0.1], mask=[True]), np.zeros((1, 1, 1)), True, [[]]]
+
+
+@fuzz(150)
+@given(scheme_action=st.sampled_from([("receive_scaling", a) for a in ("price", "share", "normalized", "x", "eta")]
+                                     + [("cdpb", a) for a in ("normalized", "rho")]),
+       bad=st.sampled_from(BAD_ACTIONS), seed=st.integers(0, 2**32 - 1), vector=st.booleans())
+def test_a_refused_action_names_itself_and_leaves_no_trace(scheme_action, bad, seed, vector):
+    """A bad action raises naming the action; the env then plays on exactly as if it had never been sent."""
+    scheme, action_type = scheme_action
+    make = (lambda: OTAPrivacyVectorEnv(3, scheme=scheme, action_type=action_type, num_rounds=3)) if vector else (
+        lambda: OTAPrivacyEnv(scheme=scheme, action_type=action_type, num_rounds=3))
+    env, twin = make(), make()
+    env.reset(seed=seed)
+    twin.reset(seed=seed)
+    shaped = bad if not vector or np.ndim(bad) > 0 else np.full((3, 1), bad, dtype=object if bad is None else None)
+    try:
+        env.step(shaped)
+    except (TypeError, ValueError) as err:
+        assert "action" in str(err), err
+    else:  # some entries are valid for some action types (0 for share/price/normalized, 1e300 for eta)
+        return
+    env.action_space.seed(seed)
+    action = env.action_space.sample()
+    got, want = env.step(action), twin.step(action)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("vector", [False, True])
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_step_before_reset_is_a_runtime_error(scheme, vector):
+    env = OTAPrivacyVectorEnv(2, scheme=scheme) if vector else OTAPrivacyEnv(scheme=scheme)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(env.action_space.sample())
