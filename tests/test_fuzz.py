@@ -95,12 +95,15 @@ def field_specs(cls: type) -> dict[str, Any]:
     return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata}
 
 
-def _scheme_kwargs(scheme: str, broken: bool) -> st.SearchStrategy[dict[str, Any]]:
+def _scheme_kwargs(scheme: str, broken: bool, fidelity: str = "analytic") -> st.SearchStrategy[dict[str, Any]]:
     scenario_cls, core = SCHEMES[scheme]
     fields = field_specs(scenario_cls)
-    # T is always drawn (capped): the presets' 100-500 rounds would make an example slow.
-    rounds = st.fixed_dictionaries({"num_rounds": valid(fields["num_rounds"], SIZE_CAPS["num_rounds"])})
-    return st.tuples(fuzzed(fields, broken), rounds, fuzzed(core.ARGS, broken)).map(
+    # T is always drawn (capped): the presets' 100-500 rounds would make an example slow; the training fidelity
+    # (a real model per env) has a test of its own with fewer examples.
+    fixed = {"num_rounds": valid(fields["num_rounds"], SIZE_CAPS["num_rounds"])}
+    if "fidelity" in core.ARGS:
+        fixed["fidelity"] = st.just(fidelity)
+    return st.tuples(fuzzed(fields, broken), fuzzed(core.ARGS, broken), st.fixed_dictionaries(fixed)).map(
         lambda parts: {**parts[0], **parts[1], **parts[2]})
 
 
@@ -147,6 +150,19 @@ def test_any_arguments_are_refused_naming_one_or_play_finite_episodes(scheme, br
         return
     _play(env, seed, env.scenario.num_rounds, vector)
     event(f"played ({'broken' if broken else 'valid values'})")
+
+
+@fuzz(25)
+@given(broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1), vector=st.booleans())
+def test_training_fidelity_refuses_naming_an_argument_or_plays_finite_episodes(broken, data, seed, vector):
+    kwargs = data.draw(_scheme_kwargs("receive_scaling", broken, fidelity="train"), label="kwargs")
+    kwargs["eval_every"] = 1  # evaluate (test accuracy, gradient norm) after every round
+    try:
+        env = OTAPrivacyVectorEnv(2, **kwargs) if vector else OTAPrivacyEnv(**kwargs)
+    except (TypeError, ValueError) as err:
+        assert _names_an_argument(err, kwargs), err
+        return
+    _play(env, seed, env.scenario.num_rounds, vector)
 
 
 @fuzz(200)

@@ -94,3 +94,61 @@ def test_digits_training_learns_and_is_deterministic():
         again.round(rng_again, receive_scaling=1e6, noise_power_w=1e-12)
     for p, q in zip(twin.model.parameters(), again.model.parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+def _play_with(env, actions, seed):
+    env.reset(seed=seed)
+    out = []
+    for a in actions:
+        obs, reward, _, _, info = env.step(np.array([a], dtype=np.float32))
+        out.append((obs, reward, info))
+    return out
+
+
+def test_training_fidelity_leaks_exactly_what_the_analytic_one_does():
+    """Same seed, same actions: identical channels, observations, rewards and RDP; the training fidelity adds its
+    metrics (and d, n_m follow the trained model and data)."""
+    from otagym import OTAPrivacyEnv
+
+    actions = np.random.default_rng(3).uniform(-1, 1, 12)
+    train = OTAPrivacyEnv(fidelity="train", num_rounds=12, eval_every=4)
+    assert train.scenario.model_dim == num_parameters(DigitsCNN()) == 8714
+    assert sum(train.scenario.dataset_size) == 1438
+    analytic = OTAPrivacyEnv(num_rounds=12, model_dim=8714, dataset_size=train.scenario.dataset_size)
+    for (o1, r1, i1), (o2, r2, i2) in zip(_play_with(train, actions, 7), _play_with(analytic, actions, 7)):
+        np.testing.assert_array_equal(o1, o2)
+        assert r1 == r2
+        for key in ("leakage", "rdp_round", "channel_gain", "receive_scaling"):
+            np.testing.assert_array_equal(i1[key], i2[key])
+        assert "test_accuracy" in i1 and "test_accuracy" not in i2
+    assert i1["evaluated_round"] == 11 and 0 <= i1["test_accuracy"] <= 1
+
+
+def test_full_power_training_learns_the_digits_and_replays_by_seed():
+    from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
+
+    env = OTAPrivacyEnv(fidelity="train", reward_mode="cmdp", action_type="x", num_rounds=60, eval_every=30)
+    final = _play_with(env, [env.model.x_max] * 60, 0)[-1][2]
+    assert final["test_accuracy"] >= 0.7 and final["train_loss"] < 1.6
+    again = _play_with(env, [env.model.x_max] * 3, 0)[-1][2]
+    once_more = _play_with(env, [env.model.x_max] * 3, 0)[-1][2]
+    assert again["train_loss"] == once_more["train_loss"]
+    vec = OTAPrivacyVectorEnv(2, fidelity="train", num_rounds=2, eval_every=1)
+    vec.reset(seed=0)
+    for _ in range(3):  # autoreset included: fresh models for the new episodes
+        _, _, terminated, _, info = vec.step(np.zeros((2, 1)))
+    assert (info["evaluated_round"] == 0).all() and np.isfinite(info["gradient_norm2"]).all()
+
+
+def test_a_diverging_model_stops_training_with_finite_metrics():
+    """Receiver noise far above the gradients (P_max = 1e-30 W, G = 1e23: found by the fuzz suite) wrecks the model:
+    it goes back to its last weights of finite loss, stops training and says so; every metric stays finite."""
+    from otagym import OTAPrivacyEnv
+
+    env = OTAPrivacyEnv(fidelity="train", num_devices=1, power_max_w=1e-30, clip_norm=9.4e22, num_rounds=3,
+                        eval_every=1)
+    env.reset(seed=0)
+    for _ in range(3):
+        _, reward, _, _, info = env.step(np.zeros(1))
+        assert all(np.isfinite(info[k]) for k in ("train_loss", "test_loss", "test_accuracy", "gradient_norm2"))
+    assert info["diverged"] == 1.0

@@ -8,8 +8,9 @@ loaders and ``otagym compare --fidelity train`` are not built yet.
 """
 
 from otagym.training.data import digits_dataset, partition
-from otagym.training.fedsgd import FedSGD, clipped_gradient_sum, ota_aggregate, poisson_sample
+from otagym.training.federation import Federation, digits_federation
+from otagym.training.fedsgd import FedSGD, clipped_gradient_sum, full_gradient_norm2, ota_aggregate, poisson_sample
 from otagym.training.models import DigitsCNN, MnistCNN, num_parameters
 
-__all__ = ["FedSGD", "clipped_gradient_sum", "ota_aggregate", "poisson_sample", "MnistCNN", "DigitsCNN",
+__all__ = ["Federation", "digits_federation", "full_gradient_norm2", "FedSGD", "clipped_gradient_sum", "ota_aggregate", "poisson_sample", "MnistCNN", "DigitsCNN",
            "num_parameters", "digits_dataset", "partition"]

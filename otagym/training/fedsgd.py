@@ -4,7 +4,8 @@ One round: every device Poisson-samples its batch with rate q_m = B_m / n_m, cli
 and sends g_m = (1 / B_m) sum_i clip(g_i) (10) (divided by the *expected* batch size, as the paper's accounting
 assumes); with channel inversion the server's processed signal is r = (1/M) sum_m g_m + n, n ~ N(0, sigma_n^2 /
 (2 eta_t) I_d) (13), and the model moves by w <- w - lambda r (12) (optionally with momentum and weight decay, the
-paper's CIFAR setup). The receiver noise is the privacy noise: it is the same sigma_n^2 / (2 eta_t) that gives device m
+paper's CIFAR setup). A model that diverges (non-finite loss or weights: noise far above the gradients) is put back at
+its last weights of finite training loss and trains no more (``FedSGD.diverged``); its metrics stay finite. The receiver noise is the privacy noise: it is the same sigma_n^2 / (2 eta_t) that gives device m
 the noise multiplier of eq. (25), so the env's accounting holds for this training exactly.
 
 Randomness comes only from the ``numpy.random.Generator`` passed in (batches and receiver noise).
@@ -20,7 +21,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-__all__ = ["poisson_sample", "clipped_gradient_sum", "receiver_noise_std", "ota_aggregate", "FedSGD"]
+__all__ = ["poisson_sample", "clipped_gradient_sum", "receiver_noise_std", "ota_aggregate", "full_gradient_norm2",
+           "FedSGD"]
 
 
 def poisson_sample(rng: np.random.Generator, num_samples: int, rate: float) -> np.ndarray:
@@ -99,6 +101,11 @@ class FedSGD:
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.test_data = test_data
         self._velocity = torch.zeros(self.dim)
+        #: True once the model diverged (a non-finite loss or weight, e.g. receiver noise sigma_n^2 / (2 eta) far above
+        #: the gradients): the model is back at its last weights of finite training loss and trains no more.
+        self.diverged = False
+        self._good = torch.nn.utils.parameters_to_vector(self.model.parameters()).detach().clone()
+        self._last = RoundMetrics(train_loss=float("nan"), aggregate_norm2=0.0, batch_sizes=np.zeros(0))
 
     @property
     def dim(self) -> int:
@@ -108,6 +115,8 @@ class FedSGD:
     def round(self, rng: np.random.Generator, receive_scaling: float, noise_power_w: float) -> RoundMetrics:
         """One FedSGD round over the air with receive scaling eta_t (``receive_scaling``) and receiver noise power
         sigma_n^2 (``noise_power_w``): (10), (13), (12)."""
+        if self.diverged:
+            return self._last
         sums, losses, sizes = [], [], []
         for (x, y), q in zip(self.device_data, self.rates):
             idx = torch.from_numpy(poisson_sample(rng, len(y), q))
@@ -116,15 +125,46 @@ class FedSGD:
             if len(idx):
                 with torch.no_grad():
                     losses.append(float(nn.functional.cross_entropy(self.model(x[idx]), y[idx], reduction="sum")))
+        train_loss = sum(losses) / max(sum(sizes), 1)
+        params = list(self.model.parameters())
+        if not np.isfinite(train_loss):
+            self._diverge()
+            return self._last
+        self._good = torch.nn.utils.parameters_to_vector(params).detach().clone()
         stacked = torch.stack(sums)
         clean = (stacked / torch.as_tensor(self.batch_sizes, dtype=stacked.dtype)[:, None]).sum(dim=0) / len(sums)
         r = ota_aggregate(stacked, self.batch_sizes, receiver_noise_std(noise_power_w, receive_scaling), rng)
         with torch.no_grad():
             w = torch.nn.utils.parameters_to_vector(self.model.parameters())
             self._velocity = self.momentum * self._velocity + r + self.weight_decay * w
-            torch.nn.utils.vector_to_parameters(w - self.learning_rate * self._velocity, self.model.parameters())
-        return RoundMetrics(train_loss=sum(losses) / max(sum(sizes), 1), aggregate_norm2=float(clean @ clean),
-                            batch_sizes=np.array(sizes))
+            w = w - self.learning_rate * self._velocity
+            if not torch.isfinite(w).all():
+                self._diverge()
+            else:
+                torch.nn.utils.vector_to_parameters(w, params)
+        self._last = RoundMetrics(train_loss=train_loss, aggregate_norm2=float(clean @ clean),
+                                  batch_sizes=np.array(sizes))
+        return self._last
+
+    def _diverge(self) -> None:
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(self._good, self.model.parameters())
+        self.diverged = True
+
+    def train_loss(self) -> float:
+        """Mean cross-entropy of the current model over every device's data."""
+        x = torch.cat([x for x, _ in self.device_data])
+        y = torch.cat([y for _, y in self.device_data])
+        with torch.no_grad():
+            return float(nn.functional.cross_entropy(self.model(x), y))
+
+    def gradient_norm2(self) -> float:
+        """||grad f(w_t)||^2 over every device's data (:func:`full_gradient_norm2`)."""
+        value = full_gradient_norm2(self.model, self.device_data)
+        if not np.isfinite(value) and not self.diverged:
+            self._diverge()
+            value = full_gradient_norm2(self.model, self.device_data)
+        return value
 
     def evaluate(self) -> tuple[float, float]:
         """(mean cross-entropy, accuracy) on the test data."""
@@ -133,4 +173,18 @@ class FedSGD:
         x, y = self.test_data
         with torch.no_grad():
             out = self.model(x)
-            return float(nn.functional.cross_entropy(out, y)), float((out.argmax(dim=1) == y).float().mean())
+            loss = float(nn.functional.cross_entropy(out, y))
+            if not np.isfinite(loss) and not self.diverged:
+                self._diverge()
+                return self.evaluate()
+            return loss, float((out.argmax(dim=1) == y).float().mean())
+
+
+def full_gradient_norm2(model: nn.Module, device_data: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """||grad f(w)||^2 of the global loss f = sum_m (n_m / n) f_m (eq. (2)), the mean cross-entropy over every local
+    sample: the true criterion of (16b) that the surrogate c_t stands for."""
+    x = torch.cat([x for x, _ in device_data])
+    y = torch.cat([y for _, y in device_data])
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(nn.functional.cross_entropy(model(x), y), params)
+    return float(sum((g * g).sum() for g in grads))
