@@ -152,3 +152,63 @@ def test_a_diverging_model_stops_training_with_finite_metrics():
         _, reward, _, _, info = env.step(np.zeros(1))
         assert all(np.isfinite(info[k]) for k in ("train_loss", "test_loss", "test_accuracy", "gradient_norm2"))
     assert info["diverged"] == 1.0
+
+
+def _write_idx(path, array, gz=False):
+    import gzip as gzip_module
+    import struct
+
+    raw = bytes([0, 0, 8, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape) + array.astype(np.uint8).tobytes()
+    path.write_bytes(gzip_module.compress(raw) if gz else raw)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_mnist_loads_from_tiny_generated_idx_files(tmp_path, gz):
+    from otagym.training.data import MNIST_FILES, load_mnist
+
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for (split, kind), name in MNIST_FILES.items():
+        n = 5 if split == "train" else 3
+        arrays[split, kind] = rng.integers(0, 256, (n, 28, 28)) if kind == "images" else rng.integers(0, 10, n)
+        _write_idx(tmp_path / (name + (".gz" if gz else "")), arrays[split, kind], gz)
+    x, y, x_test, y_test = load_mnist(tmp_path)
+    assert x.shape == (5, 1, 28, 28) and x_test.shape == (3, 1, 28, 28)
+    np.testing.assert_allclose(x[:, 0].numpy(), arrays["train", "images"] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(y_test.numpy(), arrays["test", "labels"])
+    assert MnistCNN()(x).shape == (5, 10)
+
+
+def test_mnist_missing_or_corrupt_files_name_the_path(tmp_path):
+    from otagym.training.data import load_mnist, read_idx
+
+    with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte"):
+        load_mnist(tmp_path)
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\x00\x00\x08\x03\x00\x00\x00\x05")
+    with pytest.raises(ValueError, match="bad"):
+        read_idx(bad)
+    bad.write_bytes(b"PK\x03\x04 not idx")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        read_idx(bad)
+
+
+def test_cifar10_loads_from_tiny_generated_pickle_batches(tmp_path):
+    import pickle
+
+    from otagym.training.data import CIFAR10_TEST, CIFAR10_TRAIN, load_cifar10
+
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    first = None
+    for name in CIFAR10_TRAIN + CIFAR10_TEST:
+        batch = {b"data": rng.integers(0, 256, (2, 3072)).astype(np.uint8), b"labels": list(rng.integers(0, 10, 2))}
+        first = batch if first is None else first
+        (folder / name).write_bytes(pickle.dumps(batch))
+    x, y, x_test, y_test = load_cifar10(tmp_path)
+    assert x.shape == (10, 3, 32, 32) and x_test.shape == (2, 3, 32, 32)
+    np.testing.assert_allclose(x[0].numpy().ravel(), first[b"data"][0] / 255.0, rtol=1e-6)
+    (folder / "test_batch").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="test_batch.*CIFAR-10 python batch"):
+        load_cifar10(tmp_path)

@@ -1,13 +1,19 @@
-"""Data of the training fidelity: scikit-learn's 8x8 digits (embedded, nothing downloaded) split over devices."""
+"""Data of the training fidelity: scikit-learn's 8x8 digits (embedded), MNIST and CIFAR-10 from local files in their
+standard formats (nothing is downloaded; torchvision is not needed), and their split over devices."""
 
 from __future__ import annotations
+
+import gzip
+import pickle
+import struct
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from otagym.validation import Integer, OneOf, Real
 
-__all__ = ["digits_dataset", "partition"]
+__all__ = ["digits_dataset", "partition", "read_idx", "load_mnist", "load_cifar10"]
 
 
 def digits_dataset(rng: np.random.Generator, test_fraction: float = 0.2
@@ -44,3 +50,79 @@ def partition(labels: np.ndarray | torch.Tensor, num_devices: int, rng: np.rando
     shards = np.array_split(np.argsort(labels, kind="stable"), num_devices * classes_per_device)
     owner = rng.permutation(len(shards)).reshape(num_devices, classes_per_device)
     return [np.sort(np.concatenate([shards[s] for s in row])) for row in owner]
+
+
+#: The IDX files of MNIST (LeCun et al.), optionally gzipped, as ``(split, kind) -> file name``.
+MNIST_FILES = {("train", "images"): "train-images-idx3-ubyte", ("train", "labels"): "train-labels-idx1-ubyte",
+               ("test", "images"): "t10k-images-idx3-ubyte", ("test", "labels"): "t10k-labels-idx1-ubyte"}
+#: The python-pickle batches of CIFAR-10 (Krizhevsky), inside ``cifar-10-batches-py/`` or the folder itself.
+CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR10_TEST = ("test_batch",)
+
+
+def _find(directory: Path, name: str, expected: str) -> Path:
+    for candidate in (directory / name, directory / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{directory / name}[.gz] not found: expected {expected} (nothing is downloaded; put the "
+                            "files there yourself)")
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """An IDX file (the MNIST format: magic 0x0000 08 NDIM, big-endian int32 sizes, then unsigned bytes), gzipped
+    or not, as a uint8 array; a corrupt file raises ``ValueError`` naming the path."""
+    path = Path(path)
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] != 0x08 or not 1 <= raw[3] <= 4:
+        raise ValueError(f"{path}: not an IDX file of unsigned bytes (magic 0x000008NN expected; got {raw[:4]!r})")
+    ndim = raw[3]
+    shape = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim]) if len(raw) >= 4 + 4 * ndim else ()
+    body = raw[4 + 4 * ndim:]
+    if len(shape) != ndim or len(body) != int(np.prod(shape)):
+        raise ValueError(f"{path}: IDX header says shape {shape} but the file holds {len(body)} bytes of data")
+    return np.frombuffer(body, dtype=np.uint8).reshape(shape)
+
+
+def load_mnist(directory: str | Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(x_train, y_train, x_test, y_test)`` from MNIST's four IDX files in ``directory`` (raw or ``.gz``): images
+    float32 (N, 1, 28, 28) in [0, 1], labels int64."""
+    directory = Path(directory)
+    out = []
+    for split in ("train", "test"):
+        images = read_idx(_find(directory, MNIST_FILES[split, "images"], "MNIST IDX images"))
+        labels = read_idx(_find(directory, MNIST_FILES[split, "labels"], "MNIST IDX labels"))
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise ValueError(f"{directory}: MNIST {split} images {images.shape} and labels {labels.shape} do not match")
+        out += [torch.tensor(images / 255.0, dtype=torch.float32).unsqueeze(1), torch.tensor(labels, dtype=torch.int64)]
+    return tuple(out)
+
+
+def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with open(path, "rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        labels = np.asarray(batch[b"labels"], dtype=np.int64)
+    except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: not a CIFAR-10 python batch (a pickled dict with b'data' N x 3072 uint8 and "
+                         f"b'labels'): {err}") from None
+    if len(data) != len(labels):
+        raise ValueError(f"{path}: {len(data)} images but {len(labels)} labels")
+    return data, labels
+
+
+def load_cifar10(directory: str | Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(x_train, y_train, x_test, y_test)`` from CIFAR-10's python batches (``data_batch_1..5``, ``test_batch``) in
+    ``directory`` or its ``cifar-10-batches-py/``: images float32 (N, 3, 32, 32) in [0, 1], labels int64. Only
+    pickles of the user's own files are read (pickle can run code: point it at files you trust)."""
+    directory = Path(directory)
+    if (directory / "cifar-10-batches-py").is_dir():
+        directory = directory / "cifar-10-batches-py"
+    out = []
+    for names in (CIFAR10_TRAIN, CIFAR10_TEST):
+        parts = [_read_cifar_batch(_find(directory, n, "a CIFAR-10 python batch")) for n in names]
+        x = np.concatenate([p[0] for p in parts])
+        out += [torch.tensor(x / 255.0, dtype=torch.float32), torch.tensor(np.concatenate([p[1] for p in parts]))]
+    return tuple(out)
