@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from baselines.core import Policy
-from baselines.evaluation import calibrate, run_policy, sample_realisations
+from baselines.evaluation import calibrate, run_policy, sample_realisations, training_scenario
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
 from otagym.argtypes import correlation, positive_float, positive_int, writable_dir
@@ -77,6 +77,7 @@ def compare(
     *,
     extra_policies: dict[str, PolicySpec] | None = None,
     progress: bool = True,
+    fidelity: str = "analytic",
     **overrides: Any,
 ) -> list[dict[str, Any]]:
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
@@ -84,11 +85,15 @@ def compare(
     All (seed, nu) pairs run as one batch of envs; calibrated policies bisect their parameter for all pairs at once.
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
     Every row also has the normalised score (:func:`normalized_score`), for which OfflineOptimal is solved on the
-    same realisations (once; about 0.25 s per realisation and nu at T = 500).
+    same realisations (once; about 0.25 s per realisation and nu at T = 500). ``fidelity="train"`` also trains the
+    digits model under every policy's noise (calibration runs analytically: the leakage and cost are the same) and
+    adds the final test accuracy (``accuracy``); the scenario's d and n_m then follow the model and data.
     """
     from tqdm.auto import tqdm
 
     scen = get_scenario(scenario, **overrides)
+    if fidelity == "train":
+        scen = training_scenario(scen)
     nus = tuple(scen.nu_grid if nus is None else nus)
     table = {**POLICIES, **(extra_policies or {})}
     policies = tuple(policies) + tuple(k for k in (extra_policies or {}) if k not in policies)
@@ -110,7 +115,7 @@ def compare(
         param = None
         if spec.param is not None:
             param, _ = calibrate(lambda p, spec=spec: spec.build(nu, p), scen, real, nu, spec.bracket)
-        result = run_policy(spec.build(nu, param), scen, real, nu=nu)
+        result = run_policy(spec.build(nu, param), scen, real, nu=nu, fidelity=fidelity)
         wall = time.perf_counter() - start
         score_all = normalized_score(result.leakage, result.equal_alloc_leakage, optimal_leakage)
         for j, nu_j in enumerate(nus):
@@ -129,18 +134,24 @@ def compare(
                 "param": spec.param, "param_values": None if param is None else [float(v) for v in param[idx]],
                 "seeds": len(seeds), "wall_s": wall,
             })
+            if result.test_accuracy is not None:
+                acc, acc_ci = _ci95(result.test_accuracy[idx])
+                rows[-1].update(accuracy=acc, accuracy_ci95=acc_ci,
+                                accuracy_seeds=[float(v) for v in result.test_accuracy[idx]])
     return rows
 
 
 def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
     head = (f"{'policy':<17} {'nu':>6} {'RDP (alpha=' + str(scenario.rdp_order) + ')':>22} "
-            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'score':>14} {'wall s':>7}")
+            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'score':>14} {'wall s':>7}"
+            + (f" {'test accuracy':>17}" if rows and "accuracy" in rows[0] else ""))
     lines = [head, "-" * len(head)]
     for r in rows:
         flag = "" if r["matched"] else "  (not matched to nu: excluded from the plot)"
         lines.append(f"{r['policy']:<17} {r['nu']:6.3g} {r['rdp']:12.4g} ± {r['rdp_ci95']:<7.2g} "
                      f"{r['epsilon']:12.4g} ± {r['epsilon_ci95']:<7.2g} {r['cost_mean']:10.4g} "
-                     f"{r['score']:7.1f} ± {r['score_ci95']:<4.1f} {r['wall_s']:7.1f}{flag}")
+                     f"{r['score']:7.1f} ± {r['score_ci95']:<4.1f} {r['wall_s']:7.1f}"
+                     + (f" {r['accuracy']:9.3f} ± {r['accuracy_ci95']:<5.3f}" if "accuracy" in r else "") + flag)
     return "\n".join(lines)
 
 
@@ -166,9 +177,12 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
 
     csv_path, json_path = write_rows(rows, {"scenario": scenario.to_dict()}, out_dir, "compare")
     png_path = out_dir / "compare.png"
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, key, label in ((axes[0], "rdp", f"average overall RDP (alpha={scenario.rdp_order})"),
-                           (axes[1], "epsilon", f"average DP epsilon (delta={scenario.delta:g})")):
+    panels = [("rdp", f"average overall RDP (alpha={scenario.rdp_order})"),
+              ("epsilon", f"average DP epsilon (delta={scenario.delta:g})")]
+    if "accuracy" in rows[0]:
+        panels.append(("accuracy", "final test accuracy (training fidelity)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2))
+    for ax, (key, label) in zip(axes, panels):
         for name in dict.fromkeys(r["policy"] for r in rows):
             pr = [r for r in rows if r["policy"] == name and r["matched"]]
             if not pr:
@@ -182,7 +196,7 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
             # band's lower edge is clipped at the smallest value any seed reached.
             ax.fill_between(nu, np.maximum(mean - ci, lowest), mean + ci, alpha=0.15)
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set_yscale("linear" if key == "accuracy" else "log")
         ax.set_xlabel("nu (convergence budget per round)")
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
@@ -225,7 +239,10 @@ def _run(args: argparse.Namespace) -> int:
     nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
     start = time.perf_counter()
     rows = compare(scen, nus, tuple(range(args.seed_start, args.seed_start + args.seeds)),
-                   tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress)
+                   tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress,
+                   fidelity=args.fidelity)
+    if args.fidelity == "train":
+        scen = training_scenario(scen)
     print(format_table(rows, scen))
     paths = save(rows, scen, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
@@ -233,7 +250,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 #: Options that only one scheme reads, with their defaults.
-_RECEIVE_SCALING_ONLY = {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0}
+_RECEIVE_SCALING_ONLY = {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0,
+                         "fidelity": "analytic"}
 _CDPB_ONLY = {"accounting": None}
 
 
@@ -269,6 +287,9 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
+    p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
+                   help="train: also train the digits CNN under each policy's noise and report test accuracy "
+                        "(about 70 ms per env and round)")
     p.add_argument("--out", type=writable_dir, default="results", help="output folder")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_run, check=_check_scheme_options)

@@ -15,7 +15,7 @@ from otagym.env import OTAPrivacyVectorEnv
 from otagym.privacy import DEFAULT_ORDERS
 from otagym.scenario import Scenario
 
-__all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate"]
+__all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario"]
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,24 @@ class EpisodeResult:
     wall_s: float
     leakage: NDArray
     equal_alloc_leakage: NDArray
+    test_accuracy: NDArray | None = None  # fidelity="train": the trained model's final test accuracy
 
 
 def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
-               dp: bool = True, nu: NDArray | None = None) -> EpisodeResult:
+               dp: bool = True, nu: NDArray | None = None, fidelity: str = "analytic") -> EpisodeResult:
     """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``).
 
     ``nu`` (N,) is each env's budget as the env observes it (default: the scenario's); the policy is told its own nu
-    when it is built.
+    when it is built. ``fidelity="train"`` also trains the env's model (the scenario must be the training env's own,
+    whose d and n_m follow the model and data: :func:`training_scenario`) and reports its final test accuracy.
     """
     n = realisations.num_envs
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x",
-                              dp_orders=DEFAULT_ORDERS if dp else None)
+                              dp_orders=DEFAULT_ORDERS if dp else None, fidelity=fidelity,
+                              eval_every=scenario.num_rounds)
+    if env.scenario != scenario:
+        raise ValueError("scenario: with fidelity='train' pass training_scenario(scenario), whose model_dim and "
+                         "dataset_size are the trained model's and data's")
     start = time.perf_counter()
     policy.reset(scenario, seed, channel_gains=realisations.channel_gains)
     options = {"distances_m": realisations.distances_m, "channel_gains": realisations.channel_gains}
@@ -82,7 +88,13 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         wall_s=time.perf_counter() - start,
         leakage=final["leakage_total"],
         equal_alloc_leakage=final["equal_alloc_leakage"],
+        test_accuracy=final.get("test_accuracy"),
     )
+
+
+def training_scenario(scenario: Scenario) -> Scenario:
+    """``scenario`` as the training fidelity runs it: d and n_m of the trained model and its data."""
+    return OTAPrivacyVectorEnv(1, scenario, fidelity="train").scenario
 
 
 def calibrate(

@@ -247,7 +247,7 @@ class LiuSimeone(_DPBudget):
         cap_future = model.x_max * model.expected_h_min2(info["mean_channel_gain"])
         remaining = np.maximum(self.eta_budget - self.eta_sum, 0.0) * np.ones(h.shape)
         # Solve min(e, a) + n min(e, b) = R for e (piecewise linear, increasing): three candidates.
-        lo_cap, hi_cap = np.minimum(cap_now, cap_future), np.maximum(cap_now, cap_future)
+        lo_cap = np.minimum(cap_now, cap_future)
         n_lo = np.where(cap_now <= cap_future, 1.0, float(n))  # how many share the lower cap
         n_hi = (1.0 + n) - n_lo
         e1 = remaining / (1.0 + n)

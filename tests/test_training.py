@@ -212,3 +212,20 @@ def test_cifar10_loads_from_tiny_generated_pickle_batches(tmp_path):
     (folder / "test_batch").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="test_batch.*CIFAR-10 python batch"):
         load_cifar10(tmp_path)
+
+
+def test_compare_with_the_training_fidelity_adds_accuracy(tmp_path):
+    """Leakage and cost columns are the analytic fidelity's (same channels, same actions); accuracy is added."""
+    from baselines.compare import compare, format_table, save
+    from baselines.evaluation import training_scenario
+    from otagym import get_scenario
+
+    scen = get_scenario("paper-mnist", num_rounds=6)
+    kwargs = dict(nus=(0.04,), seeds=(0, 1), policies=("EqualAlloc", "FullPower"), progress=False)
+    trained = compare(scen, fidelity="train", **kwargs)
+    analytic = compare(training_scenario(scen), **kwargs)
+    for t, a in zip(trained, analytic):
+        assert t["rdp"] == a["rdp"] and t["cost_mean"] == a["cost_mean"]
+        assert 0.0 <= t["accuracy"] <= 1.0 and len(t["accuracy_seeds"]) == 2 and "accuracy" not in a
+    assert "test accuracy" in format_table(trained, training_scenario(scen))
+    assert all(p.exists() for p in save(trained, training_scenario(scen), tmp_path))
