@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["PHYSICAL_RANGE", "Spec", "Real", "Integer", "OneOf", "Flag", "Text", "Many", "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
+__all__ = ["PHYSICAL_RANGE", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text", "Many", "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
            "from_preset"]
 
 #: The range (closed) of every positive physical quantity of a scenario in its unit.
@@ -128,27 +128,27 @@ class OneOf:
 
 
 @dataclass(frozen=True)
-class Flag:
-    """``True`` or ``False`` (numpy bools too; no truthy strings or integers)."""
+class OfType:
+    """A value of one of ``types``, described as ``allowed``, stored as ``convert(value)``."""
 
-    allowed = "True or False"
+    types: tuple[type, ...]
+    allowed: str
+    convert: Any = None
 
-    def __call__(self, where: str, value: Any) -> bool:
-        if not isinstance(value, (bool, np.bool_)):
+    def __call__(self, where: str, value: Any) -> Any:
+        if not isinstance(value, self.types):
             _fail(TypeError, where, self.allowed, value)
-        return bool(value)
+        return value if self.convert is None else self.convert(value)
 
 
-@dataclass(frozen=True)
-class Text:
+def Flag() -> OfType:  # noqa: N802 (reads as a spec class at the declaration)
+    """``True`` or ``False`` (numpy bools too; no truthy strings or integers), stored as ``bool``."""
+    return OfType((bool, np.bool_), "True or False", bool)
+
+
+def Text() -> OfType:  # noqa: N802
     """A string."""
-
-    allowed = "a string"
-
-    def __call__(self, where: str, value: Any) -> str:
-        if not isinstance(value, str):
-            _fail(TypeError, where, self.allowed, value)
-        return value
+    return OfType((str,), "a string")
 
 
 @dataclass(frozen=True)

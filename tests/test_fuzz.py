@@ -26,7 +26,7 @@ from otagym.cdpb import CDPBScenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.env import Rounds
 from otagym.scenario import Scenario
-from otagym.validation import Flag, Integer, Many, OneOf, Real, Text
+from otagym.validation import Integer, Many, OfType, OneOf, Real
 
 #: A numerical warning (overflow, divide by zero, invalid) is a failure: nothing may silently become inf or NaN.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -59,10 +59,8 @@ def valid(spec: Any, cap: int | None = None) -> st.SearchStrategy:
         out = st.integers(spec.low, min(x for x in (spec.high, cap, 10**12) if x is not None))
     elif isinstance(spec, OneOf):
         out = st.sampled_from(spec.choices)
-    elif isinstance(spec, Flag):
-        out = st.booleans()
-    elif isinstance(spec, Text):
-        out = st.text(max_size=6)
+    elif isinstance(spec, OfType):  # Flag() or Text()
+        out = st.booleans() if bool in spec.types else st.text(max_size=6)
     elif isinstance(spec, Many):
         size = {"min_size": spec.length, "max_size": spec.length} if spec.length else {"min_size": 1, "max_size": 3}
         out = st.lists(valid(spec.element, cap), **size).map(tuple)

@@ -65,11 +65,10 @@ def ota_aggregate(gradient_sums: torch.Tensor, batch_sizes: Sequence[float], noi
 
 @dataclass
 class RoundMetrics:
-    """What one round measured: mean training loss on the sampled batches (before the update), the squared norm of
-    the noiseless aggregate (1/M) sum_m g_m, and the realised batch sizes."""
+    """What one round measured: mean training loss on the sampled batches (before the update) and the realised batch
+    sizes."""
 
     train_loss: float
-    aggregate_norm2: float
     batch_sizes: np.ndarray
 
 
@@ -100,12 +99,14 @@ class FedSGD:
         self.clip_norm, self.learning_rate = float(clip_norm), float(learning_rate)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.test_data = test_data
+        self._all_x = torch.cat([x for x, _ in self.device_data])  # every local sample, for f(w) and its gradient
+        self._all_y = torch.cat([y for _, y in self.device_data])
         self._velocity = torch.zeros(self.dim)
         #: True once the model diverged (a non-finite loss or weight, e.g. receiver noise sigma_n^2 / (2 eta) far above
         #: the gradients): the model is back at its last weights of finite training loss and trains no more.
         self.diverged = False
         self._good = torch.nn.utils.parameters_to_vector(self.model.parameters()).detach().clone()
-        self._last = RoundMetrics(train_loss=float("nan"), aggregate_norm2=0.0, batch_sizes=np.zeros(0))
+        self._last = RoundMetrics(train_loss=float("nan"), batch_sizes=np.zeros(0))
 
     @property
     def dim(self) -> int:
@@ -132,7 +133,6 @@ class FedSGD:
             return self._last
         self._good = torch.nn.utils.parameters_to_vector(params).detach().clone()
         stacked = torch.stack(sums)
-        clean = (stacked / torch.as_tensor(self.batch_sizes, dtype=stacked.dtype)[:, None]).sum(dim=0) / len(sums)
         r = ota_aggregate(stacked, self.batch_sizes, receiver_noise_std(noise_power_w, receive_scaling), rng)
         with torch.no_grad():
             w = torch.nn.utils.parameters_to_vector(self.model.parameters())
@@ -142,8 +142,7 @@ class FedSGD:
                 self._diverge()
             else:
                 torch.nn.utils.vector_to_parameters(w, params)
-        self._last = RoundMetrics(train_loss=train_loss, aggregate_norm2=float(clean @ clean),
-                                  batch_sizes=np.array(sizes))
+        self._last = RoundMetrics(train_loss=train_loss, batch_sizes=np.array(sizes))
         return self._last
 
     def _diverge(self) -> None:
@@ -153,17 +152,15 @@ class FedSGD:
 
     def train_loss(self) -> float:
         """Mean cross-entropy of the current model over every device's data."""
-        x = torch.cat([x for x, _ in self.device_data])
-        y = torch.cat([y for _, y in self.device_data])
         with torch.no_grad():
-            return float(nn.functional.cross_entropy(self.model(x), y))
+            return float(nn.functional.cross_entropy(self.model(self._all_x), self._all_y))
 
     def gradient_norm2(self) -> float:
         """||grad f(w_t)||^2 over every device's data (:func:`full_gradient_norm2`)."""
-        value = full_gradient_norm2(self.model, self.device_data)
+        value = full_gradient_norm2(self.model, self._all_x, self._all_y)
         if not np.isfinite(value) and not self.diverged:
             self._diverge()
-            value = full_gradient_norm2(self.model, self.device_data)
+            value = full_gradient_norm2(self.model, self._all_x, self._all_y)
         return value
 
     def evaluate(self) -> tuple[float, float]:
@@ -180,11 +177,9 @@ class FedSGD:
             return loss, float((out.argmax(dim=1) == y).float().mean())
 
 
-def full_gradient_norm2(model: nn.Module, device_data: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
+def full_gradient_norm2(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """||grad f(w)||^2 of the global loss f = sum_m (n_m / n) f_m (eq. (2)), the mean cross-entropy over every local
-    sample: the true criterion of (16b) that the surrogate c_t stands for."""
-    x = torch.cat([x for x, _ in device_data])
-    y = torch.cat([y for _, y in device_data])
+    sample (``x``, ``y``: all devices' data): the true criterion of (16b) that the surrogate c_t stands for."""
     params = [p for p in model.parameters() if p.requires_grad]
     grads = torch.autograd.grad(nn.functional.cross_entropy(model(x), y), params)
     return float(sum((g * g).sum() for g in grads))
