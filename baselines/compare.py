@@ -78,6 +78,8 @@ def compare(
     extra_policies: dict[str, PolicySpec] | None = None,
     progress: bool = True,
     fidelity: str = "analytic",
+    dataset: str = "digits",
+    data_dir: str | None = None,
     **overrides: Any,
 ) -> list[dict[str, Any]]:
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
@@ -86,14 +88,16 @@ def compare(
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
     Every row also has the normalised score (:func:`normalized_score`), for which OfflineOptimal is solved on the
     same realisations (once; about 0.25 s per realisation and nu at T = 500). ``fidelity="train"`` also trains the
-    digits model under every policy's noise (calibration runs analytically: the leakage and cost are the same) and
-    adds the final test accuracy (``accuracy``); the scenario's d and n_m then follow the model and data.
+    model of ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs
+    analytically: the leakage and cost are the same) and adds the final test accuracy (``accuracy``) and the test
+    accuracy every T/20 rounds (``accuracy_rounds``, ``accuracy_curve`` and its ``accuracy_curve_ci95``); the
+    scenario's d and n_m then follow the model and data.
     """
     from tqdm.auto import tqdm
 
     scen = get_scenario(scenario, **overrides)
     if fidelity == "train":
-        scen = training_scenario(scen)
+        scen = training_scenario(scen, dataset, data_dir)
     nus = tuple(scen.nu_grid if nus is None else nus)
     table = {**POLICIES, **(extra_policies or {})}
     policies = tuple(policies) + tuple(k for k in (extra_policies or {}) if k not in policies)
@@ -115,7 +119,8 @@ def compare(
         param = None
         if spec.param is not None:
             param, _ = calibrate(lambda p, spec=spec: spec.build(nu, p), scen, real, nu, spec.bracket)
-        result = run_policy(spec.build(nu, param), scen, real, nu=nu, fidelity=fidelity)
+        result = run_policy(spec.build(nu, param), scen, real, nu=nu, fidelity=fidelity, dataset=dataset,
+                            data_dir=data_dir)
         wall = time.perf_counter() - start
         score_all = normalized_score(result.leakage, result.equal_alloc_leakage, optimal_leakage)
         for j, nu_j in enumerate(nus):
@@ -136,8 +141,11 @@ def compare(
             })
             if result.test_accuracy is not None:
                 acc, acc_ci = _ci95(result.test_accuracy[idx])
+                curve = [_ci95(v) for v in result.accuracy_curve[:, idx]]
                 rows[-1].update(accuracy=acc, accuracy_ci95=acc_ci,
-                                accuracy_seeds=[float(v) for v in result.test_accuracy[idx]])
+                                accuracy_seeds=[float(v) for v in result.test_accuracy[idx]],
+                                accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
+                                accuracy_curve=[m for m, _ in curve], accuracy_curve_ci95=[c for _, c in curve])
     return rows
 
 
@@ -205,7 +213,33 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
     fig.tight_layout()
     fig.savefig(png_path, dpi=120)
     plt.close(fig)
-    return [csv_path, json_path, png_path]
+    if "accuracy_curve" not in rows[0]:
+        return [csv_path, json_path, png_path]
+    return [csv_path, json_path, png_path, _save_accuracy_rounds(rows, scenario, out_dir / "compare_accuracy.png")]
+
+
+def _save_accuracy_rounds(rows: list[dict[str, Any]], scenario: Scenario, path: Path) -> Path:
+    """Test accuracy vs rounds (training fidelity): one panel per nu, one line per matched policy, 95% CI bands."""
+    import matplotlib.pyplot as plt
+
+    nus = list(dict.fromkeys(r["nu"] for r in rows))
+    fig, axes = plt.subplots(1, len(nus), figsize=(4.5 * len(nus), 4.0), squeeze=False, sharey=True)
+    for ax, nu in zip(axes[0], nus):
+        for r in (r for r in rows if r["nu"] == nu and r["matched"]):
+            rounds, mean, ci = (np.asarray(r[k], dtype=float) for k in ("accuracy_rounds", "accuracy_curve",
+                                                                         "accuracy_curve_ci95"))
+            ax.plot(rounds, mean, label=r["policy"])
+            ax.fill_between(rounds, mean - ci, np.minimum(mean + ci, 1.0), alpha=0.15)
+        ax.set_title(f"nu = {nu:g}")
+        ax.set_xlabel("rounds played")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{scenario.name}: test accuracy during training ({rows[0]['seeds']} seeds, 95% CI)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def _run_cdpb(args: argparse.Namespace) -> int:
@@ -240,9 +274,9 @@ def _run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     rows = compare(scen, nus, tuple(range(args.seed_start, args.seed_start + args.seeds)),
                    tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress,
-                   fidelity=args.fidelity)
+                   fidelity=args.fidelity, dataset=args.dataset, data_dir=args.data_dir)
     if args.fidelity == "train":
-        scen = training_scenario(scen)
+        scen = training_scenario(scen, args.dataset, args.data_dir)
     print(format_table(rows, scen))
     paths = save(rows, scen, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
@@ -251,7 +285,7 @@ def _run(args: argparse.Namespace) -> int:
 
 #: Options that only one scheme reads, with their defaults.
 _RECEIVE_SCALING_ONLY = {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0,
-                         "fidelity": "analytic"}
+                         "fidelity": "analytic", "dataset": "digits", "data_dir": None}
 _CDPB_ONLY = {"accounting": None}
 
 
@@ -263,6 +297,10 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error(f"--scheme {args.scheme} does not use " + ", ".join("--" + k.replace("_", "-") for k in given))
     if args.correlation is not None and args.fading != "gauss_markov":
         parser.error("--correlation needs --fading gauss_markov")
+    if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None):
+        parser.error("--dataset and --data-dir need --fidelity train")
+    if args.dataset != "digits" and args.data_dir is None:
+        parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
@@ -288,8 +326,12 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
-                   help="train: also train the digits CNN under each policy's noise and report test accuracy "
-                        "(about 70 ms per env and round)")
+                   help="train: also train a real model under each policy's noise and report test accuracy "
+                        "(digits: about 70 ms per env and round)")
+    p.add_argument("--dataset", choices=["digits", "mnist", "cifar10"], default="digits",
+                   help="with --fidelity train: digits (embedded, DigitsCNN), mnist (the paper's CNN) or cifar10 "
+                        "(CifarResNet); the last two read their standard files from --data-dir")
+    p.add_argument("--data-dir", default=None, help="folder of the MNIST IDX files or the CIFAR-10 python batches")
     p.add_argument("--out", type=writable_dir, default="results", help="output folder")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_run, check=_check_scheme_options)

@@ -54,20 +54,27 @@ class EpisodeResult:
     leakage: NDArray
     equal_alloc_leakage: NDArray
     test_accuracy: NDArray | None = None  # fidelity="train": the trained model's final test accuracy
+    #: fidelity="train": the rounds after which the model was evaluated (-1 = the initial model), (E,), and the test
+    #: accuracy then, (E, N)
+    accuracy_rounds: NDArray | None = None
+    accuracy_curve: NDArray | None = None
 
 
 def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
-               dp: bool = True, nu: NDArray | None = None, fidelity: str = "analytic") -> EpisodeResult:
+               dp: bool = True, nu: NDArray | None = None, fidelity: str = "analytic", eval_every: int | None = None,
+               dataset: str = "digits", data_dir: str | None = None) -> EpisodeResult:
     """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``).
 
     ``nu`` (N,) is each env's budget as the env observes it (default: the scenario's); the policy is told its own nu
     when it is built. ``fidelity="train"`` also trains the env's model (the scenario must be the training env's own,
-    whose d and n_m follow the model and data: :func:`training_scenario`) and reports its final test accuracy.
+    whose d and n_m follow the model and data: :func:`training_scenario`) and reports its test accuracy after every
+    ``eval_every`` rounds (default: T/20) and at the end, on ``dataset`` (``data_dir`` for MNIST and CIFAR-10).
     """
     n = realisations.num_envs
+    eval_every = eval_every or max(1, scenario.num_rounds // 20)
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x",
                               dp_orders=DEFAULT_ORDERS if dp else None, fidelity=fidelity,
-                              eval_every=scenario.num_rounds)
+                              eval_every=eval_every, dataset=dataset, data_dir=data_dir)
     if env.scenario != scenario:
         raise ValueError("scenario: with fidelity='train' pass training_scenario(scenario), whose model_dim and "
                          "dataset_size are the trained model's and data's")
@@ -77,10 +84,15 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
     if nu is not None:
         options["nu"] = nu
     obs, info = env.reset(seed=seed, options=options)
-    for _ in range(scenario.num_rounds):
+    curve = [(-1, info["test_accuracy"])] if fidelity == "train" else []
+    for t in range(scenario.num_rounds):
         x = np.broadcast_to(policy.act(obs, info), (n,))
         obs, _, terminated, _, info = env.step(x[:, None])
+        if fidelity == "train" and (t + 1) % eval_every == 0 and t + 1 < scenario.num_rounds:
+            curve.append((t, info["test_accuracy"]))
     final = info["final_info"]
+    if curve:
+        curve.append((scenario.num_rounds - 1, final["test_accuracy"]))
     return EpisodeResult(
         cost_mean=final["convergence_cost_mean"],
         rdp=final["rdp_cumulative"].mean(axis=-1),
@@ -89,12 +101,14 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         leakage=final["leakage_total"],
         equal_alloc_leakage=final["equal_alloc_leakage"],
         test_accuracy=final.get("test_accuracy"),
+        accuracy_rounds=np.array([r for r, _ in curve]) if curve else None,
+        accuracy_curve=np.stack([a for _, a in curve]) if curve else None,
     )
 
 
-def training_scenario(scenario: Scenario) -> Scenario:
-    """``scenario`` as the training fidelity runs it: d and n_m of the trained model and its data."""
-    return OTAPrivacyVectorEnv(1, scenario, fidelity="train").scenario
+def training_scenario(scenario: Scenario, dataset: str = "digits", data_dir: str | None = None) -> Scenario:
+    """``scenario`` as the training fidelity runs it on ``dataset``: d and n_m of the trained model and its data."""
+    return OTAPrivacyVectorEnv(1, scenario, fidelity="train", dataset=dataset, data_dir=data_dir).scenario
 
 
 def calibrate(

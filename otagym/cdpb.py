@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -245,6 +245,10 @@ class RoundPowers:
     def num_reliable(self) -> NDArray:
         """K_t = |K_t|."""
         return self.reliable.sum(axis=-1)
+
+    def row(self, i: int) -> "RoundPowers":
+        """The powers of env ``i`` of a batch (the arrays' leading axis)."""
+        return RoundPowers(**{f.name: getattr(self, f.name)[i] for f in fields(self)})
 
 
 def round_powers(s: CDPBScenario, rho: ArrayLike, gains: ArrayLike, sends_noise: ArrayLike,

@@ -6,6 +6,7 @@ single and the vector environment of :mod:`otagym.env` are thin shells around it
 
 from __future__ import annotations
 
+import os
 from typing import Literal, Sequence, get_args
 
 import numpy as np
@@ -14,8 +15,9 @@ from numpy.typing import NDArray
 
 from otagym.cdpb import (CDPBScenario, convergence_term, participation_probability, round_powers, round_rdp)
 from otagym.channel import ChannelModel, FadingState
+from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
-from otagym.validation import NUM_ENVS, OneOf, Real, Spec, action_array, check_args
+from otagym.validation import NUM_ENVS, PHYSICAL_RANGE, Integer, OneOf, Real, Spec, action_array, check_args
 
 __all__ = ["CDPBRounds", "RhoActionType"]
 
@@ -36,6 +38,12 @@ class CDPBRounds:
         rho_min_ratio: rho(a = -1) / rho_max, in (0, 1) (rho = 0 would make every client reliable and silent).
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
+        fidelity, dataset, data_dir, data_split, data_seed, eval_every: the training fidelity, as for model A
+            (:class:`otagym.env.Rounds`): under ``"train"`` each round also runs Algorithm 1 on a real model
+            (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d follows
+            the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
+        local_steps, local_learning_rate: L full-batch gradient steps per round and their step size, on each reliable
+            client under ``fidelity="train"``.
     """
 
     #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
@@ -43,16 +51,30 @@ class CDPBRounds:
         "action_type": OneOf(get_args(RhoActionType)),
         "rho_min_ratio": Real(1e-12, 1.0, high_open=True),
         "dp_orders": DP_ORDERS,
+        **TRAINING_ARGS,
+        "local_steps": Integer(1, 10_000),
+        "local_learning_rate": Real(0.0, PHYSICAL_RANGE[1], low_open=True),
     }
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
 
     def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = "normalized",
-                 rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS) -> None:
-        args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders)
+                 rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
+                 fidelity: Fidelity = "analytic", dataset: str = "digits", data_dir: str | os.PathLike | None = None,
+                 data_split: str = "iid", data_seed: int = 0, eval_every: int = 10, local_steps: int = 1,
+                 local_learning_rate: float = 0.1) -> None:
+        args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
+                          fidelity=fidelity, dataset=dataset, data_dir=data_dir, data_split=data_split,
+                          data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
+                          local_learning_rate=local_learning_rate)
         action_type, rho_min_ratio, dp_orders = args["action_type"], args["rho_min_ratio"], args["dp_orders"]
         num_envs = NUM_ENVS("num_envs", num_envs)
+        self.fidelity = args["fidelity"]
+        self._local = {"local_steps": args["local_steps"], "learning_rate": args["local_learning_rate"]}
+        self.training = TrainingRuns.create(args, scenario.num_clients, num_envs, scenario.num_rounds)
+        if self.training is not None:  # the powers spread over the d coordinates of the model that is trained
+            scenario = scenario.replace(model_dim=self.training.federation.model_dim)
         if scenario.noise_power_w == 0 and not (scenario.strategy == "noisy" and scenario.artificial_noise
                                                 and scenario.num_clients >= 2 and scenario.client_sampling == 1):
             raise ValueError(
@@ -105,6 +127,13 @@ class CDPBRounds:
         self.last_reliable[rows] = 0.0
         self.last_noise_var[rows] = 0.0
         self._draw_round_state(rng, rows)
+        if self.training is not None:  # a fresh model per new episode (Algorithm 1)
+            from otagym.training import CDPBTraining
+
+            w, local = self.scenario.grad_bound, self._local
+            self.training.reset(rng, rows, lambda fed, child: CDPBTraining(
+                fed.fresh_model(child), fed.device_data, w, local["local_steps"], local["learning_rate"],
+                test_data=fed.test_data))
 
     def _draw_round_state(self, rng: np.random.Generator, rows: NDArray | None = None) -> None:
         self.gains = self.fading.power * self.mean_gain
@@ -167,6 +196,10 @@ class CDPBRounds:
         if self.rdp_orders_sum is not None:
             self.rdp_orders_sum += round_rdp(s, rho, q, others, total, accounting="sgm", orders=self.dp_orders)
         self.term_sum += term
+        if self.training is not None:  # the round of Algorithm 1 on the real model, with these channels and powers
+            gains = self.gains
+            self.training.round(self.t + 1, lambda i, engine, g: engine.round(g, s, float(rho[i]), gains[i],
+                                                                              pw.row(i)))
         tau = s.num_rounds
         reward = -(s.lambda_convergence * 6.0 * term / tau**2 + s.lambda_privacy * (after - before))
         self.t += 1
@@ -195,6 +228,8 @@ class CDPBRounds:
             "epsilon_theorem1": self.rdp_sum["theorem1"].max(axis=-1),
             "utility": s.lambda_convergence * gamma + s.lambda_privacy * after,
         }
+        if self.training is not None:
+            info.update(self.training.info())
         self.last_reliable = k_t / k
         self.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
         terminated = self.t >= s.num_rounds
@@ -229,9 +264,10 @@ class CDPBRounds:
         return np.clip(np.concatenate(cols, axis=1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
-        """Constants of the new episodes (mean gains) and, with CSI feedback, the first round's channel."""
+        """Constants of the new episodes (mean gains), with CSI feedback the first round's channel, and under the
+        training fidelity the initial model's metrics."""
         return {"mean_channel_gain": np.broadcast_to(self.mean_gain, (self.num_envs, self.mean_gain.size)).copy(),
-                **self.next_channel_info()}
+                **self.next_channel_info(), **(self.training.info() if self.training is not None else {})}
 
     def next_channel_info(self) -> dict[str, NDArray]:
         """With ``csi_feedback``: the gains (and sampled clients) of the round the next action applies to; else {}

@@ -8,6 +8,8 @@ pure functions of :mod:`otagym.receive_scaling`, :mod:`otagym.channel` and :mod:
 
 from __future__ import annotations
 
+import os
+
 from typing import Any, Literal, Sequence, get_args
 
 import gymnasium as gym
@@ -19,23 +21,19 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.cdpb import CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
+from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.channel import ChannelModel, FadingState, mean_channel_gain
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, RDPLedger
 from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, budget_action_cost,
                                     normalized_x)
 from otagym.scenario import DISTANCE, POSITIVE, Scenario, get_scenario
-from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, Integer, Many, OneOf, Real, Spec, action_array, check_args,
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, Many, OneOf, Real, Spec, action_array, check_args,
                                real_array)
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "RewardMode", "Scheme", "make_rounds"]
 
 ActionType = Literal["price", "share", "normalized", "x", "eta"]
 RewardMode = Literal["budget", "cmdp", "lagrangian"]
-Fidelity = Literal["analytic", "train"]
-#: Step info of the training fidelity: the round's mean training loss, and the latest evaluation (every
-#: ``eval_every`` rounds and at the last): test loss and accuracy, ||grad f(w)||^2, and the round it followed (-1: the
-#: initial model); ``diverged`` (1.0 once the model diverged and stopped training: see ``otagym.training.FedSGD``).
-TRAIN_KEYS = ("train_loss", "test_loss", "test_accuracy", "gradient_norm2", "evaluated_round", "diverged")
 Scheme = Literal["receive_scaling", "cdpb"]
 
 DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
@@ -71,8 +69,11 @@ class Rounds:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
             (the per-round and cumulative RDP at alpha are always reported).
         fidelity: ``"analytic"`` (the surrogate only) or ``"train"``: every step also trains a real model by FedSGD
-            over the air with the round's eta_t (:mod:`otagym.training`; scikit-learn's digits and ``DigitsCNN``; the
-            scenario's d and n_m follow them), and info adds :data:`TRAIN_KEYS`.
+            over the air with the round's eta_t (:mod:`otagym.training`; the scenario's d and n_m follow the model and
+            the data), and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
+        dataset, data_dir: the data under ``fidelity="train"``: ``"digits"`` (scikit-learn's 8x8 digits, embedded,
+            with ``DigitsCNN``), ``"mnist"`` (the paper's ``MnistCNN``) or ``"cifar10"`` (``CifarResNet``), the last
+            two read from their standard files in ``data_dir`` (nothing is downloaded).
         data_split, data_seed: the devices' data under ``fidelity="train"``: ``"iid"`` or ``"classes"`` (2 classes
             per device), and the seed of the split.
         eval_every: rounds between evaluations (test loss and accuracy, ||grad f||^2) under ``fidelity="train"``.
@@ -89,12 +90,9 @@ class Rounds:
         "price_decades": Real(0.0, 30.0, low_open=True),
         "nu_range": Many(POSITIVE, length=2, optional=True),
         "dp_orders": DP_ORDERS,
-        "fidelity": OneOf(get_args(Fidelity)),
-        "data_split": OneOf(("iid", "classes")),
-        "eval_every": Integer(1, 1_000_000),
+        **TRAINING_ARGS,
         "momentum": Real(0.0, 1.0, high_open=True),
         "weight_decay": Real(0.0, 1.0),
-        "data_seed": Integer(0, 2**32 - 1),
     }
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
@@ -114,17 +112,19 @@ class Rounds:
         nu_range: tuple[float, float] | None = None,
         dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
         fidelity: Fidelity = "analytic",
+        dataset: str = "digits",
+        data_dir: str | os.PathLike | None = None,
         data_split: str = "iid",
+        data_seed: int = 0,
         eval_every: int = 10,
         momentum: float = 0.0,
         weight_decay: float = 0.0,
-        data_seed: int = 0,
     ) -> None:
         args = check_args(self.ARGS, reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
                           reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
                           price_decades=price_decades, nu_range=nu_range, dp_orders=dp_orders, fidelity=fidelity,
-                          data_split=data_split, eval_every=eval_every, momentum=momentum,
-                          weight_decay=weight_decay, data_seed=data_seed)
+                          dataset=dataset, data_dir=data_dir, data_split=data_split, data_seed=data_seed,
+                          eval_every=eval_every, momentum=momentum, weight_decay=weight_decay)
         reward_mode, action_type, reward_lambda = args["reward_mode"], args["action_type"], args["reward_lambda"]
         if reward_mode is None:
             reward_mode = "budget" if action_type is None or action_type in BUDGET_ACTIONS else "cmdp"
@@ -143,19 +143,12 @@ class Rounds:
             raise ValueError(f"nu_range must be (low, high) with low <= high; got {nu_range}")
         dp_orders = args["dp_orders"]
         num_envs = NUM_ENVS("num_envs", num_envs)
-        self.fidelity, self.eval_every = args["fidelity"], args["eval_every"]
+        self.fidelity = args["fidelity"]
         self._train_args = {"momentum": args["momentum"], "weight_decay": args["weight_decay"]}
-        self.federation = None
-        if self.fidelity == "train":  # the scenario's d and n_m follow the model and the data that are trained
-            from otagym.training import digits_federation
-
-            self.federation = digits_federation(scenario.num_devices, np.random.default_rng(args["data_seed"]),
-                                                args["data_split"])
-            scenario = scenario.replace(model_dim=self.federation.model_dim,
-                                        dataset_size=self.federation.dataset_sizes)
-        self.trainers: list[Any] = [None] * int(num_envs)
-        self._train_rngs: list[np.random.Generator | None] = [None] * int(num_envs)
-        self._train_metrics = {k: np.zeros(int(num_envs)) for k in TRAIN_KEYS}
+        self.training = TrainingRuns.create(args, scenario.num_devices, num_envs, scenario.num_rounds)
+        if self.training is not None:  # the scenario's d and n_m follow the model and the data that are trained
+            fed = self.training.federation
+            scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
         self.scenario = scenario
         self.num_rounds = scenario.num_rounds
         self.model = ReceiveScalingModel(scenario)
@@ -249,37 +242,10 @@ class Rounds:
         if self.ledger is not None:
             self.ledger.reset(None if mask is None else rows)
         self._set_gains()
-        if self.federation is not None:
-            self._reset_training(rng, rows)
-
-    def _reset_training(self, rng: np.random.Generator, rows: NDArray) -> None:
-        """A fresh model per new episode, initialised (and later batched and noised) from generators spawned from
-        ``rng``: spawning does not advance ``rng``, so the channels are those of the analytic fidelity."""
-        s = self.scenario
-        for i, child in zip(np.flatnonzero(rows), rng.spawn(int(rows.sum()))):
-            self._train_rngs[i] = child
-            self.trainers[i] = self.federation.engine(child, s.batch_sizes, s.clip_norm, s.learning_rate,
-                                                      **self._train_args)
-            self._evaluate(i, -1)
-            self._train_metrics["train_loss"][i] = self.trainers[i].train_loss()
-
-    def _evaluate(self, i: int, played_round: int) -> None:
-        engine, metrics = self.trainers[i], self._train_metrics
-        metrics["test_loss"][i], metrics["test_accuracy"][i] = engine.evaluate()
-        metrics["gradient_norm2"][i] = engine.gradient_norm2()
-        metrics["evaluated_round"][i] = played_round
-        metrics["diverged"][i] = engine.diverged
-
-    def _train_round(self, eta: NDArray) -> None:
-        """The round's FedSGD update in every env with its eta_t (training fidelity); evaluation every
-        ``eval_every`` rounds and at the last."""
-        for i, engine in enumerate(self.trainers):
-            played = engine.round(self._train_rngs[i], float(eta[i]), self.scenario.noise_power_w)
-            if not engine.diverged:
-                self._train_metrics["train_loss"][i] = played.train_loss
-            self._train_metrics["diverged"][i] = engine.diverged
-            if self.t[i] % self.eval_every == 0 or self.t[i] >= self.num_rounds:
-                self._evaluate(i, int(self.t[i]) - 1)
+        if self.training is not None:  # a fresh model per new episode (FedSGD of §IV-A)
+            s = self.scenario
+            self.training.reset(rng, rows, lambda fed, child: fed.engine(
+                child, s.batch_sizes, s.clip_norm, s.learning_rate, **self._train_args))
 
     def _set_gains(self) -> None:
         if self.trace is not None:
@@ -356,8 +322,9 @@ class Rounds:
         if self.ledger is not None:
             self.ledger.record(class_sigma)
         self.t += 1
-        if self.federation is not None:
-            self._train_round(eta)
+        if self.training is not None:  # the round's FedSGD update with its eta_t
+            noise = s.noise_power_w
+            self.training.round(self.t, lambda i, engine, g: engine.round(g, float(eta[i]), noise).train_loss)
         dc = model.device_class
         info: dict[str, NDArray] = {
             "round": self.t - 1,
@@ -375,8 +342,8 @@ class Rounds:
             "nu": self.nu.copy(),
             "transmit_power_w": model.transmit_power_w(eta, self.gains),
         }
-        if self.federation is not None:
-            info.update({k: v.copy() for k, v in self._train_metrics.items()})
+        if self.training is not None:
+            info.update(self.training.info())
         terminated = self.t >= s.num_rounds
         if terminated.any():
             info["leakage_total"] = self.leak_sum.copy()
@@ -422,8 +389,10 @@ class Rounds:
         return obs.astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
-        """Constants of the new episodes that policies may use (placement, mean gains) and the first channel."""
-        return {"nu": self.nu.copy(), **self.next_channel_info()}
+        """Constants of the new episodes that policies may use (placement, mean gains) and the first channel; under
+        the training fidelity, the initial model's metrics."""
+        return {"nu": self.nu.copy(), **self.next_channel_info(),
+                **(self.training.info() if self.training is not None else {})}
 
     def next_channel_info(self) -> dict[str, NDArray]:
         """The channel of the round the next action applies to, in float64 (the observation has it log-scaled), and

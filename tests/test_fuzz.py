@@ -39,7 +39,7 @@ def fuzz(examples: int) -> settings:
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 #: Caps on sizes (the specs allow far more) so that one example is a few short episodes.
 SIZE_CAPS = {"num_devices": 6, "num_clients": 6, "num_rounds": 4, "max_rounds": 40, "coherence_rounds": 5,
-             "rdp_order": 64, "dataset_size": 10**12}
+             "rdp_order": 64, "dataset_size": 10**12, "local_steps": 3}
 #: Integer dp_orders up to 300: fractional orders are valid, but their series can need 1e5-1e6 terms (q near 1/2,
 #: as Opacus's); they are checked against Opacus, mpmath and their integer neighbours in test_privacy.py.
 ORDERS_FUZZED = Many(Integer(2, 300), optional=True)
@@ -99,8 +99,9 @@ def _scheme_kwargs(scheme: str, broken: bool, fidelity: str = "analytic") -> st.
     # T is always drawn (capped): the presets' 100-500 rounds would make an example slow; the training fidelity
     # (a real model per env) has a test of its own with fewer examples.
     fixed = {"num_rounds": valid(fields["num_rounds"], SIZE_CAPS["num_rounds"])}
-    if "fidelity" in core.ARGS:
-        fixed["fidelity"] = st.just(fidelity)
+    fixed["fidelity"] = st.just(fidelity)
+    if fidelity == "train":  # the embedded digits: MNIST and CIFAR-10 need files (their loaders are tested alone)
+        fixed.update(dataset=st.just("digits"), data_dir=st.none())
     return st.tuples(fuzzed(fields, broken), fuzzed(core.ARGS, broken), st.fixed_dictionaries(fixed)).map(
         lambda parts: {**parts[0], **parts[1], **parts[2]})
 
@@ -151,12 +152,14 @@ def test_any_arguments_are_refused_naming_one_or_play_finite_episodes(scheme, br
 
 
 @fuzz(25)
-@given(broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1), vector=st.booleans())
-def test_training_fidelity_refuses_naming_an_argument_or_plays_finite_episodes(broken, data, seed, vector):
-    kwargs = data.draw(_scheme_kwargs("receive_scaling", broken, fidelity="train"), label="kwargs")
+@given(scheme=st.sampled_from(sorted(SCHEMES)), broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1),
+       vector=st.booleans())
+def test_training_fidelity_refuses_naming_an_argument_or_plays_finite_episodes(scheme, broken, data, seed, vector):
+    kwargs = data.draw(_scheme_kwargs(scheme, broken, fidelity="train"), label="kwargs")
     kwargs["eval_every"] = 1  # evaluate (test accuracy, gradient norm) after every round
     try:
-        env = OTAPrivacyVectorEnv(2, **kwargs) if vector else OTAPrivacyEnv(**kwargs)
+        env = (OTAPrivacyVectorEnv(2, scheme=scheme, **kwargs) if vector
+               else OTAPrivacyEnv(scheme=scheme, **kwargs))
     except (TypeError, ValueError) as err:
         assert _names_an_argument(err, kwargs), err
         return

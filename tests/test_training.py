@@ -227,5 +227,109 @@ def test_compare_with_the_training_fidelity_adds_accuracy(tmp_path):
     for t, a in zip(trained, analytic):
         assert t["rdp"] == a["rdp"] and t["cost_mean"] == a["cost_mean"]
         assert 0.0 <= t["accuracy"] <= 1.0 and len(t["accuracy_seeds"]) == 2 and "accuracy" not in a
+        assert t["accuracy_rounds"] == [0, 1, 2, 3, 4, 5, 6]  # eval every T/20 -> every round, the initial model too
+        assert t["accuracy_curve"][-1] == pytest.approx(t["accuracy"]) and len(t["accuracy_curve_ci95"]) == 7
     assert "test accuracy" in format_table(trained, training_scenario(scen))
+    paths = save(trained, training_scenario(scen), tmp_path)
+    assert (tmp_path / "compare_accuracy.png") in paths and (tmp_path / "compare_accuracy.png").stat().st_size > 0
     assert all(p.exists() for p in save(trained, training_scenario(scen), tmp_path))
+
+
+def _tiny_mnist(folder, n_train=40, n_test=10):
+    from otagym.training.data import MNIST_FILES
+
+    rng = np.random.default_rng(5)
+    for (split, kind), name in MNIST_FILES.items():
+        n = n_train if split == "train" else n_test
+        _write_idx(folder / name, rng.integers(0, 256, (n, 28, 28)) if kind == "images" else rng.integers(0, 10, n))
+
+
+def test_the_env_trains_mnist_from_local_files_and_d_follows_the_model(tmp_path):
+    """dataset="mnist" reads the IDX files of data_dir and trains the paper's CNN: d = 26,010 in the scenario."""
+    from otagym import OTAPrivacyEnv
+
+    _tiny_mnist(tmp_path)
+    env = OTAPrivacyEnv(fidelity="train", dataset="mnist", data_dir=tmp_path, num_devices=4, batch_size=5,
+                        num_rounds=2, eval_every=1)
+    assert env.scenario.model_dim == 26010 and env.scenario.dataset_size == (10, 10, 10, 10)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(np.zeros(1, dtype=np.float32))
+    assert info["evaluated_round"] == 0 and np.isfinite(info["train_loss"])
+    with pytest.raises(ValueError, match="data_dir must name the folder of the mnist files"):
+        OTAPrivacyEnv(fidelity="train", dataset="mnist")
+    with pytest.raises(FileNotFoundError, match="t10k-images-idx3-ubyte"):
+        (tmp_path / "t10k-images-idx3-ubyte").unlink()
+        OTAPrivacyEnv(fidelity="train", dataset="mnist", data_dir=tmp_path, num_devices=4, batch_size=5)
+    with pytest.raises(TypeError, match="data_dir must be a folder path"):
+        OTAPrivacyEnv(fidelity="train", dataset="mnist", data_dir=3)
+
+
+def test_cifar_resnet_has_about_500k_parameters_and_clips_per_sample():
+    """The residual network of about 500k parameters (GroupNorm, no batch norm): per-sample clipped sums are exact
+    (each sample's own gradient, computed alone, clipped, summed)."""
+    from otagym.training import CifarResNet
+
+    torch.manual_seed(0)
+    model = CifarResNet()
+    assert num_parameters(model) == 494_394
+    x, y = torch.randn(3, 3, 32, 32), torch.randint(0, 10, (3,))
+    expected = torch.zeros(num_parameters(model))
+    for i in range(3):
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+        g = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        expected += g * min(1.0, 0.5 / float(g.norm()))
+    torch.testing.assert_close(clipped_gradient_sum(model, x, y, 0.5), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_cdpb_training_applies_the_estimate_18_of_the_clipped_local_updates():
+    """Without artificial noise and with a vanishing receiver noise, g_hat_t (18) is the mean of the reliable
+    clients' clipped updates: theta_t+1 = theta_t + (1/K_t) sum_k clip(theta_k,L - theta_t, W), computed here
+    independently with plain autograd steps."""
+    from otagym.cdpb import get_cdpb_scenario, round_powers
+    from otagym.training import CDPBTraining, make_federation
+
+    s = get_cdpb_scenario("paper-cdpb", num_clients=4, artificial_noise=False, noise_power_w=1e-30, grad_bound=0.05)
+    fed = make_federation("digits", 4, np.random.default_rng(0))
+    engine = CDPBTraining(fed.fresh_model(np.random.default_rng(1)), fed.device_data, s.grad_bound, 2, 0.5)
+    theta = engine.weights().clone()
+    gains = np.array([2.0, 0.001, 1.5, 3.0])
+    rho = 0.5
+    pw = round_powers(s, np.array(rho), gains, np.zeros(4, bool))
+    assert pw.reliable.tolist() == [True, False, True, True]
+    expected = torch.zeros_like(theta)
+    for k in (0, 2, 3):
+        model = fed.make_model()
+        torch.nn.utils.vector_to_parameters(theta.clone(), model.parameters())
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        for _ in range(2):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(fed.device_data[k][0]), fed.device_data[k][1]).backward()
+            opt.step()
+        g = torch.nn.utils.parameters_to_vector(model.parameters()).detach() - theta
+        assert float(g.norm()) > s.grad_bound  # the clip binds
+        expected += g * (s.grad_bound / float(g.norm())) / 3
+    engine.round(np.random.default_rng(2), s, rho, gains, pw)
+    torch.testing.assert_close(engine.weights() - theta, expected, rtol=1e-4, atol=1e-7)
+
+
+def test_cdpb_training_fidelity_leaks_exactly_what_the_analytic_one_does_and_learns():
+    """scheme="cdpb": same seed and actions, identical channels, powers, rewards and RDP (the analytic env given the
+    trained model's d); the trained model learns the digits; replays by seed."""
+    from otagym import OTAPrivacyEnv
+
+    actions = np.random.default_rng(4).uniform(-1, 1, 30)
+    kw = dict(scheme="cdpb", num_clients=20, num_rounds=30)
+    train = OTAPrivacyEnv(fidelity="train", eval_every=10, local_learning_rate=0.5, **kw)
+    analytic = OTAPrivacyEnv(model_dim=train.scenario.model_dim, **kw)
+    assert train.scenario.model_dim == 8714
+    played = _play_with(train, actions, 3)
+    for (o1, r1, i1), (o2, r2, i2) in zip(played, _play_with(analytic, actions, 3)):
+        np.testing.assert_array_equal(o1, o2)
+        assert r1 == r2
+        for key in ("rdp_round", "channel_gain", "reliable", "noise_var", "rho"):
+            np.testing.assert_array_equal(i1[key], i2[key])
+    first, final = played[0][2], played[-1][2]
+    assert final["evaluated_round"] == 29 and final["test_accuracy"] >= 0.5 and final["train_loss"] < first["train_loss"]
+    again = _play_with(train, actions[:3], 3)[-1][2]
+    assert again["train_loss"] == played[2][2]["train_loss"]

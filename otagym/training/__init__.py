@@ -1,16 +1,26 @@
-"""The training fidelity (issue 10, in progress): FedSGD over the air on a real torch model.
+"""The training fidelity: each scheme's federated training over the air on a real torch model.
 
-Imported on demand (torch is optional): ``from otagym.training import FedSGD``. So far this package holds the engine
-of model A (§IV-A of the AdaScale paper): Poisson sampling, per-sample clipping, the device average (10), the
-over-the-air aggregate with its receiver noise (13) and the update (12); the paper's MNIST CNN and a small digits
-model; and scikit-learn's 8x8 digits split over devices. The env integration (``fidelity="train"``), MNIST/CIFAR
-loaders and ``otagym compare --fidelity train`` are not built yet.
+Imported on demand (torch is optional): ``from otagym.training import FedSGD``. The environments use it under
+``fidelity="train"`` (:mod:`otagym.fidelity`).
+
+* :class:`Engine`: what every scheme's engine shares (model, data, metrics, divergence guard).
+* :class:`FedSGD`: model A (§IV-A of the AdaScale paper): Poisson sampling, per-sample clipping, the device
+  average (10), the over-the-air aggregate with its receiver noise (13) and the update (12).
+* :class:`CDPBTraining`: model B (Algorithm 1 of the CDPB paper): local steps, update clipping to W, the received
+  signal (12)/(16) and the estimate (18).
+* Models: :class:`MnistCNN` (the paper's, d = 26,010), :class:`DigitsCNN`, :class:`CifarResNet` (d = 494,394).
+* Data: scikit-learn's 8x8 digits (embedded), MNIST IDX and CIFAR-10 python batches from local files, IID or
+  2-classes-per-device partitions; :func:`make_federation` puts a dataset, its split and its model together.
 """
 
-from otagym.training.data import digits_dataset, partition
-from otagym.training.federation import Federation, digits_federation
-from otagym.training.fedsgd import FedSGD, clipped_gradient_sum, full_gradient_norm2, ota_aggregate, poisson_sample
-from otagym.training.models import DigitsCNN, MnistCNN, num_parameters
+from otagym.training.cdpb import CDPBTraining, clip_to_norm
+from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition, read_idx
+from otagym.training.engine import Engine, full_gradient_norm2, mean_loss_and_accuracy
+from otagym.training.federation import DATASETS, Federation, make_federation
+from otagym.training.fedsgd import FedSGD, clipped_gradient_sum, ota_aggregate, poisson_sample, receiver_noise_std
+from otagym.training.models import CifarResNet, DigitsCNN, MnistCNN, num_parameters
 
-__all__ = ["Federation", "digits_federation", "full_gradient_norm2", "FedSGD", "clipped_gradient_sum", "ota_aggregate", "poisson_sample", "MnistCNN", "DigitsCNN",
-           "num_parameters", "digits_dataset", "partition"]
+__all__ = ["Engine", "FedSGD", "CDPBTraining", "Federation", "DATASETS", "make_federation", "clipped_gradient_sum",
+           "clip_to_norm", "ota_aggregate", "poisson_sample", "receiver_noise_std", "full_gradient_norm2",
+           "mean_loss_and_accuracy", "MnistCNN", "DigitsCNN", "CifarResNet", "num_parameters", "digits_dataset",
+           "partition", "read_idx", "load_mnist", "load_cifar10"]

@@ -9,11 +9,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from otagym.training.data import digits_dataset, partition
+from otagym.fidelity import DATASET_NAMES
+from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition
 from otagym.training.fedsgd import FedSGD
-from otagym.training.models import DigitsCNN, num_parameters
+from otagym.training.models import CifarResNet, DigitsCNN, MnistCNN, num_parameters
+from otagym.validation import OneOf
 
-__all__ = ["Federation", "digits_federation"]
+__all__ = ["Federation", "DATASETS", "make_federation"]
 
 
 @dataclass
@@ -34,19 +36,37 @@ class Federation:
         """d of the model trained."""
         return num_parameters(self.make_model())
 
-    def engine(self, rng: np.random.Generator, batch_sizes, clip_norm: float, learning_rate: float, *,
-               momentum: float = 0.0, weight_decay: float = 0.0) -> FedSGD:
-        """A :class:`FedSGD` on a fresh model whose initial weights are drawn from ``rng`` (torch's global generator
-        is left as it was)."""
+    def fresh_model(self, rng: np.random.Generator) -> nn.Module:
+        """A new model whose initial weights are drawn from ``rng`` (torch's global generator is left as it was)."""
         with torch.random.fork_rng():
             torch.manual_seed(int(rng.integers(2**63 - 1)))
-            model = self.make_model()
-        return FedSGD(model, self.device_data, batch_sizes, clip_norm, learning_rate, momentum=momentum,
-                      weight_decay=weight_decay, test_data=self.test_data)
+            return self.make_model()
+
+    def engine(self, rng: np.random.Generator, batch_sizes, clip_norm: float, learning_rate: float, *,
+               momentum: float = 0.0, weight_decay: float = 0.0) -> FedSGD:
+        """Model A's :class:`FedSGD` on :meth:`fresh_model`."""
+        return FedSGD(self.fresh_model(rng), self.device_data, batch_sizes, clip_norm, learning_rate,
+                      momentum=momentum, weight_decay=weight_decay, test_data=self.test_data)
 
 
-def digits_federation(num_devices: int, rng: np.random.Generator, split: str = "iid") -> Federation:
-    """scikit-learn's 8x8 digits (80% train split over ``num_devices`` devices, 20% test) and :class:`DigitsCNN`."""
-    x, y, x_test, y_test = digits_dataset(rng)
+#: The datasets of the training fidelity and their models: scikit-learn's 8x8 digits (embedded) with
+#: :class:`DigitsCNN`, MNIST with the paper's :class:`MnistCNN`, CIFAR-10 with :class:`CifarResNet`.
+DATASETS = dict(zip(DATASET_NAMES, (DigitsCNN, MnistCNN, CifarResNet)))
+
+
+def make_federation(dataset: str, num_devices: int, rng: np.random.Generator, *, split: str = "iid",
+                    data_dir: str | None = None) -> Federation:
+    """``dataset``'s training split over ``num_devices`` devices (:func:`partition`), its test split and its model
+    (:data:`DATASETS`). ``"digits"`` is embedded (an 80/20 split drawn with ``rng``); ``"mnist"`` and ``"cifar10"``
+    read their standard files from ``data_dir`` (:func:`load_mnist`, :func:`load_cifar10`; nothing is downloaded)."""
+    dataset = OneOf(tuple(DATASETS))("dataset", dataset)
+    if dataset == "digits":
+        x, y, x_test, y_test = digits_dataset(rng)
+    elif data_dir is None:
+        raise ValueError(f"data_dir must name the folder of the {dataset} files with dataset={dataset!r} (nothing is "
+                         "downloaded); got None")
+    else:
+        x, y, x_test, y_test = (load_mnist if dataset == "mnist" else load_cifar10)(data_dir)
     parts = partition(y.numpy(), num_devices, rng, split=split)
-    return Federation([(x[p], y[p]) for p in parts], (x_test, y_test), DigitsCNN)
+    return Federation([(x[p], y[p]) for p in parts], (x_test, y_test), DATASETS[dataset])
+

@@ -4,8 +4,8 @@ One round: every device Poisson-samples its batch with rate q_m = B_m / n_m, cli
 and sends g_m = (1 / B_m) sum_i clip(g_i) (10) (divided by the *expected* batch size, as the paper's accounting
 assumes); with channel inversion the server's processed signal is r = (1/M) sum_m g_m + n, n ~ N(0, sigma_n^2 /
 (2 eta_t) I_d) (13), and the model moves by w <- w - lambda r (12) (optionally with momentum and weight decay, the
-paper's CIFAR setup). A model that diverges (non-finite loss or weights: noise far above the gradients) is put back at
-its last weights of finite training loss and trains no more (``FedSGD.diverged``); its metrics stay finite. The receiver noise is the privacy noise: it is the same sigma_n^2 / (2 eta_t) that gives device m
+paper's CIFAR setup). A model that diverges stops training (:class:`~otagym.training.engine.Engine`). The receiver
+noise is the privacy noise: it is the same sigma_n^2 / (2 eta_t) that gives device m
 the noise multiplier of eq. (25), so the env's accounting holds for this training exactly.
 
 Randomness comes only from the ``numpy.random.Generator`` passed in (batches and receiver noise).
@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
+
+from otagym.training.engine import Engine, full_gradient_norm2
 
 __all__ = ["poisson_sample", "clipped_gradient_sum", "receiver_noise_std", "ota_aggregate", "full_gradient_norm2",
            "FedSGD"]
@@ -72,8 +74,8 @@ class RoundMetrics:
     batch_sizes: np.ndarray
 
 
-class FedSGD:
-    """The model, the devices' data and the update rule of model A's training fidelity.
+class FedSGD(Engine):
+    """Model A's training fidelity: the update rule of §IV-A on an :class:`~otagym.training.engine.Engine`.
 
     Args:
         model: a torch module without batch norm (per-sample clipping).
@@ -90,28 +92,15 @@ class FedSGD:
                  weight_decay: float = 0.0, test_data: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         if len(batch_sizes) != len(device_data):
             raise ValueError(f"batch_sizes must have one entry per device ({len(device_data)}); got {len(batch_sizes)}")
-        self.model = model
-        self.device_data = list(device_data)
+        super().__init__(model, device_data, test_data)
         self.batch_sizes = np.asarray(batch_sizes, dtype=float)
         self.rates = self.batch_sizes / np.array([len(y) for _, y in self.device_data])
         if not np.all((self.rates > 0) & (self.rates <= 1)):
             raise ValueError(f"batch_sizes must lie in (0, n_m] (q_m = B_m / n_m in (0, 1]); got q = {self.rates}")
         self.clip_norm, self.learning_rate = float(clip_norm), float(learning_rate)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
-        self.test_data = test_data
-        self._all_x = torch.cat([x for x, _ in self.device_data])  # every local sample, for f(w) and its gradient
-        self._all_y = torch.cat([y for _, y in self.device_data])
         self._velocity = torch.zeros(self.dim)
-        #: True once the model diverged (a non-finite loss or weight, e.g. receiver noise sigma_n^2 / (2 eta) far above
-        #: the gradients): the model is back at its last weights of finite training loss and trains no more.
-        self.diverged = False
-        self._good = torch.nn.utils.parameters_to_vector(self.model.parameters()).detach().clone()
         self._last = RoundMetrics(train_loss=float("nan"), batch_sizes=np.zeros(0))
-
-    @property
-    def dim(self) -> int:
-        """d, the number of trained parameters."""
-        return sum(p.numel() for p in self.model.parameters())
 
     def round(self, rng: np.random.Generator, receive_scaling: float, noise_power_w: float) -> RoundMetrics:
         """One FedSGD round over the air with receive scaling eta_t (``receive_scaling``) and receiver noise power
@@ -127,59 +116,13 @@ class FedSGD:
                 with torch.no_grad():
                     losses.append(float(nn.functional.cross_entropy(self.model(x[idx]), y[idx], reduction="sum")))
         train_loss = sum(losses) / max(sum(sizes), 1)
-        params = list(self.model.parameters())
-        if not np.isfinite(train_loss):
-            self._diverge()
+        if not self._checkpoint(train_loss):
             return self._last
-        self._good = torch.nn.utils.parameters_to_vector(params).detach().clone()
-        stacked = torch.stack(sums)
-        r = ota_aggregate(stacked, self.batch_sizes, receiver_noise_std(noise_power_w, receive_scaling), rng)
-        with torch.no_grad():
-            w = torch.nn.utils.parameters_to_vector(self.model.parameters())
-            self._velocity = self.momentum * self._velocity + r + self.weight_decay * w
-            w = w - self.learning_rate * self._velocity
-            if not torch.isfinite(w).all():
-                self._diverge()
-            else:
-                torch.nn.utils.vector_to_parameters(w, params)
+        r = ota_aggregate(torch.stack(sums), self.batch_sizes, receiver_noise_std(noise_power_w, receive_scaling), rng)
+        w = self.weights()
+        self._velocity = self.momentum * self._velocity + r + self.weight_decay * w
+        self._apply(w - self.learning_rate * self._velocity)
         self._last = RoundMetrics(train_loss=train_loss, batch_sizes=np.array(sizes))
         return self._last
 
-    def _diverge(self) -> None:
-        with torch.no_grad():
-            torch.nn.utils.vector_to_parameters(self._good, self.model.parameters())
-        self.diverged = True
 
-    def train_loss(self) -> float:
-        """Mean cross-entropy of the current model over every device's data."""
-        with torch.no_grad():
-            return float(nn.functional.cross_entropy(self.model(self._all_x), self._all_y))
-
-    def gradient_norm2(self) -> float:
-        """||grad f(w_t)||^2 over every device's data (:func:`full_gradient_norm2`)."""
-        value = full_gradient_norm2(self.model, self._all_x, self._all_y)
-        if not np.isfinite(value) and not self.diverged:
-            self._diverge()
-            value = full_gradient_norm2(self.model, self._all_x, self._all_y)
-        return value
-
-    def evaluate(self) -> tuple[float, float]:
-        """(mean cross-entropy, accuracy) on the test data."""
-        if self.test_data is None:
-            raise ValueError("evaluate needs test_data")
-        x, y = self.test_data
-        with torch.no_grad():
-            out = self.model(x)
-            loss = float(nn.functional.cross_entropy(out, y))
-            if not np.isfinite(loss) and not self.diverged:
-                self._diverge()
-                return self.evaluate()
-            return loss, float((out.argmax(dim=1) == y).float().mean())
-
-
-def full_gradient_norm2(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """||grad f(w)||^2 of the global loss f = sum_m (n_m / n) f_m (eq. (2)), the mean cross-entropy over every local
-    sample (``x``, ``y``: all devices' data): the true criterion of (16b) that the surrogate c_t stands for."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(nn.functional.cross_entropy(model(x), y), params)
-    return float(sum((g * g).sum() for g in grads))

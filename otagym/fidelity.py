@@ -1,0 +1,104 @@
+"""The training fidelity beside a scheme's batched core: per-env engines, their metrics and the arguments that choose
+the data (torch is imported only when ``fidelity="train"``).
+
+Both schemes' cores (:class:`otagym.env.Rounds`, :class:`otagym.cdpb_env.CDPBRounds`) hold a :class:`TrainingRuns`
+when ``fidelity="train"`` and call it at reset and after each round with a function that plays their own round on
+an engine (:class:`otagym.training.FedSGD` for model A, :class:`otagym.training.CDPBTraining` for model B). The
+channels, the action mapping and the accounting are the analytic fidelity's: engines take their randomness from
+generators spawned from the env's, and spawning does not advance it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Literal, get_args
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otagym.validation import Integer, OfType, OneOf, Spec
+
+__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "TrainingRuns"]
+
+Fidelity = Literal["analytic", "train"]
+#: Datasets of the training fidelity (their models: :data:`otagym.training.federation.DATASETS`).
+DATASET_NAMES = ("digits", "mnist", "cifar10")
+#: Step info of the training fidelity: the round's training loss, and the latest evaluation (every ``eval_every``
+#: rounds and at the last; ``evaluated_round`` = the round after which it was taken, -1 = the initial model);
+#: ``diverged`` (1.0 once the model diverged and stopped training: see ``otagym.training.Engine``).
+TRAIN_KEYS = ("train_loss", "test_loss", "test_accuracy", "gradient_norm2", "evaluated_round", "diverged")
+#: The env arguments of the training fidelity shared by every scheme (defaults in :data:`TRAINING_DEFAULTS`).
+TRAINING_ARGS: dict[str, Spec] = {
+    "fidelity": OneOf(get_args(Fidelity)),
+    "dataset": OneOf(DATASET_NAMES),
+    "data_dir": OfType((str, os.PathLike, type(None)), "a folder path (str or os.PathLike) or None",
+                       lambda v: None if v is None else os.fspath(v)),
+    "data_split": OneOf(("iid", "classes")),
+    "data_seed": Integer(0, 2**32 - 1),
+    "eval_every": Integer(1, 1_000_000),
+}
+TRAINING_DEFAULTS: dict[str, Any] = {"fidelity": "analytic", "dataset": "digits", "data_dir": None,
+                                     "data_split": "iid", "data_seed": 0, "eval_every": 10}
+
+#: ``play(i, engine, rng) -> train_loss``: one round of env ``i`` on its engine, with its generator.
+Play = Callable[[int, Any, np.random.Generator], float]
+
+
+class TrainingRuns:
+    """One engine per env of a batched core, and the metrics of :data:`TRAIN_KEYS` as arrays (N,).
+
+    Args:
+        args: the checked :data:`TRAINING_ARGS` (``fidelity`` must be ``"train"``).
+        num_devices: devices (clients) the data is split over.
+        num_envs: N.
+        num_rounds: T, rounds per episode (an evaluation follows the last).
+    """
+
+    def __init__(self, args: dict[str, Any], num_devices: int, num_envs: int, num_rounds: int) -> None:
+        from otagym.training import make_federation
+
+        self.federation = make_federation(args["dataset"], num_devices, np.random.default_rng(args["data_seed"]),
+                                          split=args["data_split"], data_dir=args["data_dir"])
+        self.eval_every, self.num_rounds = args["eval_every"], num_rounds
+        self.engines: list[Any] = [None] * num_envs
+        self._rngs: list[np.random.Generator | None] = [None] * num_envs
+        self.metrics = {k: np.zeros(num_envs) for k in TRAIN_KEYS}
+
+    @staticmethod
+    def create(args: dict[str, Any], num_devices: int, num_envs: int, num_rounds: int) -> "TrainingRuns | None":
+        """A :class:`TrainingRuns` under ``fidelity="train"``, else None."""
+        if args["fidelity"] != "train":
+            return None
+        return TrainingRuns(args, num_devices, num_envs, num_rounds)
+
+    def reset(self, rng: np.random.Generator, rows: NDArray, make_engine: Callable[[Any, np.random.Generator], Any]
+              ) -> None:
+        """A fresh engine ``make_engine(federation, child)`` for each env in ``rows``, each with its own generator
+        spawned from ``rng`` (which is not advanced), then its initial evaluation."""
+        for i, child in zip(np.flatnonzero(rows), rng.spawn(int(np.sum(rows)))):
+            self._rngs[i] = child
+            self.engines[i] = make_engine(self.federation, child)
+            self._evaluate(i, -1)
+            self.metrics["train_loss"][i] = self.engines[i].train_loss()
+
+    def round(self, played: NDArray, play: Play) -> None:
+        """Play one round in every env (``play``); evaluate every ``eval_every`` rounds and after the last.
+        ``played`` (N,): rounds played so far, this one included."""
+        for i, engine in enumerate(self.engines):
+            loss = play(i, engine, self._rngs[i])
+            if not engine.diverged:
+                self.metrics["train_loss"][i] = loss
+            self.metrics["diverged"][i] = engine.diverged
+            if played[i] % self.eval_every == 0 or played[i] >= self.num_rounds:
+                self._evaluate(i, int(played[i]) - 1)
+
+    def _evaluate(self, i: int, played_round: int) -> None:
+        engine, metrics = self.engines[i], self.metrics
+        metrics["test_loss"][i], metrics["test_accuracy"][i] = engine.evaluate()
+        metrics["gradient_norm2"][i] = engine.gradient_norm2()
+        metrics["evaluated_round"][i] = played_round
+        metrics["diverged"][i] = engine.diverged
+
+    def info(self) -> dict[str, NDArray]:
+        """The metrics, copied for a step's info."""
+        return {k: v.copy() for k, v in self.metrics.items()}
