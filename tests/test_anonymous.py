@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import math
 
+import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
 from opacus.accountants.analysis.rdp import compute_rdp
 from scipy import integrate, stats
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
+from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.anonymous import (advanced_composition, advanced_composition_curve, clip_gradients, composed_epsilon,
                               device_level_rdp, gaussian_epsilon, get_anonymous_scenario, noise_multiplier,
                               over_the_air, participation_from_threshold, per_device_noise_var, rdp_theorem1,
                               received_noise_var, round_rdp, theorem1_conditions, threshold_for_participation)
-from otagym.privacy import OPACUS_ORDERS, rdp_sgm
+from otagym.privacy import OPACUS_ORDERS, rdp_sgm, rdp_to_dp
 
 DELTA = 1e-5
 
@@ -162,3 +166,142 @@ def test_advanced_composition_as_in_dwork_roth():
     manual = math.sqrt(200 * math.log(1 / (0.5 * DELTA))) * e0 + 100 * e0 * math.expm1(e0)
     assert float(advanced_composition(e0, 100, 0.5 * DELTA)) == pytest.approx(manual, rel=1e-14)
     assert float(advanced_composition_curve(100, DELTA)) <= manual  # the best split is no worse than the half
+
+
+# --- environment -------------------------------------------------------------------------------------------------
+SHORT = dict(scheme="anonymous", num_rounds=12)
+
+
+@pytest.mark.parametrize("action_type", ["normalized", "sigma"])
+def test_env_passes_both_checkers_and_vectorises(action_type):
+    env = gym.make(ENV_ID, action_type=action_type, **SHORT)
+    gym_check_env(env.unwrapped, skip_render_check=True)
+    sb3_check_env(gym.make(ENV_ID, action_type=action_type, **SHORT).unwrapped, warn=False)
+    venv = gym.make_vec(ENV_ID, num_envs=3, vectorization_mode="vector_entry_point", action_type=action_type, **SHORT)
+    obs, _ = venv.reset(seed=0)
+    assert obs.shape == (3,) + env.observation_space.shape
+    for t in range(13):  # one autoreset, at the 12th step
+        obs, reward, terminated, _, info = venv.step(venv.action_space.sample())
+        assert venv.observation_space.contains(obs) and np.isfinite(reward).all()
+        assert terminated.all() == (t == 11) == ("final_info" in info)
+        if t == 11:
+            assert info["final_info"]["dp_epsilon"].shape == (3,) and np.all(obs[:, 0] == 0)
+
+
+def _episode(seed: int, **kwargs):
+    env = OTAPrivacyEnv(**{**SHORT, **kwargs})
+    obs, _ = env.reset(seed=seed)
+    trace = [obs]
+    for a in np.linspace(-1, 1, 12):
+        obs, r, terminated, truncated, info = env.step(np.array([a], np.float32))
+        trace.append((obs, r, {k: np.copy(v) for k, v in info.items()}))
+    assert terminated and not truncated
+    return trace
+
+
+def _same(x, y) -> bool:
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, tuple):
+        return all(_same(a, b) for a, b in zip(x, y))
+    return np.array_equal(x, y)
+
+
+def test_same_seed_same_trajectory_and_return_is_minus_utility():
+    one, two, other = _episode(7), _episode(7), _episode(8)
+    assert all(_same(a, b) for a, b in zip(one, two))
+    assert not all(_same(a, b) for a, b in zip(one, other))
+    rewards = [step[1] for step in one[1:]]
+    info = one[-1][2]
+    np.testing.assert_allclose(sum(rewards), -info["utility"], rtol=1e-12)
+    assert np.isfinite(info["dp_epsilon"]) and info["dp_epsilon"] > 0
+
+
+def test_vector_env_of_one_is_the_single_env():
+    venv = OTAPrivacyVectorEnv(1, **SHORT)
+    vobs, _ = venv.reset(seed=3)
+    env = OTAPrivacyEnv(**SHORT)
+    obs, _ = env.reset(seed=3)
+    np.testing.assert_array_equal(vobs[0], obs)
+    for a in np.linspace(-1, 1, 11):
+        vobs, vr, *_ = venv.step(np.array([[a]], np.float32))
+        obs, r, *_ = env.step(np.array([a], np.float32))
+        np.testing.assert_array_equal(vobs[0], obs)
+        assert vr[0] == r
+
+
+def test_env_rounds_follow_the_protocol_and_the_accounting_is_opacus():
+    """Over 64 x 40 rounds: E[a(t)] = N p and E[b_t] = N p n q (within 4.5 standard errors); the noise at the server is
+    sigma^2 whenever someone transmits; every round's RDP equals Opacus's at rate p q and sigma b_t / (2L), and the
+    episode's eps is otagym.privacy.rdp_to_dp of their sums."""
+    s = get_anonymous_scenario(num_devices=30, participation=0.3, sampling_rate=0.2, dataset_size=50, clip_norm=2.0,
+                               num_rounds=40)
+    venv = OTAPrivacyVectorEnv(64, s, scheme="anonymous", action_type="sigma", dp_orders=(2, 8, 32))
+    venv.reset(seed=4)
+    a, b, rdp = [], [], np.zeros((64, 3))
+    for t in range(40):
+        sigma = np.full((64, 1), 0.02 * (1 + t % 3))
+        *_, info = venv.step(sigma)
+        info = info.get("final_info", info)
+        a.append(info["participants"])
+        b.append(info["batch_size"])
+        np.testing.assert_array_equal(info["participants"], info["participating"].sum(axis=1))
+        np.testing.assert_allclose(info["received_noise_var"], np.where(info["participants"] > 0, sigma[:, 0]**2, 0))
+        for k in range(0, 64, 16):
+            ref = compute_rdp(q=0.06, noise_multiplier=sigma[k, 0] * b[-1][k] / 4.0, steps=1, orders=[2, 8, 32])
+            np.testing.assert_allclose(info["rdp_round"][k], ref[1], rtol=1e-9)
+            rdp[k] += ref
+    for draws, mean in ((np.ravel(a), 30 * 0.3), (np.ravel(b), 30 * 0.3 * 50 * 0.2)):
+        assert abs(draws.mean() - mean) < 4.5 * draws.std(ddof=1) / math.sqrt(draws.size), (draws.mean(), mean)
+    np.testing.assert_allclose(info["dp_epsilon"][::16], rdp_to_dp(rdp[::16], [2, 8, 32], s.delta)[0], rtol=1e-9)
+
+
+def test_channel_noise_enters_the_convergence_term_but_not_the_accounting():
+    clean, noisy = _episode(5), _episode(5, channel_noise_var=0.5)
+    for (_, _, c), (_, _, n) in zip(clean[1:], noisy[1:]):
+        assert np.array_equal(c["rdp_round"], n["rdp_round"]) and np.array_equal(c["rdp_round_device"],
+                                                                                 n["rdp_round_device"])
+        np.testing.assert_allclose(n["convergence_term"] - c["convergence_term"], 26_010 * 0.5, rtol=1e-12)
+    assert clean[-1][2]["dp_epsilon"] == noisy[-1][2]["dp_epsilon"]
+
+
+def test_device_accounting_is_reported_and_can_drive_the_reward():
+    sampled, device = _episode(2), _episode(2, accounting="device")
+    for (_, _, s), (_, _, d) in zip(sampled[1:], device[1:]):
+        assert np.all(s["rdp_round_device"] >= s["rdp_round_sampled"])
+        assert d["rdp_round"] == d["rdp_round_device"] and s["rdp_round"] == s["rdp_round_sampled"]
+    assert device[-1][2]["dp_epsilon"] > sampled[-1][2]["dp_epsilon"]
+
+
+def test_normalized_action_spans_the_noise_multiplier_range():
+    env = OTAPrivacyEnv(noise_multiplier_range=(0.5, 8.0), **SHORT)
+    env.reset(seed=0)
+    unit = env.scenario.sigma_unit
+    for a, z in ((-1.0, 0.5), (0.0, 2.0), (1.0, 8.0)):
+        *_, info = env.step(np.array([a], np.float32))
+        np.testing.assert_allclose(info["sigma"], z * unit, rtol=1e-6)
+
+
+def test_bad_input_names_the_parameter_and_its_range():
+    for field, value, allowed in (("participation", 0.0, r"in \(0, 1\]"), ("sampling_rate", 1.5, r"in \(0, 1\]"),
+                                  ("num_devices", 0, r"in \[1, 100000\]"), ("clip_norm", -1.0, "in \\[1e-30"),
+                                  ("accounting", "pq", "'sampled', 'device'"), ("delta", 1.0, r"in \(0, 1\)")):
+        with pytest.raises(ValueError, match=f"AnonymousScenario.{field} must be .*{allowed}"):
+            OTAPrivacyEnv(scheme="anonymous", **{field: value})
+    with pytest.raises(TypeError, match="AnonymousScenario.dataset_size must be an integer"):
+        get_anonymous_scenario(dataset_size="600")
+    with pytest.raises(ValueError, match=r"learning_rate must be <= 1/smoothness = 0.5"):
+        get_anonymous_scenario(smoothness=2.0, learning_rate=0.6)
+    with pytest.raises(ValueError, match=r"noise_multiplier_range must be \(low, high\) with low < high"):
+        OTAPrivacyEnv(scheme="anonymous", noise_multiplier_range=(5.0, 1.0))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nu'.*AnonymousScenario"):
+        OTAPrivacyEnv(scheme="anonymous", nu=0.1)
+    env = OTAPrivacyEnv(action_type="sigma", **SHORT)
+    env.reset(seed=0)
+    for sigma in (0.0, -1.0, np.nan, 1e31):
+        with pytest.raises(ValueError, match=r"action \(sigma\) must lie in \[1e-30, 1e\+30\]"):
+            env.step(np.array([sigma]))
+    env = OTAPrivacyEnv(**SHORT)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action \(normalized\) must lie in \[-1, 1\]"):
+        env.step(np.array([1.5], np.float32))
