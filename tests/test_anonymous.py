@@ -13,6 +13,8 @@ from opacus.accountants.analysis.rdp import compute_rdp
 from scipy import integrate, stats
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
+from baselines import CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
+from baselines.anonymous import BatchEpisodes
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.anonymous import (advanced_composition, advanced_composition_curve, clip_gradients, composed_epsilon,
                               device_level_rdp, gaussian_epsilon, get_anonymous_scenario, noise_multiplier,
@@ -305,3 +307,54 @@ def test_bad_input_names_the_parameter_and_its_range():
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"action \(normalized\) must lie in \[-1, 1\]"):
         env.step(np.array([1.5], np.float32))
+
+
+# --- policies ----------------------------------------------------------------------------------------------------
+ORDERS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+def _final_epsilons(s, policy, episodes: int, seed: int) -> np.ndarray:
+    venv = OTAPrivacyVectorEnv(episodes, s, scheme="anonymous", action_type="sigma", dp_orders=ORDERS)
+    obs, info = venv.reset(seed=seed)
+    policy.reset(s, seed=seed)
+    for _ in range(s.num_rounds):
+        obs, _, terminated, _, info = venv.step(policy.act(obs, info))
+    assert terminated.all()
+    return info["final_info"]["dp_epsilon"]
+
+
+def test_calibrated_sigma_meets_the_target_with_its_confidence():
+    """The calibrated sigma is the least one whose simulated eps quantile meets the target; played in the env on
+    fresh channels, the share of episodes within the target matches the confidence (binomial 3-sigma band)."""
+    s = get_anonymous_scenario(num_rounds=100)
+    for confidence in (0.5, 0.9):
+        policy = CalibratedSigma(2.0, confidence=confidence, orders=ORDERS, episodes=48)
+        policy.reset(s)
+        sim = BatchEpisodes(s, np.random.default_rng(0), 48)
+        quantile = [np.quantile(sim.epsilons(policy.sigma * f, orders=np.array(ORDERS)), confidence,
+                                method="inverted_cdf") for f in (1.0, 1 - 1e-5)]
+        assert quantile[0] <= 2.0 < quantile[1]
+        share = np.mean(_final_epsilons(s, policy, 48, seed=11) <= 2.0)
+        assert abs(share - confidence) <= 3 * math.sqrt(confidence * (1 - confidence) / 48) + 1e-9, share
+
+
+def test_calibration_orders_and_errors():
+    s = get_anonymous_scenario(num_rounds=50)
+    sigmas = [calibrate_sigma(s, 2.0, confidence=c, orders=ORDERS, episodes=16) for c in (0.5, 0.95)]
+    assert sigmas[0] < sigmas[1] < calibrate_sigma(s, 2.0, confidence=0.95, orders=ORDERS, episodes=16,
+                                                   accounting="device")
+    assert calibrate_sigma(s, 4.0, orders=ORDERS, episodes=16) < sigmas[1]
+    with pytest.raises(ValueError, match="target_epsilon must be reachable"):
+        calibrate_sigma(s, 1e-9, orders=ORDERS, episodes=4)
+    with pytest.raises(ValueError, match="confidence must lie in"):
+        calibrate_sigma(s, 2.0, confidence=1.0)
+
+
+def test_paper_setting_and_constant_sigma():
+    s = get_anonymous_scenario()
+    paper = PaperSetting()
+    paper.reset(s)
+    assert float(noise_multiplier(paper.sigma, s.clip_norm, s.expected_batch)) == pytest.approx(1.0, rel=1e-14)
+    np.testing.assert_array_equal(ConstantSigma(0.3).act(np.zeros((4, 3)), {}), np.full((4, 1), 0.3))
+    eps = _final_epsilons(s.replace(num_rounds=30), paper, 4, seed=0)
+    assert np.all(np.isfinite(eps) & (eps > 0))
