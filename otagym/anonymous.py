@@ -250,8 +250,9 @@ def noise_multiplier(sigma: ArrayLike, clip_norm: float, batch: ArrayLike) -> ND
     This is the noise multiplier of an add/remove sampled Gaussian mechanism of sensitivity 2L / b_t. It is also the
     right one for the substitution pairs of the averaged batch: the pair ((1-r) N(0) + r N(v), N(0)) with
     ||v|| = 2L/b_t occurs (g(x') equal to the average of the rest), and the antipodal pair
-    ((1-r) N(0) + r N(v), (1-r) N(0) + r N(-v)), ||v|| = L/b_t, stays below it (numerical integration over
-    r in [0.01, 0.5], ||v|| / sigma in [0.25, 2], alpha in [2, 16]: at most 0.9 of it; docs/anonymous.md).
+    ((1-r) N(0) + r N(v), (1-r) N(0) + r N(-v)), ||v|| = L/b_t, stays below it and above the SGM at L/b_t
+    (numerical integration over r in [0.01, 0.5], ||v|| / sigma in [0.25, 2], alpha in [2, 16]: at most 0.9 of it;
+    ``tests/test_anonymous.py`` checks four points).
     """
     b = np.asarray(batch, dtype=float)
     with np.errstate(divide="ignore"):

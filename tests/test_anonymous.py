@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from opacus.accountants.analysis.rdp import compute_rdp
-from scipy import integrate, stats
+from scipy import integrate, special, stats
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from baselines import CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
@@ -74,6 +74,20 @@ def test_sampled_accounting_is_opacus_at_rate_pq_and_sigma_b_over_2l():
         ref = compute_rdp(q=0.015, noise_multiplier=sigma * b / 1.4, steps=1, orders=[2, 5, 32, 2.5])
         np.testing.assert_allclose(ours[k], ref, rtol=1e-9)
     assert np.all(ours[3] == 0)  # an empty batch carries no data
+
+
+@pytest.mark.parametrize("rate, shift, order", [(0.01, 0.5, 8), (0.1, 0.25, 16), (0.3, 1.0, 4), (0.5, 0.5, 2)])
+def test_sensitivity_2l_over_b_covers_the_substitution_pairs(rate, shift, order):
+    """Replacing an example of the averaged batch gives the pair (1-r) N(0) + r N(v) vs (1-r) N(0) + r N(-v),
+    ||v|| = L/b_t (unit noise here): its RDP, by quadrature, lies below the add/remove SGM at sensitivity 2L/b_t
+    (sigma' = sigma b_t/(2L)) and above the one at L/b_t, so the factor 2 of Delta f is needed and enough."""
+    x = np.linspace(-60.0, 60.0, 240_001)
+    def log_mix(m: float) -> np.ndarray:
+        return np.logaddexp(math.log1p(-rate) + stats.norm.logpdf(x), math.log(rate) + stats.norm.logpdf(x, m))
+    pair = special.logsumexp(order * log_mix(shift) + (1 - order) * log_mix(-shift) + math.log(x[1] - x[0]))
+    pair /= order - 1
+    assert float(rdp_sgm(q=rate, noise_multiplier=1 / shift, orders=order)) < pair
+    assert pair < float(rdp_sgm(q=rate, noise_multiplier=1 / (2 * shift), orders=order))
 
 
 def _mixture_moment(q: float, z: float, order: int) -> float:
