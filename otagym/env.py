@@ -19,6 +19,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import ArrayLike, NDArray
 
+from otagym.anonymous import AnonymousScenario, get_anonymous_scenario
+from otagym.anonymous_env import AnonymousRounds
 from otagym.cdpb import CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
@@ -34,7 +36,7 @@ __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Rounds", "ActionType", "Rewa
 
 ActionType = Literal["price", "share", "normalized", "x", "eta"]
 RewardMode = Literal["budget", "cmdp", "lagrangian"]
-Scheme = Literal["receive_scaling", "cdpb"]
+Scheme = Literal["receive_scaling", "cdpb", "anonymous"]
 
 DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
 #: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
@@ -412,23 +414,27 @@ def _option_array(name: str, value: ArrayLike, shapes: tuple | tuple[tuple[int, 
     return arr
 
 
-def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> "Rounds | CDPBRounds":
+def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]
+                ) -> "Rounds | CDPBRounds | AnonymousRounds":
     """The batched core of ``scheme`` with env keyword arguments split from scenario overrides.
 
-    ``scenario=None`` picks the scheme's preset (``paper-mnist`` or ``paper-cdpb``).
+    ``scenario=None`` picks the scheme's preset (``paper-mnist``, ``paper-cdpb`` or ``paper-anonymous``).
     """
     scheme = OneOf(get_args(Scheme))("scheme", scheme)
     if scheme == "receive_scaling":
         core, get, default = Rounds, get_scenario, "paper-mnist"
-    else:
+    elif scheme == "cdpb":
         core, get, default = CDPBRounds, get_cdpb_scenario, "paper-cdpb"
+    else:
+        core, get, default = AnonymousRounds, get_anonymous_scenario, "paper-anonymous"
     env_keys = core.ARGS
     env_kwargs = {k: v for k, v in kwargs.items() if k in env_keys}
     overrides = {k: v for k, v in kwargs.items() if k not in env_keys}
     return core(get(default if scenario is None else scenario, **overrides), num_envs, **env_kwargs)
 
 
-def _reset_options(rounds: "Rounds | CDPBRounds", options: dict[str, Any] | None, single: bool) -> dict[str, Any]:
+def _reset_options(rounds: "Rounds | CDPBRounds | AnonymousRounds", options: dict[str, Any] | None,
+                   single: bool) -> dict[str, Any]:
     opts = dict(options or {})
     unknown = set(opts) - set(rounds.OPTION_AXES)
     if unknown:
@@ -517,8 +523,8 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(self, scenario: str | Scenario | CDPBScenario | None = None, render_mode: str | None = None, *,
-                 scheme: Scheme = "receive_scaling", **kwargs: Any):
+    def __init__(self, scenario: str | Scenario | CDPBScenario | AnonymousScenario | None = None,
+                 render_mode: str | None = None, *, scheme: Scheme = "receive_scaling", **kwargs: Any):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}; got {render_mode!r}")
         self.render_mode = render_mode
@@ -600,7 +606,7 @@ class OTAPrivacyVectorEnv(VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(self, num_envs: int = 8, scenario: str | Scenario | CDPBScenario | None = None,
+    def __init__(self, num_envs: int = 8, scenario: str | Scenario | CDPBScenario | AnonymousScenario | None = None,
                  render_mode: str | None = None, *, scheme: Scheme = "receive_scaling", **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")

@@ -2,9 +2,10 @@
 ``ValueError`` naming the argument, or plays full short episodes with finite observations, rewards and info.
 
 The strategies are derived from the specs the code itself declares (the scenario dataclasses' field metadata and
-``Rounds.ARGS`` / ``CDPBRounds.ARGS``), so a new field or argument is fuzzed without touching this file. Valid values
-span each spec's whole range (hypothesis favours its ends: 1e-30 and 1e30 W, 1 m and 10,000 km, ...); a fifth of
-the drawn values are invalid ones. Sizes are capped (``SIZE_CAPS``) so an example is one short episode.
+the cores' ``ARGS``: ``Rounds``, ``CDPBRounds``, ``AnonymousRounds``), so a new field or argument is fuzzed without
+touching this file. Valid values span each spec's whole range (hypothesis favours its ends: 1e-30 and 1e30 W, 1 m and
+10,000 km, ...); a fifth of the drawn values are invalid ones. Sizes are capped (``SIZE_CAPS``) so an example is
+one short episode.
 
 On failure hypothesis prints the falsifying example (the seed is one of its arguments) and a ``@reproduce_failure``
 blob; ``pytest --hypothesis-seed=N`` replays a whole run. ``OTAGYM_FUZZ_SCALE=20`` multiplies the examples.
@@ -22,6 +23,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.anonymous import AnonymousScenario
+from otagym.anonymous_env import AnonymousRounds
 from otagym.cdpb import CDPBScenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.env import Rounds
@@ -45,7 +48,10 @@ SIZE_CAPS = {"num_devices": 6, "num_clients": 6, "num_rounds": 4, "max_rounds": 
 ORDERS_FUZZED = Many(Integer(2, 300), optional=True)
 BAD_VALUES = [None, "1", "iid", True, np.nan, np.inf, -np.inf, 1 + 1j, [], {}, -1, 0, 1e308, -1e-300, (1.0,),
               np.float32(np.nan), np.bool_(False)]
-SCHEMES = {"receive_scaling": (Scenario, Rounds), "cdpb": (CDPBScenario, CDPBRounds)}
+SCHEMES = {"receive_scaling": (Scenario, Rounds), "cdpb": (CDPBScenario, CDPBRounds),
+           "anonymous": (AnonymousScenario, AnonymousRounds)}
+#: The schemes with a training fidelity.
+TRAINED_SCHEMES = sorted(k for k, (_, core) in SCHEMES.items() if "fidelity" in core.ARGS)
 
 
 def valid(spec: Any, cap: int | None = None) -> st.SearchStrategy:
@@ -99,7 +105,8 @@ def _scheme_kwargs(scheme: str, broken: bool, fidelity: str = "analytic") -> st.
     # T is always drawn (capped): the presets' 100-500 rounds would make an example slow; the training fidelity
     # (a real model per env) has a test of its own with fewer examples.
     fixed = {"num_rounds": valid(fields["num_rounds"], SIZE_CAPS["num_rounds"])}
-    fixed["fidelity"] = st.just(fidelity)
+    if "fidelity" in core.ARGS:
+        fixed["fidelity"] = st.just(fidelity)
     if fidelity == "train":  # the embedded digits: MNIST and CIFAR-10 need files (their loaders are tested alone)
         fixed.update(dataset=st.just("digits"), data_dir=st.none())
     return st.tuples(fuzzed(fields, broken), fuzzed(core.ARGS, broken), st.fixed_dictionaries(fixed)).map(
@@ -152,7 +159,7 @@ def test_any_arguments_are_refused_naming_one_or_play_finite_episodes(scheme, br
 
 
 @fuzz(25)
-@given(scheme=st.sampled_from(sorted(SCHEMES)), broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1),
+@given(scheme=st.sampled_from(TRAINED_SCHEMES), broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1),
        vector=st.booleans())
 def test_training_fidelity_refuses_naming_an_argument_or_plays_finite_episodes(scheme, broken, data, seed, vector):
     kwargs = data.draw(_scheme_kwargs(scheme, broken, fidelity="train"), label="kwargs")
@@ -190,7 +197,8 @@ BAD_ACTIONS = [np.nan, np.inf, -np.inf, 2.0, -2.0, 0.0, -1e-300, 1e300, "0.1", N
 
 @fuzz(150)
 @given(scheme_action=st.sampled_from([("receive_scaling", a) for a in ("price", "share", "normalized", "x", "eta")]
-                                     + [("cdpb", a) for a in ("normalized", "rho")]),
+                                     + [("cdpb", a) for a in ("normalized", "rho")]
+                                     + [("anonymous", a) for a in ("normalized", "sigma")]),
        bad=st.sampled_from(BAD_ACTIONS), seed=st.integers(0, 2**32 - 1), vector=st.booleans())
 def test_a_refused_action_names_itself_and_leaves_no_trace(scheme_action, bad, seed, vector):
     """A bad action raises naming the action; the env then plays on exactly as if it had never been sent."""

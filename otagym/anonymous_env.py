@@ -1,0 +1,196 @@
+"""The batched core of ``scheme="anonymous"`` (model C, anonymous over-the-air computation, seed 002).
+
+:class:`AnonymousRounds` holds N episodes as arrays and steps them with the pure functions of
+:mod:`otagym.anonymous`; the single and the vector environment of :mod:`otagym.env` are thin shells around it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence, get_args
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+
+from otagym.anonymous import (AnonymousScenario, convergence_bound, convergence_term, noise_multiplier,
+                              per_device_noise_var, received_noise_var, round_rdp, threshold_for_participation)
+from otagym.channel import ChannelModel, FadingState
+from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.scenario import POSITIVE
+from otagym.validation import NUM_ENVS, Many, OneOf, Real, Spec, action_array, check_args
+
+__all__ = ["AnonymousRounds", "SigmaActionType"]
+
+SigmaActionType = Literal["normalized", "sigma"]
+
+#: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values clipped).
+OBS_BOUND = 1e6
+
+
+class AnonymousRounds:
+    """N independent anonymous-OTA episodes as arrays; ``step`` plays one round of §III-IV in each.
+
+    Each round: device i's normalised channel power |c_i,t|^2 / E|c_i|^2 ~ Exponential(1) (Rayleigh, i.i.d. over
+    devices and rounds) and it transmits when that is >= -ln p, so a(t) ~ Binomial(N, p); the batch is
+    b_t ~ Binomial(a(t) n, q); the action sets sigma, each participant adds N(0, sigma^2 / a(t)) per coordinate, and
+    every example of the round leaks :func:`~otagym.anonymous.round_rdp` at sigma' = sigma b_t / (2L).
+
+    The action is public: the server hears sigma^2 in the received noise power, so sigma must not depend on a(t) or
+    b_t, which the protocol keeps from the server (§III). The observation therefore holds public quantities only, and
+    policies should not read the ``participants``/``batch_size`` info entries.
+
+    Args:
+        scenario: the deployment (:class:`~otagym.anonymous.AnonymousScenario`).
+        num_envs: N.
+        action_type: ``"normalized"`` (a in [-1, 1] -> sigma = s_lo (s_hi / s_lo)^((a + 1)/2), log-linear, with
+            [s_lo, s_hi] = ``noise_multiplier_range`` times ``scenario.sigma_unit`` = 2L / max(E[b_t], 1), so a is a
+            log noise multiplier at the expected batch) or ``"sigma"`` (sigma in gradient units, in [1e-30, 1e30]).
+        noise_multiplier_range: (low, high), 0 < low < high, of the normalised action in noise-multiplier units.
+        dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns it off (the per-round and
+            cumulative RDP at alpha are always reported).
+    """
+
+    #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
+    ARGS: dict[str, Spec] = {
+        "action_type": OneOf(get_args(SigmaActionType)),
+        "noise_multiplier_range": Many(Real(1e-6, 1e6), length=2),
+        "dp_orders": DP_ORDERS,
+    }
+    #: Batch axis of each ``reset`` option (a single env inserts it).
+    OPTION_AXES: dict[str, int] = {}
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
+
+    def __init__(self, scenario: AnonymousScenario, num_envs: int, *, action_type: SigmaActionType = "normalized",
+                 noise_multiplier_range: tuple[float, float] = (0.1, 100.0),
+                 dp_orders: Sequence[float] | None = DEFAULT_ORDERS) -> None:
+        args = check_args(self.ARGS, action_type=action_type, noise_multiplier_range=noise_multiplier_range,
+                          dp_orders=dp_orders)
+        low, high = args["noise_multiplier_range"]
+        if not low < high:
+            raise ValueError(f"noise_multiplier_range must be (low, high) with low < high; got {(low, high)}")
+        s = self.scenario = scenario
+        self.num_envs = n = NUM_ENVS("num_envs", num_envs)
+        self.num_rounds = s.num_rounds
+        self.action_type = args["action_type"]
+        self.sigma_range = (low * s.sigma_unit, high * s.sigma_unit)
+        self.threshold = float(threshold_for_participation(s.participation))
+        self.channel = ChannelModel(s.num_devices, 1.0, 1.0, None, "iid", 1, 0.0)
+        self.dp_orders = None if args["dp_orders"] is None else np.asarray(args["dp_orders"], dtype=float)
+        self.t = np.zeros(n, dtype=np.int64)
+        self.rdp_sum = {acc: np.zeros(n) for acc in ("sampled", "device")}
+        self.rdp_orders_sum = None if self.dp_orders is None else np.zeros((n, self.dp_orders.size))
+        self.nominal_rdp_sum = np.zeros(n)
+        self.term_sum = np.zeros(n)
+        self.last_sigma = np.zeros(n)
+        self.fading: FadingState | None = None
+
+    # --- spaces ----------------------------------------------------------------------------------------------
+    def observation_space(self) -> spaces.Box:
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(3,), dtype=np.float32)
+
+    def action_space(self) -> spaces.Box:
+        if self.action_type == "normalized":
+            return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        return spaces.Box(*self.sigma_range, shape=(1,), dtype=np.float64)
+
+    # --- episode boundaries ----------------------------------------------------------------------------------
+    def reset(self, rng: np.random.Generator, mask: NDArray | None = None) -> None:
+        """Start new episodes where ``mask`` is True (all if None); draws the first round's channels."""
+        rows = np.ones(self.num_envs, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        fresh = self.channel.initial(rng, (self.num_envs,))
+        self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
+        self.t[rows] = 0
+        for acc in self.rdp_sum.values():
+            acc[rows] = 0.0
+        if self.rdp_orders_sum is not None:
+            self.rdp_orders_sum[rows] = 0.0
+        self.nominal_rdp_sum[rows] = 0.0
+        self.term_sum[rows] = 0.0
+        self.last_sigma[rows] = 0.0
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def action_to_sigma(self, action: NDArray) -> NDArray:
+        """sigma (gradient units, per coordinate) for each env from the action, validated (see the class docstring)."""
+        a = action_array(action, self.num_envs)
+        if self.action_type == "normalized":
+            if not (np.abs(a) <= 1.0).all():
+                raise ValueError(f"action (normalized) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1)][:3]}")
+            lo, hi = self.sigma_range
+            return lo * (hi / lo) ** (0.5 * (a + 1.0))
+        bad = ~((a >= POSITIVE.low) & (a <= POSITIVE.high))  # also catches NaN
+        if np.any(bad):
+            raise ValueError(f"action (sigma) must lie in [{POSITIVE.low:g}, {POSITIVE.high:g}]; got {a[bad][:3]}")
+        return a
+
+    # --- the round -------------------------------------------------------------------------------------------
+    def step(self, rng: np.random.Generator, action: NDArray) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
+        """One round in every env: ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
+
+        reward = -(lambda_c (2 (F(w_0) - F*) / (eta T^2) + eta beta V_t / T) + lambda_p e_t), with V_t the round's
+        :func:`~otagym.anonymous.convergence_term` and e_t its RDP at alpha under the scenario's accounting, so an
+        episode's return is -(lambda_c gamma + lambda_p E_T): gamma the SGD bound of
+        :func:`~otagym.anonymous.convergence_bound`, E_T = sum_t e_t the episode's RDP (as CDPB's return is -G).
+        """
+        s = self.scenario
+        sigma = self.action_to_sigma(action)
+        participating = self.fading.power >= self.threshold
+        a = participating.sum(axis=-1)
+        b = rng.binomial(a * s.dataset_size, s.sampling_rate)
+        z = noise_multiplier(sigma, s.clip_norm, b)
+        rdp = {acc: round_rdp(s, z, accounting=acc) for acc in ("sampled", "device")}
+        for acc, r in rdp.items():
+            self.rdp_sum[acc] += r
+        if self.rdp_orders_sum is not None:
+            self.rdp_orders_sum += round_rdp(s, z, orders=self.dp_orders)
+        self.nominal_rdp_sum += round_rdp(s, noise_multiplier(sigma, s.clip_norm, s.nominal_batch))
+        term = convergence_term(s, sigma, a, b)
+        self.term_sum += term
+        big_t = s.num_rounds
+        conv = 2.0 * s.initial_gap / (s.learning_rate * big_t**2) + s.learning_rate * s.smoothness * term / big_t
+        reward = -(s.lambda_convergence * conv + s.lambda_privacy * rdp[s.accounting])
+        self.t += 1
+        self.last_sigma = sigma.copy()  # info keeps sigma; an autoreset zeroes this one
+        gamma = convergence_bound(s, self.term_sum / self.t, self.t)
+        info: dict[str, NDArray] = {
+            "round": self.t - 1,
+            "sigma": sigma,
+            "noise_multiplier": sigma * b / (2.0 * s.clip_norm),  # finite: 0 where b_t = 0 (which leaks nothing)
+            "participating": participating,
+            "participants": a,
+            "batch_size": b,
+            "per_device_noise_var": per_device_noise_var(sigma, a),
+            "received_noise_var": received_noise_var(sigma, a),
+            "convergence_term": term,
+            "gamma": gamma,
+            "rdp_round": rdp[s.accounting],
+            "rdp_cumulative": self.rdp_sum[s.accounting].copy(),
+            "rdp_round_sampled": rdp["sampled"],
+            "rdp_round_device": rdp["device"],
+            "utility": s.lambda_convergence * gamma + s.lambda_privacy * self.rdp_sum[s.accounting],
+        }
+        terminated = self.t >= big_t
+        if self.rdp_orders_sum is not None and terminated.any():
+            info["dp_epsilon"], info["dp_order"] = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
+        self.fading = self.channel.advance(rng, self.fading, self.t)
+        return reward, terminated, info
+
+    def observation(self) -> NDArray:
+        """Observations (N, 3), float32, public quantities only:
+
+        0: t / T; 1: log10(sigma_t-1 / sigma_unit), the last noise multiplier at the nominal batch (0 before the
+        first round); 2: log1p of the nominal cumulative RDP at alpha, sum_s eps(sigma_s at the nominal batch) (the
+        realised one depends on the b_t, which the server must not learn). Clipped to [-1e6, 1e6].
+        """
+        s = self.scenario
+        with np.errstate(divide="ignore"):
+            last = np.where(self.last_sigma > 0, np.log10(self.last_sigma / s.sigma_unit), 0.0)
+        obs = np.stack([self.t / s.num_rounds, last, np.log1p(self.nominal_rdp_sum)], axis=1)
+        return np.clip(obs, -OBS_BOUND, OBS_BOUND).astype(np.float32)
+
+    def reset_info(self) -> dict[str, NDArray]:
+        """No per-episode constants: every episode of a scenario has the same law."""
+        return {}
+
+    def next_channel_info(self) -> dict[str, NDArray]:
+        """{}: the devices invert their own channels; the server has no CSI."""
+        return {}
