@@ -9,8 +9,9 @@ from scipy import stats
 torch = pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
-from otagym.training.fadmm import (Radio, State, a_fadmm_iteration, diabetes_task, digital_upload_slots,  # noqa: E402
-                                   digits_task, draw_channels, over_the_air, power_scaling, run,
+from otagym.training import partition  # noqa: E402
+from otagym.training.fadmm import (Radio, State, Trace, a_fadmm_iteration, diabetes_task,  # noqa: E402
+                                   digital_upload_slots, digits_task, draw_channels, over_the_air, power_scaling, run,
                                    shannon_bits_per_slot, transmit_signal, truncated_inversion)
 
 
@@ -28,12 +29,27 @@ def task5():
     return diabetes_task(5, np.random.default_rng(0))
 
 
-def test_noiseless_unit_channel_a_fadmm_converges_to_least_squares(task5):
-    """h = 1 and (numerically) no noise: A-FADMM is ADMM on (P1) and Theta -> numpy.linalg.lstsq of all the data."""
+def standardised_diabetes() -> tuple[np.ndarray, np.ndarray]:
     from sklearn.datasets import load_diabetes
 
     x, y = load_diabetes(return_X_y=True, scaled=False)
-    x, y = (x - x.mean(0)) / x.std(0), (y - y.mean()) / y.std()
+    return (x - x.mean(0)) / x.std(0), (y - y.mean()) / y.std()
+
+
+def test_local_objectives_are_the_squared_errors_of_each_workers_rows(task5):
+    """f_n(theta_n) = ||y_n - X_n theta_n||^2 on the rows partition() gives worker n (App. H)."""
+    x, y = standardised_diabetes()
+    parts = partition(y, 5, np.random.default_rng(0))
+    theta = np.random.default_rng(1).standard_normal((5, 10))
+    expected = [np.sum((y[p] - x[p] @ t) ** 2) for p, t in zip(parts, theta)]
+    np.testing.assert_allclose(task5.objective(theta), expected, rtol=1e-12)
+    xs, ys = x[parts[2]], y[parts[2]]
+    np.testing.assert_allclose(task5.gradient(theta, None)[2], -2 * xs.T @ (ys - xs @ theta[2]), rtol=1e-12, atol=1e-12)
+
+
+def test_noiseless_unit_channel_a_fadmm_converges_to_least_squares(task5):
+    """h = 1 and (numerically) no noise: A-FADMM is ADMM on (P1) and Theta -> numpy.linalg.lstsq of all the data."""
+    x, y = standardised_diabetes()
     reference = np.linalg.lstsq(x, y, rcond=None)[0]
     trace = run("a-fadmm", task5, np.random.default_rng(1), iterations=1000, rho=50.0,
                 radio=Radio(fading="none", snr_db=300.0))
@@ -126,6 +142,14 @@ def test_truncated_inversion_silences_weak_channels():
     x, active = truncated_inversion(h, np.ones((2, 2)), threshold=0.1)
     np.testing.assert_array_equal(active, [[True, False], [True, True]])
     np.testing.assert_allclose(h * x, active.astype(float))
+
+
+def test_reach_counts_the_uploads_spent_by_the_first_hit():
+    trace = Trace("a-fadmm", {"loss": np.array([1.0, 0.5, 0.05, 0.2, 0.01])}, np.array([2, 3, 4, 5, 6]),
+                  np.array([10.0, 10.0, 10.0, 10.0, 10.0]), np.zeros(1), {})
+    assert trace.reach("loss", 0.1) == (3, 9, 30.0)
+    assert trace.reach("loss", 0.001) is None
+    assert trace.reach("loss", 0.5, above=True) == (1, 2, 10.0)
 
 
 @pytest.mark.parametrize("method", ["a-fadmm", "d-fadmm", "a-gd"])

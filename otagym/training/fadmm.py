@@ -229,11 +229,10 @@ class LinearRegressionTask:
     def __init__(self, parts: list[tuple[NDArray, NDArray]]) -> None:
         self.num_workers = len(parts)
         self.dim = parts[0][0].shape[1]
-        self._x = [x for x, _ in parts]
-        self._y = [y for _, y in parts]
-        self._gram = np.stack([2.0 * x.T @ x for x in self._x])            # 2 X_n^T X_n, (N, d, d)
+        self._gram = np.stack([2.0 * x.T @ x for x, _ in parts])            # 2 X_n^T X_n, (N, d, d)
         self._moment = np.stack([2.0 * x.T @ y for x, y in parts])          # 2 X_n^T y_n, (N, d)
-        x_all, y_all = np.concatenate(self._x), np.concatenate(self._y)
+        self._energy = np.array([y @ y for _, y in parts])                  # ||y_n||^2, (N,)
+        x_all, y_all = np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts])
         self.optimum = np.linalg.lstsq(x_all, y_all, rcond=None)[0]
         self.optimal_value = float(np.sum((y_all - x_all @ self.optimum) ** 2))
         self._smoothness = float(np.linalg.eigvalsh(self._gram.sum(axis=0))[-1]) / self.num_workers
@@ -251,8 +250,9 @@ class LinearRegressionTask:
         return np.einsum("nij,nj->ni", self._gram, local) - self._moment
 
     def objective(self, local: NDArray) -> NDArray:
-        """f_n(theta_n) per worker, (N,)."""
-        return np.array([np.sum((y - x @ t) ** 2) for x, y, t in zip(self._x, self._y, local)])
+        """f_n(theta_n) = theta_n^T X_n^T X_n theta_n - 2 theta_n^T X_n^T y_n + ||y_n||^2 per worker, (N,)."""
+        quadratic = 0.5 * np.einsum("ni,nij,nj->n", local, self._gram, local)
+        return quadratic - np.einsum("ni,ni->n", local, self._moment) + self._energy
 
     def metrics(self, local: NDArray, global_model: NDArray) -> dict[str, float]:
         shared = np.broadcast_to(global_model, local.shape)
@@ -493,14 +493,13 @@ class Trace:
         return np.cumsum(self.channel_uses)
 
     def reach(self, metric: str, target: float, *, above: bool = False) -> tuple[int, int, float] | None:
-        """(iterations, uploads, channel uses) spent by the iteration from which ``metrics[metric]`` stays at
-        ``target`` or below (at or above with ``above``) to the end of the run; None if it is not there at the end.
-        "Stays" keeps a dip of a noisy or oscillating curve from counting as reaching the target."""
+        """(iterations, uploads, channel uses) spent when ``metrics[metric]`` first gets to ``target`` or below (at
+        or above with ``above``), as one reads it off the paper's curves; None if it never does."""
         values = self.metrics[metric]
-        missed = np.flatnonzero(values < target if above else values > target)
-        k = int(missed[-1]) + 1 if missed.size else 0
-        if k == len(values):
+        hits = np.flatnonzero(values >= target if above else values <= target)
+        if not hits.size:
             return None
+        k = int(hits[0])
         return k + 1, int(self.cumulative_slots[k]), float(self.cumulative_channel_uses[k])
 
 
