@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.scenario import Scenario
 
-__all__ = ["path_loss_db", "mean_channel_gain", "FadingState", "ChannelModel"]
+__all__ = ["path_loss_db", "mean_channel_gain", "rayleigh_coefficients", "FadingState", "ChannelModel"]
 
 
 def path_loss_db(distance_m: ArrayLike) -> NDArray:
@@ -56,6 +56,13 @@ def _device_major(draw: NDArray) -> NDArray:
     return draw.transpose(tuple(range(1, draw.ndim)) + (0,))
 
 
+def rayleigh_coefficients(rng: np.random.Generator, num_devices: int, batch_shape: tuple[int, ...] = ()) -> NDArray:
+    """Complex small-scale fading coefficients, i.i.d. CN(0, 1) (Rayleigh amplitude, unit mean power), shape
+    ``batch_shape + (M,)``; drawn device-major, so a batch extends the draw without changing its first entries."""
+    shape = (num_devices,) + batch_shape
+    return _device_major((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) / np.sqrt(2.0))
+
+
 @dataclass(frozen=True)
 class ChannelModel:
     """The channel of one scenario; every method takes an explicit ``numpy.random.Generator``."""
@@ -81,11 +88,10 @@ class ChannelModel:
         return _device_major(rng.uniform(self.distance_min_m, self.distance_max_m, size=shape[-1:] + shape[:-1]))
 
     def _fresh(self, rng: np.random.Generator, batch_shape: tuple[int, ...]) -> FadingState:
-        shape = (self.num_devices,) + batch_shape
         if self.fading == "gauss_markov":
-            coeff = _device_major((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) / np.sqrt(2.0))
+            coeff = rayleigh_coefficients(rng, self.num_devices, batch_shape)
             return FadingState(power=coeff.real**2 + coeff.imag**2, coefficient=coeff)
-        return FadingState(power=_device_major(rng.standard_exponential(shape)))
+        return FadingState(power=_device_major(rng.standard_exponential((self.num_devices,) + batch_shape)))
 
     def initial(self, rng: np.random.Generator, batch_shape: tuple[int, ...] = ()) -> FadingState:
         """Fading of round 0 (stationary distribution)."""

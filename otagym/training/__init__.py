@@ -8,6 +8,8 @@ Imported on demand (torch is optional): ``from otagym.training import FedSGD``. 
   average (10), the over-the-air aggregate with its receiver noise (13) and the update (12).
 * :class:`CDPBTraining`: model B (Algorithm 1 of the CDPB paper): local steps, update clipping to W, the received
   signal (12)/(16) and the estimate (18).
+* :mod:`otagym.training.fadmm`: A-FADMM, its digital twin D-FADMM and analog GD with truncated channel inversion
+  (seed 001), on linear regression (scikit-learn's diabetes) and an MLP on the digits (``docs/fadmm.md``).
 * Models: :class:`MnistCNN` (the paper's, d = 26,010), :class:`DigitsCNN`, :class:`CifarResNet` (d = 494,394).
 * Data: scikit-learn's 8x8 digits (embedded), MNIST IDX and CIFAR-10 python batches from local files, IID or
   2-classes-per-device partitions; :func:`make_federation` puts a dataset, its split and its model together.

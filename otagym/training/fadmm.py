@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from otagym.channel import ChannelModel
+from otagym.channel import rayleigh_coefficients
 from otagym.scenario import POSITIVE
 from otagym.training.data import digits_dataset, partition
 from otagym.validation import PHYSICAL_RANGE, Integer, OfType, OneOf, Real, arg, check_args, check_dataclass
@@ -105,12 +105,11 @@ def draw_channels(rng: np.random.Generator, num_workers: int, num_subcarriers: i
     """Complex channels h_{n,i}, (N, S): i.i.d. CN(0, 1) (Rayleigh fading of zero mean and unit variance, App. H), or
     all 1 for ``fading="none"`` (nothing is drawn).
 
-    The Rayleigh draw is :class:`otagym.channel.ChannelModel`'s fresh complex small-scale coefficient (its
-    ``gauss_markov`` state at stationarity; no path loss is applied). Block fading is the caller's (:func:`run`)."""
+    The Rayleigh draw is :func:`otagym.channel.rayleigh_coefficients` (no path loss is applied). Block fading is
+    the caller's (:func:`run`)."""
     if fading == "none":
         return np.ones((num_workers, num_subcarriers), dtype=complex)
-    model = ChannelModel(num_workers, 1.0, 1.0, None, "gauss_markov", 1, 0.0)
-    return model.initial(rng, (num_subcarriers,)).coefficient.T
+    return rayleigh_coefficients(rng, num_workers, (num_subcarriers,)).T
 
 
 # --- A-FADMM: the analog uplink and the ADMM updates ---------------------------------------------------------------
