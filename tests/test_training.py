@@ -18,14 +18,22 @@ def test_mnist_cnn_has_the_papers_26010_parameters():
     assert MnistCNN()(torch.zeros(3, 1, 28, 28)).shape == (3, 10)
 
 
-def test_clipped_gradient_sum_equals_opacus_grad_sample():
-    """torch.func per-sample gradients, clipped and summed, equal Opacus's GradSampleModule's to 1e-6."""
+@pytest.mark.parametrize("path", ["layers", "vmap"])
+def test_clipped_gradient_sum_equals_opacus_grad_sample(path, monkeypatch):
+    """Per-sample gradients, clipped and summed, equal Opacus's GradSampleModule's to 1e-6, by both paths: per
+    layer (chosen for this model) and torch.func (forced here, as for models with other layers); the summed loss is
+    the forward's."""
+    from otagym.training import fedsgd
+
+    if path == "vmap":
+        monkeypatch.setattr(fedsgd, "_layers_supported", lambda model: False)
     opacus = pytest.importorskip("opacus")
     torch.manual_seed(0)
     model = MnistCNN()
     x, y = torch.randn(12, 1, 28, 28), torch.randint(0, 10, (12,))
     clip = 0.05  # small enough that most samples are clipped
-    ours = clipped_gradient_sum(model, x, y, clip)
+    ours, loss = fedsgd.clipped_gradient_sum_and_loss(model, x, y, clip)
+    assert loss == pytest.approx(float(torch.nn.functional.cross_entropy(model(x), y, reduction="sum")), rel=1e-6)
     gsm = opacus.GradSampleModule(MnistCNN(), loss_reduction="sum")
     gsm._module.load_state_dict(model.state_dict())
     torch.nn.functional.cross_entropy(gsm(x), y, reduction="sum").backward()

@@ -48,7 +48,8 @@ class CDPBTraining(Engine):
                  local_steps: int, learning_rate: float, *, test_data: tuple[torch.Tensor, torch.Tensor] | None = None
                  ) -> None:
         super().__init__(model, device_data, test_data)
-        self.grad_bound, self.local_steps, self.learning_rate = float(grad_bound), int(local_steps), float(learning_rate)
+        self.grad_bound, self.local_steps = float(grad_bound), int(local_steps)
+        self.learning_rate = float(learning_rate)
         self._names = [k for k, _ in model.named_parameters()]
         self._shapes = [p.shape for p in model.parameters()]
 

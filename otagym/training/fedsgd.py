@@ -19,12 +19,12 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, grad_and_value, vmap
 
 from otagym.training.engine import Engine, full_gradient_norm2
 
-__all__ = ["poisson_sample", "clipped_gradient_sum", "receiver_noise_std", "ota_aggregate", "full_gradient_norm2",
-           "FedSGD"]
+__all__ = ["poisson_sample", "clipped_gradient_sum", "clipped_gradient_sum_and_loss", "receiver_noise_std",
+           "ota_aggregate", "full_gradient_norm2", "FedSGD"]
 
 
 def poisson_sample(rng: np.random.Generator, num_samples: int, rate: float) -> np.ndarray:
@@ -33,22 +33,88 @@ def poisson_sample(rng: np.random.Generator, num_samples: int, rate: float) -> n
 
 
 def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip_norm: float) -> torch.Tensor:
-    """sum_i clip(grad l(w; x_i, y_i), G) as one flat vector (d,): per-sample gradients by ``torch.func`` (vmap of
-    grad of the cross-entropy), each scaled by min(1, G / ||g_i||)."""
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    d = sum(v.numel() for v in params.values())
+    """sum_i clip(grad l(w; x_i, y_i), G) as one flat vector (d,) (the order of ``model.parameters()``): per-sample
+    gradients of the cross-entropy, each scaled by min(1, G / ||g_i||). See :func:`clipped_gradient_sum_and_loss`."""
+    return clipped_gradient_sum_and_loss(model, x, y, clip_norm)[0]
+
+
+def clipped_gradient_sum_and_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip_norm: float
+                                  ) -> tuple[torch.Tensor, float]:
+    """(sum_i clip(g_i, G), sum_i l(w; x_i, y_i)) from one forward pass.
+
+    Two exact ways to the per-sample gradients, chosen by measurement (``benchmarks/bench_training.py``): models whose
+    parameters all sit in ``nn.Linear`` and ``nn.Conv2d`` layers (the paper's MNIST CNN, the digits CNN) take
+    :func:`_per_sample_by_layers` (one batched backward to the layer outputs, then each layer's per-sample weight
+    gradient from its input and output gradient, as Opacus's hooks compute it, without Opacus's wrapper); any other
+    model (``CifarResNet``'s GroupNorm) takes ``torch.func`` (vmap of grad).
+    """
+    d = sum(p.numel() for p in model.parameters())
     if len(y) == 0:
-        return torch.zeros(d)
+        return torch.zeros(d), 0.0
+    by_layers = _per_sample_by_layers if _layers_supported(model) else _per_sample_by_vmap
+    flat, loss = by_layers(model, x, y)
+    scale = torch.clamp(clip_norm / (flat.norm(dim=1) + 1e-12), max=1.0)
+    return scale @ flat, loss
+
+
+def _param_layers(model: nn.Module) -> list[nn.Module]:
+    """The modules that own parameters, in the order of ``model.parameters()``."""
+    return [m for m in model.modules() if next(m.parameters(recurse=False), None) is not None]
+
+
+def _layers_supported(model: nn.Module) -> bool:
+    return all((type(m) is nn.Linear or (type(m) is nn.Conv2d and m.groups == 1 and m.padding_mode == "zeros"
+                                         and not isinstance(m.padding, str)))
+               and all(p.requires_grad for p in m.parameters(recurse=False)) for m in _param_layers(model))
+
+
+def _per_sample_by_layers(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """Per-sample gradients (B, d) of a model of Linear and Conv2d layers, and the summed loss: the layers' inputs
+    a_i and output gradients delta_i of sum_i l_i from one forward and one backward; Linear: g_i = delta_i a_i^T
+    (summed over any middle axes), Conv2d: g_i = delta_i unfold(a_i)^T; biases: delta_i summed over positions."""
+    layers = _param_layers(model)
+    inputs: dict[nn.Module, torch.Tensor] = {}
+    outputs: dict[nn.Module, torch.Tensor] = {}
+
+    def keep(module: nn.Module, args: tuple, out: torch.Tensor) -> None:
+        inputs[module], outputs[module] = args[0].detach(), out
+
+    hooks = [m.register_forward_hook(keep) for m in layers]
+    try:
+        with torch.enable_grad():
+            loss = nn.functional.cross_entropy(model(x), y, reduction="sum")
+            deltas = torch.autograd.grad(loss, [outputs[m] for m in layers])
+    finally:
+        for h in hooks:
+            h.remove()
+    b, parts = len(y), []
+    for m, delta in zip(layers, deltas):
+        a = inputs[m]
+        if isinstance(m, nn.Conv2d):
+            a = nn.functional.unfold(a, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)
+            delta = delta.reshape(b, delta.shape[1], -1)  # (B, out, positions)
+            parts.append(torch.einsum("bol,bcl->boc", delta, a).reshape(b, -1))
+            if m.bias is not None:
+                parts.append(delta.sum(dim=2))
+        else:
+            a, delta = a.reshape(b, -1, a.shape[-1]), delta.reshape(b, -1, delta.shape[-1])
+            parts.append(torch.einsum("bso,bsi->boi", delta, a).reshape(b, -1))
+            if m.bias is not None:
+                parts.append(delta.sum(dim=1))
+    return torch.cat(parts, dim=1), float(loss.detach())
+
+
+def _per_sample_by_vmap(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """Per-sample gradients (B, d) and the summed loss by ``torch.func``: vmap of grad_and_value."""
+    params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 
     def loss(p: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
         out = functional_call(model, (p, buffers), (xi.unsqueeze(0),))
         return nn.functional.cross_entropy(out, yi.unsqueeze(0))
 
-    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
-    flat = torch.cat([g.reshape(len(y), -1) for g in per_sample.values()], dim=1)
-    scale = torch.clamp(clip_norm / (flat.norm(dim=1) + 1e-12), max=1.0)
-    return scale @ flat
+    per_sample, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
+    return torch.cat([g.reshape(len(y), -1) for g in per_sample.values()], dim=1), float(losses.sum())
 
 
 def receiver_noise_std(noise_power_w: float, receive_scaling: float) -> float:
@@ -58,7 +124,7 @@ def receiver_noise_std(noise_power_w: float, receive_scaling: float) -> float:
 
 def ota_aggregate(gradient_sums: torch.Tensor, batch_sizes: Sequence[float], noise_std: float,
                   rng: np.random.Generator) -> torch.Tensor:
-    """r = (1/M) sum_m gradient_sums[m] / B_m + N(0, noise_std^2 I_d): eqs. (10) and (13); ``gradient_sums`` is (M, d)."""
+    """r = (1/M) sum_m gradient_sums[m] / B_m + N(0, noise_std^2 I_d): eqs. (10) and (13); ``gradient_sums``: (M, d)."""
     m = gradient_sums.shape[0]
     b = torch.as_tensor(np.asarray(batch_sizes, dtype=float), dtype=gradient_sums.dtype)
     noise = torch.from_numpy(rng.standard_normal(gradient_sums.shape[1])).to(gradient_sums.dtype)
@@ -110,11 +176,10 @@ class FedSGD(Engine):
         sums, losses, sizes = [], [], []
         for (x, y), q in zip(self.device_data, self.rates):
             idx = torch.from_numpy(poisson_sample(rng, len(y), q))
-            sums.append(clipped_gradient_sum(self.model, x[idx], y[idx], self.clip_norm))
+            clipped, loss = clipped_gradient_sum_and_loss(self.model, x[idx], y[idx], self.clip_norm)
+            sums.append(clipped)
+            losses.append(loss)
             sizes.append(len(idx))
-            if len(idx):
-                with torch.no_grad():
-                    losses.append(float(nn.functional.cross_entropy(self.model(x[idx]), y[idx], reduction="sum")))
         train_loss = sum(losses) / max(sum(sizes), 1)
         if not self._checkpoint(train_loss):
             return self._last
