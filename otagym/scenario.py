@@ -12,21 +12,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import numpy as np
 from numpy.typing import NDArray
 
-from otagym.validation import PHYSICAL_RANGE, Integer, Many, OneOf, Real, Text, arg, check_dataclass, from_preset
+from otagym.channel import DISTANCE, FadingModel
+from otagym.validation import POSITIVE, Integer, Many, OneOf, Real, Text, arg, check_dataclass, from_preset
 
-__all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "FadingModel"]
-
-FadingModel = Literal["iid", "block", "gauss_markov"]
-
-#: A positive physical quantity (W, model units, budget): inside ``PHYSICAL_RANGE``, so every result stays finite.
-POSITIVE = Real(*PHYSICAL_RANGE)
-#: A distance in metres: COST-231 Hata path loss needs >= 1 m; beyond 10,000 km nothing is a cell.
-DISTANCE = Real(1.0, 1e7)
+__all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm"]
 
 
 def dbm_to_w(dbm: float) -> float:

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["PHYSICAL_RANGE", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text", "Many", "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
+__all__ = ["PHYSICAL_RANGE", "POSITIVE", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text", "Many",
+           "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
            "from_preset"]
 
 #: The range (closed) of every positive physical quantity of a scenario in its unit.
@@ -192,6 +193,8 @@ class Many:
 
 #: Spec of ``num_envs`` (the vector envs' batch size).
 NUM_ENVS = Integer(1, 1_000_000)
+#: A positive physical quantity (W, model units, budget): inside ``PHYSICAL_RANGE``, so every result stays finite.
+POSITIVE = Real(*PHYSICAL_RANGE)
 
 
 def real_array(where: str, value: Any, shapes: tuple[tuple[int, ...], ...]) -> np.ndarray:
