@@ -19,8 +19,7 @@ from sb3_contrib import TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
 from otagym.env import Rounds
-from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost, normalized_x
-from otagym.scenario import Scenario
+from otagym.receive_scaling import ReceiveScalingModel, Scenario, budget_action_cost, normalized_x
 
 __all__ = ["AgentPolicy", "ALGO_CLASSES", "action_semantics", "load_model", "run_metadata"]
 

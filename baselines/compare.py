@@ -24,7 +24,7 @@ from baselines.evaluation import calibrate, run_policy, sample_realisations, tra
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
 from otagym.argtypes import correlation, positive_float, positive_int, writable_dir
-from otagym.scenario import PRESETS, Scenario, get_scenario
+from otagym.receive_scaling import PRESETS, Scenario, get_scenario
 
 __all__ = ["PolicySpec", "POLICIES", "compare", "normalized_score", "add_compare_parser"]
 

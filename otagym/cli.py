@@ -14,7 +14,7 @@ import numpy as np
 
 from otagym.argtypes import positive_float, positive_int
 from otagym.env import OTAPrivacyEnv
-from otagym.scenario import PRESETS
+from otagym.receive_scaling import PRESETS
 
 
 def _rollout(args: argparse.Namespace) -> int:

@@ -26,9 +26,8 @@ from otagym.cdpb_env import CDPBRounds
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, RDPLedger
-from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, budget_action_cost,
-                                    normalized_x)
-from otagym.scenario import Scenario, get_scenario
+from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, Scenario, budget_action_cost,
+                                    get_scenario, normalized_x)
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, Many, OneOf, Real, Spec, action_array, check_args,
                                real_array)
 
