@@ -27,8 +27,8 @@ from otagym.anonymous import AnonymousScenario
 from otagym.anonymous_env import AnonymousRounds
 from otagym.cdpb import CDPBScenario
 from otagym.cdpb_env import CDPBRounds
-from otagym.env import Rounds
 from otagym.receive_scaling import Scenario
+from otagym.receive_scaling_env import Rounds
 from otagym.validation import Integer, Many, OfType, OneOf, Real
 
 #: A numerical warning (overflow, divide by zero, invalid) is a failure: nothing may silently become inf or NaN.
