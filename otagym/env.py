@@ -9,7 +9,7 @@ AdaScale paper §IV-V).
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence, get_args
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -17,40 +17,24 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
-from otagym.anonymous import AnonymousScenario, get_anonymous_scenario
-from otagym.anonymous_env import AnonymousRounds
-from otagym.cdpb import CDPBScenario, get_cdpb_scenario
-from otagym.cdpb_env import CDPBRounds
-from otagym.receive_scaling import Scenario, get_scenario
-from otagym.receive_scaling_env import Rounds
-from otagym.validation import OneOf
+from otagym.schemes import Core, Scheme, get_scheme
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds"]
 
-Scheme = Literal["receive_scaling", "cdpb", "anonymous"]
 
+def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> Core:
+    """The batched core of ``scheme`` (looked up in :data:`otagym.schemes.SCHEMES`) with env keyword arguments (the
+    core's ``ARGS``) split from scenario overrides.
 
-def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]
-                ) -> "Rounds | CDPBRounds | AnonymousRounds":
-    """The batched core of ``scheme`` with env keyword arguments split from scenario overrides.
-
-    ``scenario=None`` picks the scheme's preset (``paper-mnist``, ``paper-cdpb`` or ``paper-anonymous``).
+    ``scenario=None`` picks the scheme's default preset (``paper-mnist``, ``paper-cdpb``, ``paper-anonymous``, ...).
     """
-    scheme = OneOf(get_args(Scheme))("scheme", scheme)
-    if scheme == "receive_scaling":
-        core, get, default = Rounds, get_scenario, "paper-mnist"
-    elif scheme == "cdpb":
-        core, get, default = CDPBRounds, get_cdpb_scenario, "paper-cdpb"
-    else:
-        core, get, default = AnonymousRounds, get_anonymous_scenario, "paper-anonymous"
-    env_keys = core.ARGS
-    env_kwargs = {k: v for k, v in kwargs.items() if k in env_keys}
-    overrides = {k: v for k, v in kwargs.items() if k not in env_keys}
-    return core(get(default if scenario is None else scenario, **overrides), num_envs, **env_kwargs)
+    info = get_scheme(scheme)
+    env_kwargs = {k: v for k, v in kwargs.items() if k in info.env_args}
+    overrides = {k: v for k, v in kwargs.items() if k not in info.env_args}
+    return info.core(info.scenario(scenario, **overrides), num_envs, **env_kwargs)
 
 
-def _reset_options(rounds: "Rounds | CDPBRounds | AnonymousRounds", options: dict[str, Any] | None,
-                   single: bool) -> dict[str, Any]:
+def _reset_options(rounds: Core, options: dict[str, Any] | None, single: bool) -> dict[str, Any]:
     opts = dict(options or {})
     unknown = set(opts) - set(rounds.OPTION_AXES)
     if unknown:
@@ -126,12 +110,16 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     Episodes terminate after T = ``scenario.num_rounds`` rounds (the FL run ends; t/T is observed).
 
     Args:
-        scenario: preset name (``"paper-mnist"``, ``"paper-cifar10"``) or a :class:`Scenario`.
+        scenario: preset name (``"paper-mnist"``, ``"paper-cifar10"``) or a :class:`~otagym.receive_scaling.Scenario`
+            (under another ``scheme``: one of its presets or its Scenario).
+        scheme: a name in :data:`otagym.schemes.SCHEMES`: ``"receive_scaling"`` (default, model A as described here)
+            or another scheme, whose observation, action and keyword arguments its batched core documents.
         render_mode: ``None``, ``"ansi"`` (a text line per round) or ``"rgb_array"`` (x/x_max, cumulative cost over
             nu t and mean cumulative RDP over the episode so far, as an image).
         reward_mode, action_type, x_min_ratio, reward_lambda, budget_multiplier_max, nu_range, dp_orders: see
             :class:`~otagym.receive_scaling_env.Rounds`.
-        **overrides: any :class:`Scenario` field (e.g. ``num_rounds=100, nu=0.02``); anything else is a TypeError.
+        **overrides: any :class:`~otagym.receive_scaling.Scenario` field (e.g. ``num_rounds=100, nu=0.02``); anything
+            else is a TypeError.
 
     ``reset(options=...)`` accepts ``distances_m`` (M,), ``channel_gains`` (T, M) to replay a channel realisation,
     and ``nu`` (this episode's budget).
@@ -139,8 +127,8 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(self, scenario: str | Scenario | CDPBScenario | AnonymousScenario | None = None,
-                 render_mode: str | None = None, *, scheme: Scheme = "receive_scaling", **kwargs: Any):
+    def __init__(self, scenario: Any = None, render_mode: str | None = None, *, scheme: Scheme = "receive_scaling",
+                 **kwargs: Any):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}; got {render_mode!r}")
         self.render_mode = render_mode
@@ -222,8 +210,8 @@ class OTAPrivacyVectorEnv(VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(self, num_envs: int = 8, scenario: str | Scenario | CDPBScenario | AnonymousScenario | None = None,
-                 render_mode: str | None = None, *, scheme: Scheme = "receive_scaling", **kwargs: Any):
+    def __init__(self, num_envs: int = 8, scenario: Any = None, render_mode: str | None = None, *,
+                 scheme: Scheme = "receive_scaling", **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
         self.scheme = scheme

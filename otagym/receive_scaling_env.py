@@ -364,7 +364,8 @@ class Rounds:
         return spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float64)
 
     def observation(self) -> NDArray:
-        """Observations (N, 3M + 5), float32, each entry clipped to [-10, 10] -- see :class:`~otagym.env.OTAPrivacyEnv`."""
+        """Observations (N, 3M + 5), float32, each entry clipped to [-10, 10]: see :class:`otagym.env.OTAPrivacyEnv`.
+        """
         m, big_t = self.scenario.num_devices, self.num_rounds
         obs = self._obs
         budget = self.nu * big_t

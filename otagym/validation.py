@@ -1,9 +1,10 @@
 """Arguments checked at the door: one spec per public argument, one error style.
 
-Every field of :class:`~otagym.receive_scaling.Scenario` and :class:`~otagym.cdpb.CDPBScenario` declares its spec where it
-is declared (:func:`arg`), and :func:`check_dataclass` converts them all in ``__post_init__``; the environments' own
-arguments go through the same specs in their constructors. A value of the wrong type raises ``TypeError``, a value of
-the right type outside its range raises ``ValueError``; both read ``"<argument> must be <allowed>; got <value>"``.
+Every field of a scheme's Scenario (:class:`~otagym.receive_scaling.Scenario`, :class:`~otagym.cdpb.CDPBScenario`,
+...) declares its spec where it is declared (:func:`arg`), and :func:`check_dataclass` converts them all in
+``__post_init__``; the environments' own arguments go through the same specs in their constructors. A value of the
+wrong type raises ``TypeError``, a value of the right type outside its range raises ``ValueError``; both read
+``"<argument> must be <allowed>; got <value>"``.
 
 Numbers are Python or numpy integers and floats (``np.float32(0.04)`` is a number); ``bool`` is not a number, strings
 are never parsed, NaN and infinities are refused. Integers accept integral floats (``1e3``) and refuse the rest
