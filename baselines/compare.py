@@ -8,8 +8,6 @@ the average eps at delta are reported as mean and 95% confidence interval over s
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +15,12 @@ from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from baselines.core import Policy
 from baselines.evaluation import calibrate, run_policy, sample_realisations, training_scenario
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
+from baselines.report import ci95, write_rows
 from otagym.argtypes import correlation, positive_float, positive_int, writable_dir
 from otagym.receive_scaling import PRESETS, Scenario, get_scenario
 
@@ -51,14 +49,6 @@ POLICIES: dict[str, PolicySpec] = {
 }
 DEFAULT_POLICIES = ("OfflineOptimal", "AdaScale", "EstimFuture", "EqualAlloc", "LiuSimeone", "LyapunovDPBudget",
                     "LyapunovDPP")
-
-
-def _ci95(values: NDArray) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t confidence interval (0 for one value)."""
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float(v.mean()), 0.0
-    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
 
 
 def normalized_score(leakage: NDArray, equal_alloc: NDArray, optimal: NDArray) -> NDArray:
@@ -125,10 +115,10 @@ def compare(
         score_all = normalized_score(result.leakage, result.equal_alloc_leakage, optimal_leakage)
         for j, nu_j in enumerate(nus):
             idx = np.arange(len(seeds)) * len(nus) + j
-            rdp, rdp_ci = _ci95(result.rdp[idx])
-            eps, eps_ci = _ci95(result.epsilon[idx])
-            cost, cost_ci = _ci95(result.cost_mean[idx])
-            score, score_ci = _ci95(score_all[idx])
+            rdp, rdp_ci = ci95(result.rdp[idx])
+            eps, eps_ci = ci95(result.epsilon[idx])
+            cost, cost_ci = ci95(result.cost_mean[idx])
+            score, score_ci = ci95(score_all[idx])
             rows.append({
                 "policy": name, "nu": nu_j, "rdp": rdp, "rdp_ci95": rdp_ci, "epsilon": eps, "epsilon_ci95": eps_ci,
                 "cost_mean": cost, "cost_ci95": cost_ci, "score": score, "score_ci95": score_ci,
@@ -140,8 +130,8 @@ def compare(
                 "seeds": len(seeds), "wall_s": wall,
             })
             if result.test_accuracy is not None:
-                acc, acc_ci = _ci95(result.test_accuracy[idx])
-                curve = [_ci95(v) for v in result.accuracy_curve[:, idx]]
+                acc, acc_ci = ci95(result.test_accuracy[idx])
+                curve = [ci95(v) for v in result.accuracy_curve[:, idx]]
                 rows[-1].update(accuracy=acc, accuracy_ci95=acc_ci,
                                 accuracy_seeds=[float(v) for v in result.test_accuracy[idx]],
                                 accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
@@ -161,19 +151,6 @@ def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
                      f"{r['score']:7.1f} ± {r['score_ci95']:<4.1f} {r['wall_s']:7.1f}"
                      + (f" {r['accuracy']:9.3f} ± {r['accuracy_ci95']:<5.3f}" if "accuracy" in r else "") + flag)
     return "\n".join(lines)
-
-
-def write_rows(rows: list[dict[str, Any]], extra: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
-    """``<stem>.csv`` (scalar columns of ``rows``) and ``<stem>.json`` (``extra`` plus all rows) in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.json"
-    keys = [k for k in rows[0] if not isinstance(rows[0][k], list) and k != "param_values"]
-    with csv_path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    json_path.write_text(json.dumps({**extra, "rows": rows}, indent=1))
-    return [csv_path, json_path]
 
 
 def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[Path]:
