@@ -1,4 +1,5 @@
-"""``otagym compare``: the matched-nu comparison of §VII of the AdaScale paper (Fig. 1 style).
+"""The matched-nu comparison of §VII of the AdaScale paper (Fig. 1 style), behind ``otagym compare`` (whose command
+line is :mod:`experiments.compare`).
 
 For each nu, every policy whose hyperparameter is tunable is calibrated so that its realised (1/T) sum_t c_t equals
 nu (within 1%) on the same channel realisations (one per seed); then the average overall RDP per device at alpha and
@@ -7,7 +8,6 @@ the average eps at delta are reported as mean and 95% confidence interval over s
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +21,9 @@ from baselines.evaluation import calibrate, run_policy, sample_realisations, tra
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
 from baselines.report import ci95, write_rows
-from otagym.argtypes import correlation, positive_float, positive_int, writable_dir
-from otagym.receive_scaling import PRESETS, Scenario, get_scenario
+from otagym.receive_scaling import Scenario, get_scenario
 
-__all__ = ["PolicySpec", "POLICIES", "compare", "normalized_score", "add_compare_parser"]
+__all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "normalized_score", "format_table", "save"]
 
 
 @dataclass(frozen=True)
@@ -217,98 +216,3 @@ def _save_accuracy_rounds(rows: list[dict[str, Any]], scenario: Scenario, path: 
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def _run_cdpb(args: argparse.Namespace) -> int:
-    from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
-    from otagym.cdpb import get_cdpb_scenario
-
-    scen = get_cdpb_scenario(args.scenario or "paper-cdpb", **({"accounting": args.accounting} if args.accounting
-                                                                else {}))
-    start = time.perf_counter()
-    rows, curves = compare_cdpb(scen, tuple(args.policies or DEFAULT_CDPB_POLICIES), episodes=args.seeds,
-                                progress=not args.no_progress)
-    print(format_cdpb_table(rows, scen))
-    paths = save_cdpb(rows, curves, scen, Path(args.out))
-    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
-    return 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    if args.scheme == "cdpb":
-        return _run_cdpb(args)
-    extra: dict[str, PolicySpec] = getattr(args, "extra_policies", None) or {}
-    names = [p.split(":", 1)[0] for p in (args.policies or ())]
-    unknown = [p for p in names if p not in POLICIES and p not in extra]
-    if unknown or (args.scenario and args.scenario not in PRESETS):
-        raise SystemExit(f"--scheme receive_scaling takes --scenario in {sorted(PRESETS)} and --policies in "
-                         f"{sorted(POLICIES)} or NAME:PATH/TO/model.zip; got {args.scenario!r}, {unknown}")
-    overrides = {"num_rounds": args.rounds} if args.rounds else {}
-    if getattr(args, "fading", None):
-        overrides.update(fading=args.fading, correlation=args.correlation or 0.0)
-    scen = get_scenario(args.scenario or "paper-mnist", **overrides)
-    nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
-    start = time.perf_counter()
-    rows = compare(scen, nus, tuple(range(args.seed_start, args.seed_start + args.seeds)),
-                   tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress,
-                   fidelity=args.fidelity, dataset=args.dataset, data_dir=args.data_dir)
-    if args.fidelity == "train":
-        scen = training_scenario(scen, args.dataset, args.data_dir)
-    print(format_table(rows, scen))
-    paths = save(rows, scen, Path(args.out))
-    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
-    return 0
-
-
-#: Options that only one scheme reads, with their defaults.
-_RECEIVE_SCALING_ONLY = {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0,
-                         "fidelity": "analytic", "dataset": "digits", "data_dir": None}
-_CDPB_ONLY = {"accounting": None}
-
-
-def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, argparse style, options that the chosen scheme would silently ignore."""
-    unused = _RECEIVE_SCALING_ONLY if args.scheme == "cdpb" else _CDPB_ONLY
-    given = [k for k, default in unused.items() if getattr(args, k) != default]
-    if given:
-        parser.error(f"--scheme {args.scheme} does not use " + ", ".join("--" + k.replace("_", "-") for k in given))
-    if args.correlation is not None and args.fading != "gauss_markov":
-        parser.error("--correlation needs --fading gauss_markov")
-    if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None):
-        parser.error("--dataset and --data-dir need --fidelity train")
-    if args.dataset != "digits" and args.data_dir is None:
-        parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
-
-
-def add_compare_parser(sub: argparse._SubParsersAction) -> None:
-    from baselines.cdpb import CDPB_POLICIES
-    from otagym.cdpb import CDPB_PRESETS
-
-    p = sub.add_parser("compare", help="compare the analytic policies (table, CSV/JSON, plot)")
-    p.add_argument("--scheme", default="receive_scaling", choices=["receive_scaling", "cdpb"],
-                   help="receive_scaling: matched-nu comparison (AdaScale paper); cdpb: CDPB paper (Figs. 3, 5)")
-    p.add_argument("--scenario", default=None, choices=sorted(PRESETS) + sorted(CDPB_PRESETS),
-                   help="preset (default paper-mnist, or paper-cdpb with --scheme cdpb)")
-    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=positive_int, default=3,
-                   help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
-    p.add_argument("--seed-start", type=int, default=0, help="S, the first realisation seed (use held-out seeds "
-                   "for trained agents)")
-    p.add_argument("--rounds", type=positive_int, default=None, help="override T")
-    p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None, help="override the fading")
-    p.add_argument("--correlation", type=correlation, default=None, help="Gauss-Markov correlation with --fading")
-    p.add_argument("--policies", nargs="+", default=None,
-                   help=f"analytic: {sorted(POLICIES)} (cdpb: {sorted(CDPB_POLICIES)}); a trained agent: "
-                        "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")
-    p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
-                   help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
-    p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
-                   help="train: also train a real model under each policy's noise and report test accuracy "
-                        "(digits: about 70 ms per env and round)")
-    p.add_argument("--dataset", choices=["digits", "mnist", "cifar10"], default="digits",
-                   help="with --fidelity train: digits (embedded, DigitsCNN), mnist (the paper's CNN) or cifar10 "
-                        "(CifarResNet); the last two read their standard files from --data-dir")
-    p.add_argument("--data-dir", default=None, help="folder of the MNIST IDX files or the CIFAR-10 python batches")
-    p.add_argument("--out", type=writable_dir, default="results", help="output folder")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=_run, check=_check_scheme_options)
