@@ -18,13 +18,13 @@ from numpy.typing import ArrayLike, NDArray
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
-from otagym.env import Rounds
-from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost, normalized_x
-from otagym.scenario import Scenario
+from otagym.receive_scaling import ReceiveScalingModel, Scenario, budget_action_cost, normalized_x
+from otagym.receive_scaling_env import Rounds
 
 __all__ = ["AgentPolicy", "ALGO_CLASSES", "action_semantics", "load_model", "run_metadata"]
 
-#: Env keyword arguments that decide what an action means (:class:`otagym.env.Rounds` resolves their defaults).
+#: Env keyword arguments that decide what an action means (:class:`otagym.receive_scaling_env.Rounds` resolves their
+#: defaults).
 ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "x_min_ratio")
 #: Algorithm classes by the names ``otagym train`` uses.
 ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}

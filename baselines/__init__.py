@@ -1,7 +1,11 @@
-"""Analytic policies for otagym (model A: receive scaling; the anonymous scheme's constant-sigma policies), the
-matched-nu calibration and ``otagym compare``."""
+"""Analytic policies for otagym, one module per scheme -- model A (receive scaling: :mod:`baselines.policies` on the
+solver of :mod:`baselines.core`), model B (CDPB and the CDPB paper's baselines: :mod:`baselines.cdpb`) and the
+anonymous scheme's constant-sigma policies (:mod:`baselines.anonymous`) -- the evaluation and matched-nu calibration
+(:mod:`baselines.evaluation`), and the computations behind ``otagym compare`` (:mod:`baselines.compare`,
+:mod:`baselines.cdpb_compare`)."""
 
-from baselines.anonymous import CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
+from baselines.anonymous import BatchEpisodes, CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
+from baselines.cdpb import CDPB, CDPB_POLICIES, CDPBPlan, GammaBased, HminBased, ISBased, NoiseFree, two_stage
 from baselines.core import Policy, minimize_round
 from baselines.evaluation import Realisations, calibrate, run_policy, sample_realisations
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
@@ -9,4 +13,5 @@ from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, Li
 
 __all__ = ["Policy", "AdaScale", "LyapunovDPP", "LyapunovDPBudget", "EqualAlloc", "EstimFuture", "OfflineOptimal",
            "LiuSimeone", "FullPower", "calibrate", "run_policy", "sample_realisations", "Realisations",
-           "minimize_round", "ConstantSigma", "CalibratedSigma", "PaperSetting", "calibrate_sigma"]
+           "minimize_round", "CDPB", "GammaBased", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES", "CDPBPlan",
+           "two_stage", "ConstantSigma", "CalibratedSigma", "PaperSetting", "calibrate_sigma", "BatchEpisodes"]

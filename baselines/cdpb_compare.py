@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from baselines.cdpb import CDPB_POLICIES, CDPB, HminBased
+from baselines.report import write_rows
 from otagym.cdpb import Accounting, CDPBScenario, get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyVectorEnv
 
@@ -102,8 +103,6 @@ def save_cdpb(rows: list[dict[str, Any]], curves: dict[str, Any], s: CDPBScenari
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from baselines.compare import write_rows
 
     paths = write_rows(rows, {"scenario": s.to_dict(), "curves": curves}, out_dir, "compare_cdpb")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))

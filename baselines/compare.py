@@ -1,4 +1,5 @@
-"""``otagym compare``: the matched-nu comparison of §VII of the AdaScale paper (Fig. 1 style).
+"""The matched-nu comparison of §VII of the AdaScale paper (Fig. 1 style), behind ``otagym compare`` (whose command
+line is :mod:`experiments.compare`).
 
 For each nu, every policy whose hyperparameter is tunable is calibrated so that its realised (1/T) sum_t c_t equals
 nu (within 1%) on the same channel realisations (one per seed); then the average overall RDP per device at alpha and
@@ -7,9 +8,6 @@ the average eps at delta are reported as mean and 95% confidence interval over s
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +15,15 @@ from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from baselines.core import Policy
 from baselines.evaluation import calibrate, run_policy, sample_realisations, training_scenario
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
-from otagym.argtypes import correlation, positive_float, positive_int, writable_dir
-from otagym.scenario import PRESETS, Scenario, get_scenario
+from baselines.report import ci95, write_rows
+from otagym.receive_scaling import Scenario, get_scenario
 
-__all__ = ["PolicySpec", "POLICIES", "compare", "normalized_score", "add_compare_parser"]
+__all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "normalized_score", "format_table", "save"]
 
 
 @dataclass(frozen=True)
@@ -51,14 +48,6 @@ POLICIES: dict[str, PolicySpec] = {
 }
 DEFAULT_POLICIES = ("OfflineOptimal", "AdaScale", "EstimFuture", "EqualAlloc", "LiuSimeone", "LyapunovDPBudget",
                     "LyapunovDPP")
-
-
-def _ci95(values: NDArray) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t confidence interval (0 for one value)."""
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float(v.mean()), 0.0
-    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
 
 
 def normalized_score(leakage: NDArray, equal_alloc: NDArray, optimal: NDArray) -> NDArray:
@@ -125,10 +114,10 @@ def compare(
         score_all = normalized_score(result.leakage, result.equal_alloc_leakage, optimal_leakage)
         for j, nu_j in enumerate(nus):
             idx = np.arange(len(seeds)) * len(nus) + j
-            rdp, rdp_ci = _ci95(result.rdp[idx])
-            eps, eps_ci = _ci95(result.epsilon[idx])
-            cost, cost_ci = _ci95(result.cost_mean[idx])
-            score, score_ci = _ci95(score_all[idx])
+            rdp, rdp_ci = ci95(result.rdp[idx])
+            eps, eps_ci = ci95(result.epsilon[idx])
+            cost, cost_ci = ci95(result.cost_mean[idx])
+            score, score_ci = ci95(score_all[idx])
             rows.append({
                 "policy": name, "nu": nu_j, "rdp": rdp, "rdp_ci95": rdp_ci, "epsilon": eps, "epsilon_ci95": eps_ci,
                 "cost_mean": cost, "cost_ci95": cost_ci, "score": score, "score_ci95": score_ci,
@@ -140,8 +129,8 @@ def compare(
                 "seeds": len(seeds), "wall_s": wall,
             })
             if result.test_accuracy is not None:
-                acc, acc_ci = _ci95(result.test_accuracy[idx])
-                curve = [_ci95(v) for v in result.accuracy_curve[:, idx]]
+                acc, acc_ci = ci95(result.test_accuracy[idx])
+                curve = [ci95(v) for v in result.accuracy_curve[:, idx]]
                 rows[-1].update(accuracy=acc, accuracy_ci95=acc_ci,
                                 accuracy_seeds=[float(v) for v in result.test_accuracy[idx]],
                                 accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
@@ -161,19 +150,6 @@ def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
                      f"{r['score']:7.1f} ± {r['score_ci95']:<4.1f} {r['wall_s']:7.1f}"
                      + (f" {r['accuracy']:9.3f} ± {r['accuracy_ci95']:<5.3f}" if "accuracy" in r else "") + flag)
     return "\n".join(lines)
-
-
-def write_rows(rows: list[dict[str, Any]], extra: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
-    """``<stem>.csv`` (scalar columns of ``rows``) and ``<stem>.json`` (``extra`` plus all rows) in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.json"
-    keys = [k for k in rows[0] if not isinstance(rows[0][k], list) and k != "param_values"]
-    with csv_path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    json_path.write_text(json.dumps({**extra, "rows": rows}, indent=1))
-    return [csv_path, json_path]
 
 
 def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[Path]:
@@ -240,98 +216,3 @@ def _save_accuracy_rounds(rows: list[dict[str, Any]], scenario: Scenario, path: 
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def _run_cdpb(args: argparse.Namespace) -> int:
-    from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
-    from otagym.cdpb import get_cdpb_scenario
-
-    scen = get_cdpb_scenario(args.scenario or "paper-cdpb", **({"accounting": args.accounting} if args.accounting
-                                                                else {}))
-    start = time.perf_counter()
-    rows, curves = compare_cdpb(scen, tuple(args.policies or DEFAULT_CDPB_POLICIES), episodes=args.seeds,
-                                progress=not args.no_progress)
-    print(format_cdpb_table(rows, scen))
-    paths = save_cdpb(rows, curves, scen, Path(args.out))
-    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
-    return 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    if args.scheme == "cdpb":
-        return _run_cdpb(args)
-    extra: dict[str, PolicySpec] = getattr(args, "extra_policies", None) or {}
-    names = [p.split(":", 1)[0] for p in (args.policies or ())]
-    unknown = [p for p in names if p not in POLICIES and p not in extra]
-    if unknown or (args.scenario and args.scenario not in PRESETS):
-        raise SystemExit(f"--scheme receive_scaling takes --scenario in {sorted(PRESETS)} and --policies in "
-                         f"{sorted(POLICIES)} or NAME:PATH/TO/model.zip; got {args.scenario!r}, {unknown}")
-    overrides = {"num_rounds": args.rounds} if args.rounds else {}
-    if getattr(args, "fading", None):
-        overrides.update(fading=args.fading, correlation=args.correlation or 0.0)
-    scen = get_scenario(args.scenario or "paper-mnist", **overrides)
-    nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
-    start = time.perf_counter()
-    rows = compare(scen, nus, tuple(range(args.seed_start, args.seed_start + args.seeds)),
-                   tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress,
-                   fidelity=args.fidelity, dataset=args.dataset, data_dir=args.data_dir)
-    if args.fidelity == "train":
-        scen = training_scenario(scen, args.dataset, args.data_dir)
-    print(format_table(rows, scen))
-    paths = save(rows, scen, Path(args.out))
-    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
-    return 0
-
-
-#: Options that only one scheme reads, with their defaults.
-_RECEIVE_SCALING_ONLY = {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0,
-                         "fidelity": "analytic", "dataset": "digits", "data_dir": None}
-_CDPB_ONLY = {"accounting": None}
-
-
-def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, argparse style, options that the chosen scheme would silently ignore."""
-    unused = _RECEIVE_SCALING_ONLY if args.scheme == "cdpb" else _CDPB_ONLY
-    given = [k for k, default in unused.items() if getattr(args, k) != default]
-    if given:
-        parser.error(f"--scheme {args.scheme} does not use " + ", ".join("--" + k.replace("_", "-") for k in given))
-    if args.correlation is not None and args.fading != "gauss_markov":
-        parser.error("--correlation needs --fading gauss_markov")
-    if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None):
-        parser.error("--dataset and --data-dir need --fidelity train")
-    if args.dataset != "digits" and args.data_dir is None:
-        parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
-
-
-def add_compare_parser(sub: argparse._SubParsersAction) -> None:
-    from baselines.cdpb import CDPB_POLICIES
-    from otagym.cdpb import CDPB_PRESETS
-
-    p = sub.add_parser("compare", help="compare the analytic policies (table, CSV/JSON, plot)")
-    p.add_argument("--scheme", default="receive_scaling", choices=["receive_scaling", "cdpb"],
-                   help="receive_scaling: matched-nu comparison (AdaScale paper); cdpb: CDPB paper (Figs. 3, 5)")
-    p.add_argument("--scenario", default=None, choices=sorted(PRESETS) + sorted(CDPB_PRESETS),
-                   help="preset (default paper-mnist, or paper-cdpb with --scheme cdpb)")
-    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=positive_int, default=3,
-                   help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
-    p.add_argument("--seed-start", type=int, default=0, help="S, the first realisation seed (use held-out seeds "
-                   "for trained agents)")
-    p.add_argument("--rounds", type=positive_int, default=None, help="override T")
-    p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None, help="override the fading")
-    p.add_argument("--correlation", type=correlation, default=None, help="Gauss-Markov correlation with --fading")
-    p.add_argument("--policies", nargs="+", default=None,
-                   help=f"analytic: {sorted(POLICIES)} (cdpb: {sorted(CDPB_POLICIES)}); a trained agent: "
-                        "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")
-    p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
-                   help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
-    p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
-                   help="train: also train a real model under each policy's noise and report test accuracy "
-                        "(digits: about 70 ms per env and round)")
-    p.add_argument("--dataset", choices=["digits", "mnist", "cifar10"], default="digits",
-                   help="with --fidelity train: digits (embedded, DigitsCNN), mnist (the paper's CNN) or cifar10 "
-                        "(CifarResNet); the last two read their standard files from --data-dir")
-    p.add_argument("--data-dir", default=None, help="folder of the MNIST IDX files or the CIFAR-10 python batches")
-    p.add_argument("--out", type=writable_dir, default="results", help="output folder")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=_run, check=_check_scheme_options)

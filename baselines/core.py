@@ -7,8 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
 
-from otagym.receive_scaling import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round
-from otagym.scenario import Scenario
+from otagym.receive_scaling import X_FLOOR_RATIO, Scenario, cost_slope_of_leakage, minimize_round
 
 __all__ = ["Policy", "minimize_round", "cost_slope_of_leakage", "X_FLOOR_RATIO"]
 

@@ -13,7 +13,7 @@ from baselines.core import Policy
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.privacy import DEFAULT_ORDERS
-from otagym.scenario import Scenario
+from otagym.receive_scaling import Scenario
 
 __all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario"]
 

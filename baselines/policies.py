@@ -15,8 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round
 from otagym.privacy import tail_bound_budget
-from otagym.receive_scaling import ReceiveScalingModel
-from otagym.scenario import Scenario
+from otagym.receive_scaling import ReceiveScalingModel, Scenario
 
 __all__ = ["FullPower", "EqualAlloc", "AdaScale", "LyapunovDPP", "EstimFuture", "OfflineOptimal", "LiuSimeone",
            "LyapunovDPBudget"]

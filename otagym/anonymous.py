@@ -36,8 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from otagym.privacy import rdp_sgm, rdp_to_dp
-from otagym.scenario import POSITIVE
-from otagym.validation import PHYSICAL_RANGE, Integer, OneOf, Real, Text, arg, check_dataclass, from_preset
+from otagym.validation import PHYSICAL_RANGE, POSITIVE, Integer, OneOf, Real, Text, arg, check_dataclass, from_preset
 
 __all__ = [
     "AnonymousScenario", "ANONYMOUS_PRESETS", "get_anonymous_scenario", "Accounting",

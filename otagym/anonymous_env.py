@@ -16,8 +16,7 @@ from otagym.anonymous import (AnonymousScenario, convergence_bound, convergence_
                               per_device_noise_var, received_noise_var, round_rdp, threshold_for_participation)
 from otagym.channel import ChannelModel, FadingState
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
-from otagym.scenario import POSITIVE
-from otagym.validation import NUM_ENVS, Many, OneOf, Real, Spec, action_array, check_args
+from otagym.validation import NUM_ENVS, POSITIVE, Many, OneOf, Real, Spec, action_array, check_args
 
 __all__ = ["AnonymousRounds", "SigmaActionType"]
 

@@ -25,9 +25,9 @@ from typing import Any, Literal, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from otagym.channel import FadingModel
 from otagym.privacy import rdp_sgm
-from otagym.scenario import POSITIVE, FadingModel
-from otagym.validation import (PHYSICAL_RANGE, Flag, Integer, Many, OneOf, Real, Text, arg, check_dataclass,
+from otagym.validation import (PHYSICAL_RANGE, POSITIVE, Flag, Integer, Many, OneOf, Real, Text, arg, check_dataclass,
                                from_preset)
 
 __all__ = [

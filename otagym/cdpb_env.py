@@ -39,9 +39,9 @@ class CDPBRounds:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
         fidelity, dataset, data_dir, data_split, data_seed, eval_every: the training fidelity, as for model A
-            (:class:`otagym.env.Rounds`): under ``"train"`` each round also runs Algorithm 1 on a real model
-            (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d follows
-            the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
+            (:class:`otagym.receive_scaling_env.Rounds`): under ``"train"`` each round also runs Algorithm 1 on a real
+            model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d
+            follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
         local_steps, local_learning_rate: L full-batch gradient steps per round and their step size, on each reliable
             client under ``fidelity="train"``.
     """

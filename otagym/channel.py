@@ -17,13 +17,20 @@ devices stay fast for thousands of environments.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.scenario import Scenario
+from otagym.validation import Real
 
-__all__ = ["path_loss_db", "mean_channel_gain", "rayleigh_coefficients", "FadingState", "ChannelModel"]
+__all__ = ["path_loss_db", "mean_channel_gain", "rayleigh_coefficients", "FadingState", "ChannelModel", "FadingModel",
+           "DISTANCE"]
+
+FadingModel = Literal["iid", "block", "gauss_markov"]
+
+#: A distance in metres: COST-231 Hata path loss needs >= 1 m; beyond 10,000 km nothing is a cell.
+DISTANCE = Real(1.0, 1e7)
 
 
 def path_loss_db(distance_m: ArrayLike) -> NDArray:
@@ -76,7 +83,9 @@ class ChannelModel:
     correlation: float
 
     @classmethod
-    def from_scenario(cls, s: Scenario) -> "ChannelModel":
+    def from_scenario(cls, s: Any) -> "ChannelModel":
+        """The channel of a scenario with placement and fading fields (model A's
+        :class:`~otagym.receive_scaling.Scenario`)."""
         return cls(s.num_devices, s.distance_min_m, s.distance_max_m, s.distances_m, s.fading,
                    s.coherence_rounds, s.correlation)
 

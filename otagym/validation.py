@@ -1,9 +1,10 @@
 """Arguments checked at the door: one spec per public argument, one error style.
 
-Every field of :class:`~otagym.scenario.Scenario` and :class:`~otagym.cdpb.CDPBScenario` declares its spec where it
-is declared (:func:`arg`), and :func:`check_dataclass` converts them all in ``__post_init__``; the environments' own
-arguments go through the same specs in their constructors. A value of the wrong type raises ``TypeError``, a value of
-the right type outside its range raises ``ValueError``; both read ``"<argument> must be <allowed>; got <value>"``.
+Every field of a scheme's Scenario (:class:`~otagym.receive_scaling.Scenario`, :class:`~otagym.cdpb.CDPBScenario`,
+...) declares its spec where it is declared (:func:`arg`), and :func:`check_dataclass` converts them all in
+``__post_init__``; the environments' own arguments go through the same specs in their constructors. A value of the
+wrong type raises ``TypeError``, a value of the right type outside its range raises ``ValueError``; both read
+``"<argument> must be <allowed>; got <value>"``.
 
 Numbers are Python or numpy integers and floats (``np.float32(0.04)`` is a number); ``bool`` is not a number, strings
 are never parsed, NaN and infinities are refused. Integers accept integral floats (``1e3``) and refuse the rest
@@ -25,7 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["PHYSICAL_RANGE", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text", "Many", "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
+__all__ = ["PHYSICAL_RANGE", "POSITIVE", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text", "Many",
+           "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
            "from_preset"]
 
 #: The range (closed) of every positive physical quantity of a scenario in its unit.
@@ -192,6 +194,8 @@ class Many:
 
 #: Spec of ``num_envs`` (the vector envs' batch size).
 NUM_ENVS = Integer(1, 1_000_000)
+#: A positive physical quantity (W, model units, budget): inside ``PHYSICAL_RANGE``, so every result stays finite.
+POSITIVE = Real(*PHYSICAL_RANGE)
 
 
 def real_array(where: str, value: Any, shapes: tuple[tuple[int, ...], ...]) -> np.ndarray:

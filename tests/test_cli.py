@@ -3,7 +3,7 @@
 
 import pytest
 
-from otagym.cli import main
+from experiments.cli import main
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -27,3 +27,18 @@ def test_bad_options_exit_2_with_one_line(argv, needle, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err, err
+
+
+def test_compare_reads_its_schemes_and_presets_from_the_registry():
+    """``--scheme`` offers the registered schemes that have a comparison; ``--scenario`` their presets (issue 11)."""
+    import argparse
+
+    from experiments.compare import COMMANDS, add_compare_parser
+    from otagym.schemes import SCHEMES
+
+    assert set(COMMANDS) <= set(SCHEMES)
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_compare_parser(sub)
+    actions = {a.dest: a for a in sub.choices["compare"]._actions}
+    assert actions["scheme"].choices == [name for name in SCHEMES if name in COMMANDS]
+    assert sorted(actions["scenario"].choices) == sorted(p for name in COMMANDS for p in SCHEMES[name].presets)

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv, get_scenario
-from otagym.env import OBS_BOUND
+from otagym.receive_scaling_env import OBS_BOUND
 from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost
 
 

@@ -2,10 +2,10 @@
 ``ValueError`` naming the argument, or plays full short episodes with finite observations, rewards and info.
 
 The strategies are derived from the specs the code itself declares (the scenario dataclasses' field metadata and
-the cores' ``ARGS``: ``Rounds``, ``CDPBRounds``, ``AnonymousRounds``), so a new field or argument is fuzzed without
-touching this file. Valid values span each spec's whole range (hypothesis favours its ends: 1e-30 and 1e30 W, 1 m and
-10,000 km, ...); a fifth of the drawn values are invalid ones. Sizes are capped (``SIZE_CAPS``) so an example is
-one short episode.
+the cores' ``ARGS``, for every scheme in the registry ``otagym.schemes.SCHEMES``), so a new field, argument or scheme
+is fuzzed without touching this file. Valid values span each spec's whole range (hypothesis favours its ends: 1e-30
+and 1e30 W, 1 m and 10,000 km, ...); a fifth of the drawn values are invalid ones. Sizes are capped (``SIZE_CAPS``) so
+an example is one short episode.
 
 On failure hypothesis prints the falsifying example (the seed is one of its arguments) and a ``@reproduce_failure``
 blob; ``pytest --hypothesis-seed=N`` replays a whole run. ``OTAGYM_FUZZ_SCALE=20`` multiplies the examples.
@@ -23,12 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
-from otagym.anonymous import AnonymousScenario
-from otagym.anonymous_env import AnonymousRounds
-from otagym.cdpb import CDPBScenario
-from otagym.cdpb_env import CDPBRounds
-from otagym.env import Rounds
-from otagym.scenario import Scenario
+from otagym.schemes import SCHEMES as REGISTRY
 from otagym.validation import Integer, Many, OfType, OneOf, Real
 
 #: A numerical warning (overflow, divide by zero, invalid) is a failure: nothing may silently become inf or NaN.
@@ -48,8 +43,8 @@ SIZE_CAPS = {"num_devices": 6, "num_clients": 6, "num_rounds": 4, "max_rounds": 
 ORDERS_FUZZED = Many(Integer(2, 300), optional=True)
 BAD_VALUES = [None, "1", "iid", True, np.nan, np.inf, -np.inf, 1 + 1j, [], {}, -1, 0, 1e308, -1e-300, (1.0,),
               np.float32(np.nan), np.bool_(False)]
-SCHEMES = {"receive_scaling": (Scenario, Rounds), "cdpb": (CDPBScenario, CDPBRounds),
-           "anonymous": (AnonymousScenario, AnonymousRounds)}
+#: Every registered scheme: its Scenario class and its batched core.
+SCHEMES = {name: (info.scenario_type, info.core) for name, info in REGISTRY.items()}
 #: The schemes with a training fidelity.
 TRAINED_SCHEMES = sorted(k for k, (_, core) in SCHEMES.items() if "fidelity" in core.ARGS)
 
@@ -196,9 +191,8 @@ BAD_ACTIONS = [np.nan, np.inf, -np.inf, 2.0, -2.0, 0.0, -1e-300, 1e300, "0.1", N
 
 
 @fuzz(150)
-@given(scheme_action=st.sampled_from([("receive_scaling", a) for a in ("price", "share", "normalized", "x", "eta")]
-                                     + [("cdpb", a) for a in ("normalized", "rho")]
-                                     + [("anonymous", a) for a in ("normalized", "sigma")]),
+@given(scheme_action=st.sampled_from([(scheme, a) for scheme, (_, core) in SCHEMES.items()
+                                      for a in core.ARGS["action_type"].choices]),
        bad=st.sampled_from(BAD_ACTIONS), seed=st.integers(0, 2**32 - 1), vector=st.booleans())
 def test_a_refused_action_names_itself_and_leaves_no_trace(scheme_action, bad, seed, vector):
     """A bad action raises naming the action; the env then plays on exactly as if it had never been sent."""

@@ -9,7 +9,7 @@ from gymnasium.utils.env_checker import check_env
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.cdpb import CDPBScenario, sum_of_others
 from otagym.privacy import RDPLedger
-from otagym.scenario import Scenario, get_scenario
+from otagym.receive_scaling import Scenario, get_scenario
 
 
 @pytest.mark.parametrize("field,value,error", [

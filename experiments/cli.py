@@ -1,7 +1,9 @@
 """Command line: ``otagym rollout`` (a seeded rollout, per-round leakage and cost), ``otagym compare`` (analytic
-policies and trained agents on the same channels) and ``otagym train`` (an RL scheduler with stable-baselines3).
+policies and trained agents on the same channels, :mod:`experiments.compare`) and ``otagym train`` (an RL scheduler
+with stable-baselines3).
 
-This module sits above ``otagym``, ``baselines`` and ``agents`` (it imports the latter two lazily, per command)."""
+This module sits above ``otagym``, ``baselines`` and ``agents`` (it imports ``agents`` lazily, per command: it needs
+the optional RL dependencies)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from otagym.argtypes import positive_float, positive_int
+from experiments.argtypes import positive_float, positive_int
+from experiments.compare import add_compare_parser
 from otagym.env import OTAPrivacyEnv
-from otagym.scenario import PRESETS
+from otagym.schemes import SCHEMES
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -38,13 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="otagym", description="Privacy in over-the-air federated learning.")
     sub = parser.add_subparsers(dest="command", required=True)
     ro = sub.add_parser("rollout", help="seeded rollout printing leakage and cost per round")
-    ro.add_argument("--scenario", default="paper-mnist", choices=sorted(PRESETS))
+    model_a = SCHEMES["receive_scaling"]
+    ro.add_argument("--scenario", default=model_a.default_preset, choices=sorted(model_a.presets))
     ro.add_argument("--rounds", type=positive_int, default=20)
     ro.add_argument("--nu", type=positive_float, default=0.04)
     ro.add_argument("--seed", type=int, default=0)
     ro.set_defaults(func=_rollout)
-    from baselines.compare import add_compare_parser  # baselines ships in the same distribution
-
     add_compare_parser(sub)
     _add_train_parser(sub)
     args = parser.parse_args(argv)
@@ -105,7 +107,8 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-dir", default=None, help="output folder (default runs/<algo>): model.zip, run.json, "
                    "checkpoints/, monitor.csv, tb/ (TensorBoard)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=positive_int, default=None, help="total env steps (default: the config's n_timesteps)")
+    p.add_argument("--steps", type=positive_int, default=None,
+                   help="total env steps (default: the config's n_timesteps)")
     p.add_argument("--minutes", type=positive_float, default=None, help="stop after this much wall time")
     p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --run-dir")

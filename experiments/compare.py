@@ -1,0 +1,139 @@
+"""``otagym compare``: the command line of the schemes' comparisons, over their computations in :mod:`baselines`.
+
+``--scheme`` offers the schemes of the registry (:data:`otagym.schemes.SCHEMES`) that have a comparison here
+(:data:`COMMANDS`): model A's matched-nu comparison (:func:`baselines.compare.compare`) and CDPB's
+(:func:`baselines.cdpb_compare.compare_cdpb`); ``--scenario`` offers their presets. An option that only another
+scheme reads is refused, argparse style.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from baselines.cdpb import CDPB_POLICIES
+from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
+from baselines.compare import DEFAULT_POLICIES, POLICIES, PolicySpec, compare, format_table, save
+from baselines.evaluation import training_scenario
+from experiments.argtypes import correlation, positive_float, positive_int, writable_dir
+from otagym.schemes import SCHEMES
+
+__all__ = ["SchemeCommand", "COMMANDS", "add_compare_parser"]
+
+
+def _run_cdpb(args: argparse.Namespace) -> int:
+    scen = SCHEMES["cdpb"].scenario(args.scenario, **({"accounting": args.accounting} if args.accounting else {}))
+    start = time.perf_counter()
+    rows, curves = compare_cdpb(scen, tuple(args.policies or DEFAULT_CDPB_POLICIES), episodes=args.seeds,
+                                progress=not args.no_progress)
+    print(format_cdpb_table(rows, scen))
+    paths = save_cdpb(rows, curves, scen, Path(args.out))
+    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _run_receive_scaling(args: argparse.Namespace) -> int:
+    presets = SCHEMES["receive_scaling"].presets
+    extra: dict[str, PolicySpec] = getattr(args, "extra_policies", None) or {}
+    names = [p.split(":", 1)[0] for p in (args.policies or ())]
+    unknown = [p for p in names if p not in POLICIES and p not in extra]
+    if unknown or (args.scenario and args.scenario not in presets):
+        raise SystemExit(f"--scheme receive_scaling takes --scenario in {sorted(presets)} and --policies in "
+                         f"{sorted(POLICIES)} or NAME:PATH/TO/model.zip; got {args.scenario!r}, {unknown}")
+    overrides = {"num_rounds": args.rounds} if args.rounds else {}
+    if getattr(args, "fading", None):
+        overrides.update(fading=args.fading, correlation=args.correlation or 0.0)
+    scen = SCHEMES["receive_scaling"].scenario(args.scenario, **overrides)
+    nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
+    start = time.perf_counter()
+    rows = compare(scen, nus, tuple(range(args.seed_start, args.seed_start + args.seeds)),
+                   tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress,
+                   fidelity=args.fidelity, dataset=args.dataset, data_dir=args.data_dir)
+    if args.fidelity == "train":
+        scen = training_scenario(scen, args.dataset, args.data_dir)
+    print(format_table(rows, scen))
+    paths = save(rows, scen, Path(args.out))
+    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+@dataclass(frozen=True)
+class SchemeCommand:
+    """A scheme's ``otagym compare``: what it runs, its line of ``--scheme`` help, and the options only it reads
+    (with their defaults; another scheme refuses them when given)."""
+
+    run: Callable[[argparse.Namespace], int]
+    help: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+#: The comparison of every registered scheme that has one, in the registry's order.
+COMMANDS: dict[str, SchemeCommand] = {
+    "receive_scaling": SchemeCommand(
+        _run_receive_scaling, "matched-nu comparison (AdaScale paper)",
+        {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0, "fidelity": "analytic",
+         "dataset": "digits", "data_dir": None}),
+    "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}),
+}
+
+
+def _schemes() -> list[str]:
+    """The schemes ``--scheme`` offers: the registered ones with a comparison, in the registry's order."""
+    return [name for name in SCHEMES if name in COMMANDS]
+
+
+def _run(args: argparse.Namespace) -> int:
+    return COMMANDS[args.scheme].run(args)
+
+
+def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, argparse style, options that the chosen scheme would silently ignore."""
+    own = COMMANDS[args.scheme].options
+    unused = {k: v for name in _schemes() if name != args.scheme for k, v in COMMANDS[name].options.items()
+              if k not in own}
+    given = [k for k, default in unused.items() if getattr(args, k) != default]
+    if given:
+        parser.error(f"--scheme {args.scheme} does not use " + ", ".join("--" + k.replace("_", "-") for k in given))
+    if args.correlation is not None and args.fading != "gauss_markov":
+        parser.error("--correlation needs --fading gauss_markov")
+    if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None):
+        parser.error("--dataset and --data-dir need --fidelity train")
+    if args.dataset != "digits" and args.data_dir is None:
+        parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    schemes, default = _schemes(), "receive_scaling"
+    defaults = [SCHEMES[n].default_preset + ("" if n == default else f" with --scheme {n}") for n in schemes]
+    p = sub.add_parser("compare", help="compare the analytic policies (table, CSV/JSON, plot)")
+    p.add_argument("--scheme", default=default, choices=schemes,
+                   help="; ".join(f"{name}: {COMMANDS[name].help}" for name in schemes))
+    p.add_argument("--scenario", default=None,
+                   choices=[preset for name in schemes for preset in sorted(SCHEMES[name].presets)],
+                   help="preset (default " + ", or ".join(defaults) + ")")
+    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
+    p.add_argument("--seeds", type=positive_int, default=3,
+                   help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
+    p.add_argument("--seed-start", type=int, default=0, help="S, the first realisation seed (use held-out seeds "
+                   "for trained agents)")
+    p.add_argument("--rounds", type=positive_int, default=None, help="override T")
+    p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None, help="override the fading")
+    p.add_argument("--correlation", type=correlation, default=None, help="Gauss-Markov correlation with --fading")
+    p.add_argument("--policies", nargs="+", default=None,
+                   help=f"analytic: {sorted(POLICIES)} (cdpb: {sorted(CDPB_POLICIES)}); a trained agent: "
+                        "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")
+    p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
+                   help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
+    p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
+                   help="train: also train a real model under each policy's noise and report test accuracy "
+                        "(digits: about 70 ms per env and round)")
+    p.add_argument("--dataset", choices=["digits", "mnist", "cifar10"], default="digits",
+                   help="with --fidelity train: digits (embedded, DigitsCNN), mnist (the paper's CNN) or cifar10 "
+                        "(CifarResNet); the last two read their standard files from --data-dir")
+    p.add_argument("--data-dir", default=None, help="folder of the MNIST IDX files or the CIFAR-10 python batches")
+    p.add_argument("--out", type=writable_dir, default="results", help="output folder")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_run, check=_check_scheme_options)

@@ -1,0 +1,406 @@
+"""The batched core of ``scheme="receive_scaling"`` (model A: channel inversion + receive scaling, AdaScale paper
+§IV-V, seed 000).
+
+:class:`Rounds` holds N episodes as numpy arrays and steps them with the pure functions of
+:mod:`otagym.receive_scaling`, :mod:`otagym.channel` and :mod:`otagym.privacy`; the single and the vector environment
+of :mod:`otagym.env` are thin shells around it (the single env is ``Rounds`` with N = 1, so the physics exists once).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal, Sequence, get_args
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import ArrayLike, NDArray
+
+from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
+from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
+from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, RDPLedger
+from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, Scenario, budget_action_cost,
+                                    normalized_x)
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, Many, OneOf, Real, Spec, action_array, check_args,
+                               real_array)
+
+__all__ = ["Rounds", "ActionType", "RewardMode", "OBS_BOUND"]
+
+ActionType = Literal["price", "share", "normalized", "x", "eta"]
+RewardMode = Literal["budget", "cmdp", "lagrangian"]
+
+DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
+#: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
+OBS_BOUND = 10.0
+
+
+class Rounds:
+    """N independent model-A episodes as arrays; ``step`` advances all of them by one round.
+
+    Args:
+        scenario: the deployment.
+        num_envs: N.
+        reward_mode: the formulation of problem (28) (see :class:`~otagym.env.OTAPrivacyEnv`): ``"budget"`` (the
+            action spends the convergence budget, so (28b) holds by construction), ``"cmdp"`` (reward -L_t, constraint
+            cost in ``info["cost"]``) or ``"lagrangian"`` (reward -(L_t + lambda (c_t - nu)), ``reward_lambda``
+            required).
+            Default: ``"budget"``, or ``"cmdp"`` when ``action_type`` names an x action.
+        action_type: budget mode takes ``"price"`` (default: a in [-1, 1] sets the round's price of convergence
+            cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
+            or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
+            a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
+            see :meth:`decide`), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t >= 0, clipped to
+            [1e-12, 1] x_max h_min,t^2: above, the power limit binds).
+        x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
+        reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
+            dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
+            lambda stands for a budget nu (the dual price at nu = 0.04 ranges 0.05-0.40 over channel realisations).
+        budget_multiplier_max: the largest multiple of the fair share one share action spends (> 1); the smallest is
+            its inverse.
+        price_decades: a price action spans mu_ref 10^[-decades, decades] (> 0).
+        nu_range: ``(low, high)`` draws nu log-uniformly per episode (for one policy serving every nu; nu is observed);
+            ``None`` keeps the scenario's nu. ``reset(options={"nu": ...})`` sets it for one episode either way.
+        dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
+            (the per-round and cumulative RDP at alpha are always reported).
+        fidelity: ``"analytic"`` (the surrogate only) or ``"train"``: every step also trains a real model by FedSGD
+            over the air with the round's eta_t (:mod:`otagym.training`; the scenario's d and n_m follow the model and
+            the data), and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
+        dataset, data_dir: the data under ``fidelity="train"``: ``"digits"`` (scikit-learn's 8x8 digits, embedded,
+            with ``DigitsCNN``), ``"mnist"`` (the paper's ``MnistCNN``) or ``"cifar10"`` (``CifarResNet``), the last
+            two read from their standard files in ``data_dir`` (nothing is downloaded).
+        data_split, data_seed: the devices' data under ``fidelity="train"``: ``"iid"`` or ``"classes"`` (2 classes
+            per device), and the seed of the split.
+        eval_every: rounds between evaluations (test loss and accuracy, ||grad f||^2) under ``fidelity="train"``.
+        momentum, weight_decay: of the model update (12) under ``fidelity="train"``.
+    """
+
+    #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
+    ARGS: dict[str, Spec] = {
+        "reward_mode": OneOf(get_args(RewardMode), optional=True),
+        "action_type": OneOf(get_args(ActionType), optional=True),
+        "x_min_ratio": Real(X_FLOOR_RATIO, 1.0, high_open=True),
+        "reward_lambda": Real(0.0, PHYSICAL_RANGE[1], optional=True),
+        "budget_multiplier_max": Real(1.0, PHYSICAL_RANGE[1], low_open=True),
+        "price_decades": Real(0.0, 30.0, low_open=True),
+        "nu_range": Many(POSITIVE, length=2, optional=True),
+        "dp_orders": DP_ORDERS,
+        **TRAINING_ARGS,
+        "momentum": Real(0.0, 1.0, high_open=True),
+        "weight_decay": Real(0.0, 1.0),
+    }
+    #: Batch axis of each ``reset`` option (a single env inserts it).
+    OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "leakage_total", "equal_alloc_leakage")
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        num_envs: int,
+        *,
+        reward_mode: RewardMode | None = None,
+        action_type: ActionType | None = None,
+        x_min_ratio: float = 1e-3,
+        reward_lambda: float | None = None,
+        budget_multiplier_max: float = 100.0,
+        price_decades: float = 2.0,
+        nu_range: tuple[float, float] | None = None,
+        dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
+        fidelity: Fidelity = "analytic",
+        dataset: str = "digits",
+        data_dir: str | os.PathLike | None = None,
+        data_split: str = "iid",
+        data_seed: int = 0,
+        eval_every: int = 10,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+    ) -> None:
+        args = check_args(self.ARGS, reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
+                          reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
+                          price_decades=price_decades, nu_range=nu_range, dp_orders=dp_orders, fidelity=fidelity,
+                          dataset=dataset, data_dir=data_dir, data_split=data_split, data_seed=data_seed,
+                          eval_every=eval_every, momentum=momentum, weight_decay=weight_decay)
+        reward_mode, action_type, reward_lambda = args["reward_mode"], args["action_type"], args["reward_lambda"]
+        if reward_mode is None:
+            reward_mode = "budget" if action_type is None or action_type in BUDGET_ACTIONS else "cmdp"
+        if action_type is None:
+            action_type = "price" if reward_mode == "budget" else "normalized"
+        if (action_type in BUDGET_ACTIONS) != (reward_mode == "budget"):
+            raise ValueError(f"action_type 'price' and 'share' go with reward_mode='budget' and only with it; got "
+                             f"action_type={action_type!r}, reward_mode={reward_mode!r}")
+        if reward_mode == "lagrangian" and reward_lambda is None:
+            raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is required "
+                             "with reward_mode='lagrangian'; got None. reward_mode='budget' needs no lambda.")
+        if reward_mode != "lagrangian" and reward_lambda is not None:
+            raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got reward_mode={reward_mode!r}")
+        nu_range = args["nu_range"]
+        if nu_range is not None and nu_range[0] > nu_range[1]:
+            raise ValueError(f"nu_range must be (low, high) with low <= high; got {nu_range}")
+        dp_orders = args["dp_orders"]
+        num_envs = NUM_ENVS("num_envs", num_envs)
+        self.fidelity = args["fidelity"]
+        self._train_args = {"momentum": args["momentum"], "weight_decay": args["weight_decay"]}
+        self.training = TrainingRuns.create(args, scenario.num_devices, num_envs, scenario.num_rounds)
+        if self.training is not None:  # the scenario's d and n_m follow the model and the data that are trained
+            fed = self.training.federation
+            scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
+        self.scenario = scenario
+        self.num_rounds = scenario.num_rounds
+        self.model = ReceiveScalingModel(scenario)
+        self.channel = ChannelModel.from_scenario(scenario)
+        self.num_envs = n = num_envs
+        self.action_type = action_type
+        self.x_min_ratio = args["x_min_ratio"]
+        self.reward_mode = reward_mode
+        self.reward_lambda = reward_lambda
+        self.budget_multiplier_max = args["budget_multiplier_max"]
+        self.price_decades = args["price_decades"]
+        self.nu_range = nu_range
+        grid = scenario.nu_grid if nu_range is None else nu_range
+        #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
+        self.log10_nu_ref = 0.5 * float(np.log10(min(grid)) + np.log10(max(grid)))
+        m, c = scenario.num_devices, self.model.class_q.size
+        self.obs_dim = 3 * m + 5
+        self.t = np.zeros(n, dtype=np.int64)
+        self.nu = np.full(n, scenario.nu)
+        self.cost_sum = np.zeros(n)
+        self.class_rdp_sum = np.zeros((n, c))
+        self.leak_sum = np.zeros(n)
+        self.h_min2_history = np.zeros((n, scenario.num_rounds))
+        self._env_index = np.arange(n)
+        self.ledger = (
+            RDPLedger(np.broadcast_to(self.model.class_q, (n, c)), orders=dp_orders) if dp_orders is not None else None
+        )
+        self.distances_m = np.zeros((n, m))
+        self.mean_gain = np.zeros((n, m))
+        self.mean_h_min2 = np.ones(n)
+        self.reward_scale = np.ones(n)
+        self.fading: FadingState | None = None
+        self.gains = np.zeros((n, m))
+        self.h_min2 = np.zeros(n)
+        self.trace: NDArray | None = None
+        self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
+        self._obs = np.zeros((n, self.obs_dim), order="F")  # float64 until clipped (no float32 overflow); columns device-major
+
+    # --- episode boundaries ----------------------------------------------------------------------------------
+    def reset(
+        self,
+        rng: np.random.Generator,
+        mask: NDArray | None = None,
+        *,
+        distances_m: NDArray | None = None,
+        channel_gains: NDArray | None = None,
+        nu: ArrayLike | None = None,
+    ) -> None:
+        """Start new episodes where ``mask`` is True (all if None).
+
+        ``distances_m`` (N, M) fixes the placement; ``channel_gains`` (T, N, M) replays a channel trace |h|^2 for this
+        episode instead of sampling (a full reset only; a later autoreset replays it again with the same placement
+        and nu, so ``mean_channel_gain`` keeps matching the gains); ``nu`` (N,) or a scalar sets this episode's
+        budget (else the scenario's, or a log-uniform draw from ``nu_range``).
+        """
+        n, m, big_t = self.num_envs, self.scenario.num_devices, self.scenario.num_rounds
+        rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if channel_gains is not None:
+            if mask is not None:
+                raise ValueError("channel_gains can only be replayed on a full reset")
+            self.trace = _option_array("channel_gains", channel_gains, (big_t, n, m), PHYSICAL_RANGE)
+        elif mask is None:
+            self.trace = None
+        replay = mask is not None and self.trace is not None  # an autoreset replays the trace with its placement, nu
+        if nu is not None:
+            nu = np.broadcast_to(_option_array("nu", nu, ((), (n,)), PHYSICAL_RANGE), (n,))
+        elif self.nu_range is not None and not replay:
+            lo, hi = np.log(self.nu_range)
+            nu = np.exp(rng.uniform(lo, hi, size=n))
+        if nu is not None:
+            self.nu = np.where(rows, nu, self.nu)
+        if distances_m is not None:
+            dist = _option_array("distances_m", distances_m, (n, m), DISTANCE_RANGE)
+        else:
+            dist = self.distances_m if replay else self.channel.draw_distances(rng, (n,))
+        fresh = self.channel.initial(rng, (n,))
+        if self.fading is None or mask is None:
+            self.fading = fresh
+            self.distances_m = dist
+        else:
+            self.fading = self.fading.where(rows, fresh)
+            self.distances_m = np.where(rows[:, None], dist, self.distances_m)
+        self.mean_gain = mean_channel_gain(self.distances_m)
+        self.mean_h_min2 = self.model.expected_h_min2(self.mean_gain)
+        self._log10_placement = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])  # log10(nu E[s_m])
+        self.reward_scale[rows] = big_t * self.model.expected_equal_alloc_leakage(self.nu[rows], self.mean_h_min2[rows])
+        self.t[rows] = 0
+        self.cost_sum[rows] = 0.0
+        self.leak_sum[rows] = 0.0
+        self.class_rdp_sum[rows] = 0.0
+        if self.ledger is not None:
+            self.ledger.reset(None if mask is None else rows)
+        self._set_gains()
+        if self.training is not None:  # a fresh model per new episode (FedSGD of §IV-A)
+            s = self.scenario
+            self.training.reset(rng, rows, lambda fed, child: fed.engine(
+                child, s.batch_sizes, s.clip_norm, s.learning_rate, **self._train_args))
+
+    def _set_gains(self) -> None:
+        if self.trace is not None:
+            self.gains = self.trace[np.minimum(self.t, self.scenario.num_rounds - 1), np.arange(self.num_envs)]
+        else:
+            self.gains = self.fading.power * self.mean_gain
+        self.h_min2 = self.model.h_min2(self.gains)
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def decide(self, action: ArrayLike) -> tuple[NDArray, NDArray]:
+        """``(x_t, c_t)`` for each env from the action, validated.
+
+        * price, share: c_t = :func:`~otagym.receive_scaling.budget_action_cost` (capped at the budget left R_t; the
+          last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
+        * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
+        * x: x in [1e-12 x_max, x_max]. * eta: x = eta / h_min,t^2 clipped to [1e-12 x_max, x_max].
+        x must be >= 1e-12 x_max (the floor of the analytic policies' search; below it the convergence cost
+        overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max. An eta is
+        clipped to [1e-12 x_max h_min,t^2, x_max h_min,t^2] (above, the power limit binds: every device transmits
+        at P_max), so every action of the ``Box(0, inf)`` space is valid; ``info["receive_scaling"]`` is the eta
+        played.
+        """
+        a = action_array(action, self.num_envs)
+        model, x_max = self.model, self.model.x_max
+        if self.action_type in BUDGET_ACTIONS + ("normalized",):
+            if not (np.abs(a) <= 1.0).all():
+                raise ValueError(f"action ({self.action_type}) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1.0)][:3]}")
+            if self.action_type in BUDGET_ACTIONS:
+                cost = budget_action_cost(model, self.action_type, a, self.h_min2,
+                                          self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
+                                          mean_h_min2=self.mean_h_min2,
+                                          multiplier_max=self.budget_multiplier_max,
+                                          price_decades=self.price_decades)
+                return model.x_for_cost(cost, self.h_min2), cost
+            x = normalized_x(a, x_max, self.x_min_ratio)
+            return x, model.convergence_cost(x, self.h_min2)
+        x_floor = X_FLOOR_RATIO * x_max
+        if self.action_type == "x":
+            bad = ~((a >= x_floor) & (a <= x_max * (1 + 1e-9)))
+            if np.any(bad):
+                raise ValueError(f"action (x) must lie in [{x_floor:.6g}, x_max={x_max:.6g}] (1e-12 x_max to x_max); "
+                                 f"got {a[bad][:3]}")
+            x = np.minimum(a, x_max)
+        else:
+            bad = ~((a >= 0) & np.isfinite(a))
+            if np.any(bad):
+                raise ValueError(f"action (eta) must be finite and >= 0; got {a[bad][:3]}")
+            with np.errstate(over="ignore"):  # a huge eta: inf, clipped to x_max
+                x = np.clip(a / self.h_min2, x_floor, x_max)
+        return x, model.convergence_cost(x, self.h_min2)
+
+    # --- the round -------------------------------------------------------------------------------------------
+    def step(self, rng: np.random.Generator, action: ArrayLike) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
+        """One FL round in every env. Returns ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
+
+        The info arrays describe the round just played; episode-end entries (:attr:`EPISODE_END_KEYS`) are present
+        when any env terminated (valid where ``terminated``).
+        """
+        model, s = self.model, self.scenario
+        x, cost = self.decide(action)
+        eta = x * self.h_min2
+        u = model.class_inverse_noise_var(eta)  # (N, C)
+        class_rdp = model.curve.rdp(u)
+        class_sigma = u ** -0.5  # u > 0: x > 0 and h_min^2 > 0
+        leak = (class_rdp * model.class_counts).sum(axis=-1)  # not @: BLAS order depends on N
+        if self.reward_mode == "lagrangian":
+            reward = -(leak + self.reward_lambda * (cost - self.nu)) / self.reward_scale
+        else:
+            reward = -leak / self.reward_scale
+        self.h_min2_history[self._env_index, self.t] = self.h_min2
+        self.class_rdp_sum += class_rdp
+        self.cost_sum += cost
+        self.leak_sum += leak
+        if self.ledger is not None:
+            self.ledger.record(class_sigma)
+        self.t += 1
+        if self.training is not None:  # the round's FedSGD update with its eta_t
+            noise = s.noise_power_w
+            self.training.round(self.t, lambda i, engine, g: engine.round(g, float(eta[i]), noise).train_loss)
+        dc = model.device_class
+        info: dict[str, NDArray] = {
+            "round": self.t - 1,
+            "x": x,
+            "receive_scaling": eta,
+            "h_min2": self.h_min2,
+            "channel_gain": self.gains,
+            "noise_multiplier": class_sigma[:, dc],
+            "rdp_round": class_rdp[:, dc],
+            "rdp_cumulative": self.class_rdp_sum[:, dc],
+            "leakage": leak,
+            "convergence_cost": cost,
+            "convergence_cost_mean": self.cost_sum / self.t,
+            "cost": cost / self.nu,
+            "nu": self.nu.copy(),
+            "transmit_power_w": model.transmit_power_w(eta, self.gains),
+        }
+        if self.training is not None:
+            info.update(self.training.info())
+        terminated = self.t >= s.num_rounds
+        if terminated.any():
+            info["leakage_total"] = self.leak_sum.copy()
+            info["equal_alloc_leakage"] = np.zeros(self.num_envs)
+            h = self.h_min2_history[terminated]
+            info["equal_alloc_leakage"][terminated] = model.leakage(
+                model.x_for_cost(self.nu[terminated, None], h), h).sum(axis=-1)
+            if self.ledger is not None:
+                eps, order = self.ledger.epsilon(s.delta)
+                info["dp_epsilon"] = eps[:, dc]
+                info["dp_order"] = order[:, dc]
+        if self.trace is None:
+            self.fading = self.channel.advance(rng, self.fading, self.t)
+        self._set_gains()
+        return reward, terminated, info
+
+    def observation_space(self) -> spaces.Box:
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)
+
+    def action_space(self) -> spaces.Box:
+        if self.action_type in BUDGET_ACTIONS + ("normalized",):
+            return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        if self.action_type == "x":
+            return spaces.Box(X_FLOOR_RATIO * self.model.x_max, self.model.x_max, shape=(1,), dtype=np.float64)
+        return spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float64)
+
+    def observation(self) -> NDArray:
+        """Observations (N, 3M + 5), float32, each entry clipped to [-10, 10]: see :class:`otagym.env.OTAPrivacyEnv`.
+        """
+        m, big_t = self.scenario.num_devices, self.num_rounds
+        obs = self._obs
+        budget = self.nu * big_t
+        left = budget - self.cost_sum
+        with np.errstate(divide="ignore"):  # a zero gain only from a replayed trace; clipped below
+            obs[:, :m] = np.log10(self.gains / self.mean_gain)
+            obs[:, m:2 * m] = self._log10_placement
+            obs[:, 2 * m] = np.log10(self.h_min2 / self.mean_h_min2)
+        obs[:, 2 * m + 1] = self.t / big_t
+        obs[:, 2 * m + 2] = left / budget
+        obs[:, 2 * m + 3] = np.log1p(np.maximum(left, 0.0) / (np.maximum(big_t - self.t, 1) * self.nu))
+        obs[:, 2 * m + 4] = np.log10(self.nu) - self.log10_nu_ref
+        obs[:, 2 * m + 5:] = np.log1p(self.class_rdp_sum[:, self.model.device_class])
+        np.clip(obs, -OBS_BOUND, OBS_BOUND, out=obs)
+        return obs.astype(np.float32)
+
+    def reset_info(self) -> dict[str, NDArray]:
+        """Constants of the new episodes that policies may use (placement, mean gains) and the first channel; under
+        the training fidelity, the initial model's metrics."""
+        return {"nu": self.nu.copy(), **self.next_channel_info(),
+                **(self.training.info() if self.training is not None else {})}
+
+    def next_channel_info(self) -> dict[str, NDArray]:
+        """The channel of the round the next action applies to, in float64 (the observation has it log-scaled), and
+        the placement it comes from. Every ``reset`` info key is also a ``step`` info key (TorchRL relies on it)."""
+        return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy(),
+                "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
+
+
+def _option_array(name: str, value: ArrayLike, shapes: tuple | tuple[tuple[int, ...], ...],
+                  bounds: tuple[float, float]) -> NDArray:
+    """A ``reset`` option as a float array of one of ``shapes`` with every entry in ``bounds`` (closed)."""
+    shapes = shapes if isinstance(shapes[0], tuple) else (shapes,)
+    arr = real_array(f"reset option {name}", value, shapes)
+    if not np.all((arr >= bounds[0]) & (arr <= bounds[1])):
+        bad = arr[~((arr >= bounds[0]) & (arr <= bounds[1]))]
+        raise ValueError(f"reset option {name} must lie in [{bounds[0]:g}, {bounds[1]:g}]; got {bad.ravel()[:3]}")
+    return arr

@@ -1,0 +1,82 @@
+"""The package layout of ARCHITECTURE.md (issue 11): what each package exports, and which way its imports point."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import baselines
+
+
+@pytest.mark.parametrize("module", ["baselines.policies", "baselines.cdpb", "baselines.anonymous"])
+def test_baselines_exports_every_schemes_policies_from_its_top_level(module):
+    """Every public policy class (one with ``act``) of each scheme's module is importable from ``baselines``."""
+    mod = importlib.import_module(module)
+    policies = [n for n in mod.__all__ if isinstance(getattr(mod, n), type) and hasattr(getattr(mod, n), "act")]
+    assert policies
+    for name in policies:
+        assert name in baselines.__all__ and getattr(baselines, name) is getattr(mod, name), name
+
+
+def test_baselines_all_is_importable():
+    assert all(hasattr(baselines, name) for name in baselines.__all__)
+    from baselines import CDPB, CDPB_POLICIES, ConstantSigma  # noqa: F401  (issue 11: this failed)
+
+
+# --- the dependency rule: arrows point down (experiments -> agents -> baselines -> otagym) ---------------------------
+ROOT = Path(__file__).resolve().parents[1]
+#: The top-level packages each package must not import, at any level of its code (lazy imports included).
+FORBIDDEN = {"otagym": {"baselines", "agents", "experiments"}, "baselines": {"agents", "experiments"},
+             "agents": {"experiments"}}
+
+
+def imported_modules(source: str, module: str) -> list[tuple[int, str]]:
+    """``(line, absolute module name)`` of every import in ``source`` (the code of ``module``, dotted; a package is
+    its ``__init__``): import statements anywhere (in functions too), relative ones resolved, and
+    ``importlib.import_module``/``__import__`` calls with a literal name."""
+    package = module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            names = [node.module] if node.module else [alias.name for alias in node.names]  # from .. import x
+            found += [(node.lineno, ".".join(base + [name])) for name in names]
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def test_the_import_scanner_sees_lazy_relative_and_dynamic_imports():
+    source = ("import numpy\nfrom .cdpb import x\ndef f():\n    from baselines import CDPB\n"
+              "    import agents.train\n    importlib.import_module('experiments.cli')\n")
+    assert [m for _, m in imported_modules(source, "otagym.training.__init__")] == [
+        "numpy", "otagym.training.cdpb", "baselines", "agents.train", "experiments.cli"]
+    assert imported_modules("from .. import schemes\n", "otagym.training.engine") == [(1, "otagym.schemes")]
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_import_points_up(package):
+    files = sorted((ROOT / package).rglob("*.py"))
+    assert files
+    upward = []
+    for path in files:
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        upward += [f"{path.relative_to(ROOT)}:{line} imports {name}"
+                   for line, name in imported_modules(path.read_text(), module)
+                   if name.split(".")[0] in FORBIDDEN[package]]
+    assert not upward, upward
+
+
+def test_the_console_script_is_the_experiments_package():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["otagym"] == "experiments.cli:main"
+    assert "experiments*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
