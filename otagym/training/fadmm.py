@@ -36,7 +36,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from otagym.channel import rayleigh_coefficients
-from otagym.scenario import POSITIVE
+from otagym.validation import POSITIVE
 from otagym.training.data import digits_dataset, partition
 from otagym.validation import PHYSICAL_RANGE, Integer, OfType, OneOf, Real, arg, check_args, check_dataclass
 
