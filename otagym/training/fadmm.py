@@ -36,9 +36,8 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from otagym.channel import rayleigh_coefficients
-from otagym.validation import POSITIVE
 from otagym.training.data import digits_dataset, partition
-from otagym.validation import PHYSICAL_RANGE, Integer, OfType, OneOf, Real, arg, check_args, check_dataclass
+from otagym.validation import POSITIVE, PHYSICAL_RANGE, Integer, OfType, OneOf, Real, arg, check_args, check_dataclass
 
 __all__ = ["Radio", "METHODS", "draw_channels", "transmit_signal", "power_scaling",
            "matched_filter_noise_var", "over_the_air", "global_update", "dual_update", "frozen_primal_dual",
