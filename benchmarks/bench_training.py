@@ -10,7 +10,7 @@
 * private, Opacus: ``GradSampleModule`` (its default hooks path) per device, then the same clip and sum.
 
 Goal: ours <= 2x the non-private round and at least as fast as Opacus. Printed as ratios to the non-private round
-measured in the same run (median of repeats), never as absolute goals.
+measured in the same run (medians of interleaved repeats), never as absolute goals.
 """
 
 from __future__ import annotations
@@ -27,14 +27,18 @@ from otagym.training.fedsgd import _per_sample_by_vmap
 DEVICES, BATCH, CLIP, REPEATS = 10, 60, 1.0, 15
 
 
-def _timed(fn) -> float:
-    fn()  # warm-up
-    times = []
+def _timed(*fns) -> list[float]:
+    """Median time of each function over REPEATS rounds, the functions interleaved within each round (so that load
+    on a shared machine falls on all of them alike)."""
+    for fn in fns:
+        fn()  # warm-up
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for fn, out in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> None:
@@ -65,8 +69,7 @@ def main() -> None:
             per_sample = torch.cat([p.grad_sample.reshape(BATCH, -1) for p in gsm.parameters()], dim=1)
             torch.clamp(CLIP / (per_sample.norm(dim=1) + 1e-12), max=1.0) @ per_sample
 
-    base = _timed(non_private)
-    t_ours, t_vmap, t_opacus = _timed(ours), _timed(by_vmap), _timed(opacus)
+    base, t_ours, t_vmap, t_opacus = _timed(non_private, ours, by_vmap, opacus)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; one round = {DEVICES} devices x {BATCH}")
     print(f"non-private round:              {base * 1e3:7.1f} ms   1.00x")
     print(f"private, ours (per layer):      {t_ours * 1e3:7.1f} ms   {t_ours / base:4.2f}x   goal <= 2x")

@@ -129,7 +129,7 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
                    help="train: also train a real model under each policy's noise and report test accuracy "
-                        "(digits: about 70 ms per env and round)")
+                        "(digits: about 0.1 s per env and round)")
     p.add_argument("--dataset", choices=["digits", "mnist", "cifar10"], default="digits",
                    help="with --fidelity train: digits (embedded, DigitsCNN), mnist (the paper's CNN) or cifar10 "
                         "(CifarResNet); the last two read their standard files from --data-dir")
