@@ -117,7 +117,10 @@ _PRUNE_NATS = 60.0
 #: Floor (nats below the largest term) of the exponentials summed: keeps them normal floats (denormals make exp ~100x
 #: slower); a term that far down is < e^-700 of the sum, so flooring it changes nothing.
 _FLOOR = -700.0
-#: Span (nats) within which the leading orders share one shift per element in :func:`_log_s_int`, and the floor of
+#: Beyond this x_k = u (k^2-k)/2 (nats), adding log(1 - e^-x_k) > -1e-16 to g_k changes the term e^{g_k} by less
+#: than its rounding.
+_EXACT_EXP_NATS = 37.0
+#: Span (nats) within which consecutive orders share one shift per element in :func:`_log_s_int`, and the floor of
 #: its factors (e^-340: even 255 terms that small are < e^-84 of a sum >= e^-250).
 _SHARED_NATS = 250.0
 _SHARED_LOG_FLOOR = -340.0
@@ -177,30 +180,41 @@ def _log_s_int(lam: NDArray, u: NDArray, io: _IntegerOrders) -> NDArray:
     keep = np.isfinite(io.log_binom) & (io.log_binom + g_hi >= (lower - _PRUNE_NATS)[:, None])
     cols = np.flatnonzero(keep.any(axis=0))
     x = io.tri[cols, None] * u  # (kept k, m): every operation runs along contiguous rows of m elements
-    g = io.k[cols, None] * lam + x + np.log(-np.expm1(-x))
+    g = io.k[cols, None] * lam + x
+    low = io.tri[cols] * u_lo < _EXACT_EXP_NATS  # elsewhere log(1 - e^-x) is below rounding
+    g[low] += np.log(-np.expm1(-x[low]))
     pos = np.cumsum(keep.any(axis=0)) - 1  # row of g for each k
     out = np.empty((io.orders.size, lam.size))
 
-    # The leading orders whose terms all lie within _SHARED_NATS of one shift per element (max g over their k) and
+    # Consecutive orders whose terms all lie within _SHARED_NATS of one shift per element (max g over their k) and
     # one per order (max log C) are a single matrix product: the binomials C(alpha, k) / max_k C(alpha, k) times the
     # shared e^{g_k - shift}. Their sums are >= e^-250 in those units (the term that gave `lower` is kept), so factors
-    # floored at e^-340 change nothing and every product stays a normal float.
+    # floored at e^-340 change nothing and every product stays a normal float. An order whose own terms span more
+    # sums them in log space.
     c_max = io.log_binom.max(axis=1)
-    reach = np.maximum.accumulate(np.where(keep, g_hi, -np.inf).max(axis=1))
-    shared = int(np.sum(np.minimum.accumulate(lower - c_max) - reach >= -_SHARED_NATS))
-    if shared:
-        k_shared = np.flatnonzero(keep[:shared].any(axis=0))
-        g_shared = g[pos[k_shared]]
-        shift = g_shared.max(axis=0)
-        w = np.exp(io.log_binom[:shared, k_shared] - c_max[:shared, None])
-        w[w < _SHARED_FLOOR] = 0.0
-        v = np.exp(np.maximum(g_shared - shift, _SHARED_LOG_FLOOR))
-        out[:shared] = np.log(w @ v) + shift + c_max[:shared, None]
-    for i in range(shared, io.orders.size):  # the rest, each over its own few terms (near k = alpha, as a rule)
-        ks = np.flatnonzero(keep[i])
-        terms = io.log_binom[i, ks, None] + g[pos[ks]]
-        top = terms.max(axis=0)
-        out[i] = top + np.log(np.exp(np.maximum(terms - top, _FLOOR)).sum(axis=0))
+    low_end = lower - c_max
+    reach = np.where(keep, g_hi, -np.inf).max(axis=1)
+    start = 0
+    while start < io.orders.size:
+        stop = start
+        while stop < io.orders.size and low_end[start:stop + 1].min() - reach[start:stop + 1].max() >= -_SHARED_NATS:
+            stop += 1
+        if stop > start:
+            rows = slice(start, stop)
+            ks = np.flatnonzero(keep[rows].any(axis=0))
+            terms = g[pos[ks]]
+            shift = terms.max(axis=0)
+            w = np.exp(io.log_binom[rows, ks] - c_max[rows, None])
+            w[w < _SHARED_FLOOR] = 0.0
+            v = np.exp(np.maximum(terms - shift, _SHARED_LOG_FLOOR))
+            out[rows] = np.log(w @ v) + shift + c_max[rows, None]
+        else:
+            ks = np.flatnonzero(keep[start])
+            terms = io.log_binom[start, ks, None] + g[pos[ks]]
+            top = terms.max(axis=0)
+            out[start] = top + np.log(np.exp(np.maximum(terms - top, _FLOOR)).sum(axis=0))
+            stop = start + 1
+        start = stop
     return out
 
 
@@ -319,12 +333,14 @@ def _log_a_frac_batch(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
         orders, col = np.unique(o, return_inverse=True)
         log_coef, sign = _frac_coefficients(alpha[orders], i)
         t1, t1_at = np.unique(alpha[orders, None] - i, return_inverse=True)
+        s = np.empty((2, active.size, width))
         base = log_coef[col] + alpha[o, None] * log_1mq[e, None]
-        g1 = g(elems, t1, -1.0)[row[:, None], t1_at.reshape(orders.size, width)[col]]
-        s = np.stack([base + g(elems, i, 1.0)[row], base + g1])
+        np.add(base, g(elems, i, 1.0)[row], out=s[0])
+        np.add(base, g(elems, t1, -1.0)[row[:, None], t1_at.reshape(orders.size, width)[col]], out=s[1])
         al = alpha[o, None]
-        slow = i > al + _FRAC_EXTRA_TERMS
-        stop = ((s.max(axis=0) < -30) & (i > al)) | slow
+        stop = (np.maximum(s[0], s[1]) < -30) & (i > al)
+        slow = i > al + _FRAC_EXTRA_TERMS if i[-1] > alpha.min() + _FRAC_EXTRA_TERMS else np.zeros_like(stop)
+        stop |= slow
         stopped = stop.any(axis=1)
         first = np.where(stopped, stop.argmax(axis=1), width - 1)
         include = np.arange(width) <= first[:, None]
