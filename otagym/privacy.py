@@ -130,7 +130,7 @@ _SHARED_FLOOR = float(np.exp(_SHARED_LOG_FLOOR))
 _SUB_BATCH = 2048
 _MIN_SUB_BATCH = 256
 _SPAN_LAM = 0.5
-_SPAN_LOG_U = 0.2
+_SPAN_LOG_U = 0.05
 
 
 @dataclass(frozen=True)
@@ -192,12 +192,13 @@ def _log_s_int(lam: NDArray, u: NDArray, io: _IntegerOrders) -> NDArray:
     # floored at e^-340 change nothing and every product stays a normal float. An order whose own terms span more
     # sums them in log space.
     c_max = io.log_binom.max(axis=1)
-    low_end = lower - c_max
-    reach = np.where(keep, g_hi, -np.inf).max(axis=1)
+    low_end = (lower - c_max).tolist()
+    reach = np.where(keep, g_hi, -np.inf).max(axis=1).tolist()
     start = 0
     while start < io.orders.size:
-        stop = start
-        while stop < io.orders.size and low_end[start:stop + 1].min() - reach[start:stop + 1].max() >= -_SHARED_NATS:
+        stop, lo, hi = start, np.inf, -np.inf
+        while stop < io.orders.size and min(lo, low_end[stop]) - max(hi, reach[stop]) >= -_SHARED_NATS:
+            lo, hi = min(lo, low_end[stop]), max(hi, reach[stop])
             stop += 1
         if stop > start:
             rows = slice(start, stop)
@@ -230,7 +231,7 @@ def _sub_batches(lam: NDArray, u: NDArray) -> tuple[NDArray, list[int]]:
     """
     lam_bin = np.floor(lam / _SPAN_LAM)
     log_u = np.log(u)
-    perm = np.lexsort((log_u, lam_bin))
+    perm = np.argsort(lam_bin * 4096.0 + log_u)  # by bin, then log u (|log u| < 1420 for finite u > 0)
     bins, logs = lam_bin[perm], log_u[perm]
     cuts, n = [0], lam.size
     while cuts[-1] < n:
@@ -256,7 +257,7 @@ def _rdp_int(q: NDArray, u: NDArray, orders: NDArray) -> NDArray:
     by_order = np.empty((uniq.size, q.size))  # (orders, sorted elements): sub-batches are contiguous column blocks
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         log_s = _log_s_int(lam[lo:hi], u[lo:hi], io) + io.orders[:, None] * log_1mq[lo:hi]
-        by_order[:, lo:hi] = np.logaddexp(0.0, log_s)
+        by_order[:, lo:hi] = np.where(log_s > 37.0, log_s, np.log1p(np.exp(np.minimum(log_s, 37.0))))  # log(1 + S)
     by_order /= (io.orders - 1)[:, None]
     out = np.empty((q.size, orders.size))
     out[perm] = by_order[inverse].T
