@@ -126,7 +126,7 @@ _SHARED_NATS = 250.0
 _SHARED_LOG_FLOOR = -340.0
 _SHARED_FLOOR = float(np.exp(_SHARED_LOG_FLOOR))
 #: Sub-batches of the integer orders (:func:`_sub_batches`): at most this many elements, spanning at most these
-#: widths in lambda = log(q/(1-q)) and log u (sigma within 10%) once they hold _MIN_SUB_BATCH elements.
+#: widths in lambda = log(q/(1-q)) and log u (sigma within 2.5%) once they hold _MIN_SUB_BATCH elements.
 _SUB_BATCH = 2048
 _MIN_SUB_BATCH = 256
 _SPAN_LAM = 0.5
