@@ -339,23 +339,26 @@ def _log_a_frac_batch(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
         np.add(base, g(elems, i, 1.0)[row], out=s[0])
         np.add(base, g(elems, t1, -1.0)[row[:, None], t1_at.reshape(orders.size, width)[col]], out=s[1])
         al = alpha[o, None]
-        stop = (np.maximum(s[0], s[1]) < -30) & (i > al)
+        stop = np.maximum(s[0], s[1]) < -30
+        if i0 <= alpha.max():
+            stop &= i > al
         slow = i > al + _FRAC_EXTRA_TERMS if i[-1] > alpha.min() + _FRAC_EXTRA_TERMS else np.zeros_like(stop)
         stop |= slow
         stopped = stop.any(axis=1)
-        first = np.where(stopped, stop.argmax(axis=1), width - 1)
+        first = np.where(stopped, stop.argmax(axis=1), width - 1)  # the entry's last term in this pass
         include = np.arange(width) <= first[:, None]
         ok = ~slow[np.arange(active.size), first]
         new_top = np.maximum(top[:, active], s.max(axis=2, where=include, initial=-np.inf))
         scale = np.where(np.isfinite(new_top), new_top, 0.0)
-        partial = s - scale[..., None]  # becomes the running sums, in place
+        partial = s - scale[..., None]  # becomes the running sums, in place; read up to `first` only
         np.maximum(partial, _FRAC_FLOOR, out=partial)
-        np.exp(partial, out=partial)
-        partial *= sign[col] * include
+        with np.errstate(over="ignore"):  # terms past `first` may exceed the scale: never read
+            np.exp(partial, out=partial)
+        partial *= sign[col]
         np.cumsum(partial, axis=2, out=partial)
         partial += (acc[:, active] * np.exp(top[:, active] - scale))[..., None]
-        ok &= partial.min(axis=(0, 2)) >= 0  # the sequential sum would go negative: precision lost
-        acc[:, active], top[:, active] = partial[..., -1], new_top
+        ok &= partial.min(axis=(0, 2), where=include, initial=0.0) >= 0  # the sequential sum went negative
+        acc[:, active], top[:, active] = partial[:, np.arange(active.size), first], new_top
         done = stopped | ~ok
         fin = active[done]
         with np.errstate(divide="ignore"):
