@@ -5,9 +5,12 @@ envs x devices), and ``orders`` adds a trailing axis when it is a sequence.
 
 Sources
 -------
-* SGM RDP for integer orders: Lemma 1, eq. (9) of the AdaScale paper (seed 000), computed in log space.
-* SGM RDP for fractional orders: Mironov, Talwar, Zhang (2019), Section 3.3, as implemented by Opacus
-  (``opacus.accountants.analysis.rdp._compute_log_a_for_frac_alpha``), reproduced term for term.
+* SGM RDP for integer orders: Lemma 1, eq. (9) of the AdaScale paper (seed 000), computed in log space, all orders
+  at once from one shared set of exponentials per (q, sigma), terms that provably cannot matter skipped.
+* SGM RDP for fractional orders: Mironov, Talwar, Zhang (2019), Section 3.3, the series of Opacus
+  (``opacus.accountants.analysis.rdp._compute_log_a_frac``) with the same terms and stopping point, every order and
+  (q, sigma) on one shared pass over the terms, summed in linear space (closer to the exact series than Opacus's
+  term-by-term log-space sum where its alternating tail cancels).
 * RDP -> (eps, delta)-DP: eq. (6) of the AdaScale paper (Balle et al. 2020, Thm. 21), minimised over orders.
 * Gaussian privacy-loss tail bound ``R_dp(eps, delta)``: appendix of seed 004 (Liu-Simeone style).
 """
@@ -15,6 +18,8 @@ Sources
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -35,9 +40,10 @@ __all__ = [
 ]
 
 #: Integer order grid of otagym's ledgers for the final (eps, delta) conversion, roughly geometric from 2 to 256
-#: (1,214 terms of eq. (9) per round). Every order gives a valid bound; a grid only gives up tightness where the
-#: SGM's RDP blows up between two grid orders. Measured against every integer order 2..256 at q = 0.01: median
-#: loss 0.1%, worst 9% at T = 500 (18% at T = 100). Pass ``range(2, 257)`` for the best integer order (27x the cost).
+#: (one set of at most 255 exponentials per element and round serves all of them). Every order gives a valid bound;
+#: a grid only gives up tightness where the SGM's RDP blows up between two grid orders. Measured against every integer
+#: order 2..256 at q = 0.01: median loss 0.1%, worst 9% at T = 500 (18% at T = 100). Pass ``range(2, 257)`` for the
+#: best integer order (18x the cost).
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 10, 13, 17, 22, 28, 36, 47, 61, 79, 103, 134, 174, 226, 256)
 #: Opacus's default grid (``RDPAccountant.DEFAULT_ALPHAS``), fractional orders included.
 OPACUS_ORDERS: tuple[float, ...] = tuple(1 + x / 10.0 for x in range(1, 100)) + tuple(float(a) for a in range(12, 64))
@@ -106,77 +112,270 @@ def _log_a_int(log_w: NDArray, tri: NDArray, u: NDArray) -> NDArray:
     return np.logaddexp(0.0, log_s)
 
 
-def _log_add(a: NDArray, b: NDArray) -> NDArray:
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
+#: Terms provably below e^-(this) of a lower bound on S_alpha are skipped (e^-50 after 1e4 such terms).
+_PRUNE_NATS = 60.0
+#: Floor (nats below the largest term) of the exponentials summed: keeps them normal floats (denormals make exp ~100x
+#: slower); a term that far down is < e^-700 of the sum, so flooring it changes nothing.
+_FLOOR = -700.0
+#: Beyond this x_k = u (k^2-k)/2 (nats), adding log(1 - e^-x_k) > -1e-16 to g_k changes the term e^{g_k} by less
+#: than its rounding.
+_EXACT_EXP_NATS = 37.0
+#: Span (nats) within which consecutive orders share one shift per element in :func:`_log_s_int`, and the floor of
+#: its factors (e^-340: even 255 terms that small are < e^-84 of a sum >= e^-250).
+_SHARED_NATS = 250.0
+_SHARED_LOG_FLOOR = -340.0
+_SHARED_FLOOR = float(np.exp(_SHARED_LOG_FLOOR))
+#: Sub-batches of the integer orders (:func:`_sub_batches`): at most this many elements, spanning at most these
+#: widths in lambda = log(q/(1-q)) and log u (sigma within 2.5%) once they hold _MIN_SUB_BATCH elements.
+_SUB_BATCH = 2048
+_MIN_SUB_BATCH = 256
+_SPAN_LAM = 0.5
+_SPAN_LOG_U = 0.05
+
+
+@dataclass(frozen=True)
+class _IntegerOrders:
+    """What the all-order evaluation of eq. (9) needs that depends on the integer orders only (cached per grid)."""
+
+    orders: NDArray  # (n,) ascending distinct integer orders, float
+    k: NDArray  # (K,) 2..max(orders)
+    tri: NDArray  # (K,) (k^2 - k) / 2
+    log_binom: NDArray  # (n, K) log C(alpha, k), -inf for k > alpha
+    lb_k: NDArray  # (n, 2) indices of k = 2 and k = alpha: exact terms that bound S_alpha from below
+
+
+@lru_cache(maxsize=16)
+def _integer_orders(orders: tuple[int, ...]) -> _IntegerOrders:
+    a = np.asarray(orders, dtype=float)
+    k = np.arange(2, orders[-1] + 1, dtype=float)
     with np.errstate(invalid="ignore"):
-        out = np.log1p(np.exp(lo - hi)) + hi
-    return np.where(lo == -np.inf, hi, out)
+        log_binom = np.where(k <= a[:, None], _log_binom(a[:, None], k), -np.inf)
+    lb_k = np.stack([np.zeros(a.size, dtype=int), a.astype(int) - 2], axis=1)
+    return _IntegerOrders(a, k, (k * k - k) / 2, log_binom, lb_k)
 
 
-def _log_sub(a: NDArray, b: NDArray) -> NDArray:
-    """log(exp(a) - exp(b)) for a >= b (elementwise); a < b is a numerical failure of the series and gives NaN."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = np.log(np.expm1(a - b)) + b
-    out = np.where(np.isinf(out) & (a > b), a, out)  # expm1 overflow: the difference is a
-    out = np.where(a == b, -np.inf, out)
-    return np.where(a < b, np.nan, np.where(b == -np.inf, a, out))
+def _log_s_int(lam: NDArray, u: NDArray, io: _IntegerOrders) -> NDArray:
+    """log S_alpha = log(A_alpha - 1) - alpha log(1-q) of eq. (9) at every integer order, for one sub-batch.
 
+    With lambda = log(q/(1-q)), x_k = u (k^2-k)/2 and u = 1/sigma^2, and the k = 0, 1 terms of eq. (9) taken out
+    (the binomial weights sum to one):  A_alpha = 1 + (1-q)^alpha S_alpha,  S_alpha = sum_{k=2}^{alpha} C(alpha,k)
+    e^{g_k},  g_k = k lambda + x_k + log(1 - e^{-x_k}).  The g_k are shared by every order (one set per element, at
+    most max(orders) - 1 exponentials), and no term of S is subtracted, so S keeps full relative precision even
+    where the RDP is 1e-15.
 
-def _log_a_frac(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
-    """log A_alpha for fractional orders (Mironov et al. 2019, Sec. 3.3), elementwise over flat arrays.
+    Terms that cannot matter are not computed: over the sub-batch, log C(alpha,k) + k lambda + x_k at (max lambda,
+    max u) bounds a term from above, and the exact terms at k = 2 and k = alpha at (min lambda, min u) bound S_alpha
+    from below (both increase with lambda and u); a term whose bound lies :data:`_PRUNE_NATS` below is dropped. For
+    the noise of a training run most orders keep a handful of terms near k = alpha or near k = 2.
 
-    Opacus's do-until loop, with two repairs. The loop stops when both new terms fall below e^-30 *and* i > alpha:
-    Opacus stops at the first such pair, which for large sigma is already i = 0 (both end terms of the binomial are
-    tiny) and returns a negative RDP (q = 0.3, sigma = 50, alpha = 100.5: -0.36 where the neighbouring integer
-    orders give 0.0018); past alpha the binomial bulk is summed and the terms only decay. And the coefficient
-    C(alpha, i) is taken in log space with its sign (``gammaln``/``gammasgn``) where ``binom`` overflows (large
-    orders); elsewhere ``binom`` keeps Opacus's precision, which the alternating tail needs. An element whose terms
-    have not fallen below e^-30 within ``_FRAC_EXTRA_TERMS`` terms past alpha gets NaN (the caller bounds it).
-    Each iteration works only on the elements still running.
+    Returns:
+        log S, shape (orders, elements).
     """
-    log_a0 = np.full(q.shape, -np.inf)
-    log_a1 = np.full(q.shape, -np.inf)
-    idx = np.arange(q.size)
+    lam_hi, u_hi, lam_lo, u_lo = lam.max(), u.max(), lam.min(), u.min()
+    with np.errstate(divide="ignore"):
+        x_lo = u_lo * io.tri[io.lb_k]
+        lower = (io.log_binom[np.arange(io.orders.size)[:, None], io.lb_k] + io.k[io.lb_k] * lam_lo
+                 + x_lo + np.log(-np.expm1(-x_lo))).max(axis=1)
+    g_hi = io.k * lam_hi + io.tri * u_hi  # >= g_k of every element
+    keep = np.isfinite(io.log_binom) & (io.log_binom + g_hi >= (lower - _PRUNE_NATS)[:, None])
+    cols = np.flatnonzero(keep.any(axis=0))
+    x = io.tri[cols, None] * u  # (kept k, m): every operation runs along contiguous rows of m elements
+    g = io.k[cols, None] * lam + x
+    low = io.tri[cols] * u_lo < _EXACT_EXP_NATS  # elsewhere log(1 - e^-x) is below rounding
+    g[low] += np.log(-np.expm1(-x[low]))
+    pos = np.cumsum(keep.any(axis=0)) - 1  # row of g for each k
+    out = np.empty((io.orders.size, lam.size))
+
+    # Consecutive orders whose terms all lie within _SHARED_NATS of one shift per element (max g over their k) and
+    # one per order (max log C) are a single matrix product: the binomials C(alpha, k) / max_k C(alpha, k) times the
+    # shared e^{g_k - shift}. Their sums are >= e^-250 in those units (the term that gave `lower` is kept), so factors
+    # floored at e^-340 change nothing and every product stays a normal float. An order whose own terms span more
+    # sums them in log space.
+    c_max = io.log_binom.max(axis=1)
+    low_end = (lower - c_max).tolist()
+    reach = np.where(keep, g_hi, -np.inf).max(axis=1).tolist()
+    start = 0
+    while start < io.orders.size:
+        stop, lo, hi = start, np.inf, -np.inf
+        while stop < io.orders.size and min(lo, low_end[stop]) - max(hi, reach[stop]) >= -_SHARED_NATS:
+            lo, hi = min(lo, low_end[stop]), max(hi, reach[stop])
+            stop += 1
+        if stop > start:
+            rows = slice(start, stop)
+            ks = np.flatnonzero(keep[rows].any(axis=0))
+            terms = g[pos[ks]]
+            shift = terms.max(axis=0)
+            w = np.exp(io.log_binom[rows, ks] - c_max[rows, None])
+            w[w < _SHARED_FLOOR] = 0.0
+            v = np.exp(np.maximum(terms - shift, _SHARED_LOG_FLOOR))
+            out[rows] = np.log(w @ v) + shift + c_max[rows, None]
+        else:
+            ks = np.flatnonzero(keep[start])
+            terms = io.log_binom[start, ks, None] + g[pos[ks]]
+            top = terms.max(axis=0)
+            out[start] = top + np.log(np.exp(np.maximum(terms - top, _FLOOR)).sum(axis=0))
+            stop = start + 1
+        start = stop
+    return out
+
+
+def _sub_batches(lam: NDArray, u: NDArray) -> tuple[NDArray, list[int]]:
+    """An order of the elements and cuts into sub-batches of similar (lambda, u), for the bounds of :func:`_log_s_int`.
+
+    Sorted by lambda (in bins of :data:`_SPAN_LAM` nats) and then u, a sub-batch ends where log u has grown by
+    :data:`_SPAN_LOG_U` since its first element or it holds :data:`_SUB_BATCH` elements -- but not before it holds
+    :data:`_MIN_SUB_BATCH` (scattered inputs: fewer, looser sub-batches beat many tiny ones).
+
+    Returns:
+        ``(perm, cuts)``: sub-batch b is ``perm[cuts[b]:cuts[b + 1]]``.
+    """
+    lam_bin = np.floor(lam / _SPAN_LAM)
+    log_u = np.log(u)
+    perm = np.argsort(lam_bin * 4096.0 + log_u)  # by bin, then log u (|log u| < 1420 for finite u > 0)
+    bins, logs = lam_bin[perm], log_u[perm]
+    cuts, n = [0], lam.size
+    while cuts[-1] < n:
+        start = cuts[-1]
+        bin_end = int(np.searchsorted(bins, bins[start], side="right"))
+        span_end = start + int(np.searchsorted(logs[start:bin_end], logs[start] + _SPAN_LOG_U, side="right"))
+        cuts.append(min(n, start + _SUB_BATCH, max(span_end, start + _MIN_SUB_BATCH)))
+    return perm, cuts
+
+
+def _rdp_int(q: NDArray, u: NDArray, orders: NDArray) -> NDArray:
+    """RDP (nats) of eq. (9) at integer ``orders`` for flat ``q`` in (0, 1) and finite ``u = 1/sigma^2 > 0``.
+
+    Evaluated in sub-batches of similar (q, u) (:func:`_sub_batches`) by :func:`_log_s_int`;
+    log A_alpha = log1p((1-q)^alpha S_alpha) in log form. Shape (elements, orders).
+    """
+    uniq, inverse = np.unique(orders, return_inverse=True)
+    io = _integer_orders(tuple(int(a) for a in uniq))
+    log_1mq = np.log1p(-q)
+    lam = np.log(q) - log_1mq
+    perm, cuts = _sub_batches(lam, u)
+    lam, u, log_1mq = lam[perm], u[perm], log_1mq[perm]
+    by_order = np.empty((uniq.size, q.size))  # (orders, sorted elements): sub-batches are contiguous column blocks
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        log_s = _log_s_int(lam[lo:hi], u[lo:hi], io) + io.orders[:, None] * log_1mq[lo:hi]
+        by_order[:, lo:hi] = np.where(log_s > 37.0, log_s, np.log1p(np.exp(np.minimum(log_s, 37.0))))  # log(1 + S)
+    by_order /= (io.orders - 1)[:, None]
+    out = np.empty((q.size, orders.size))
+    out[perm] = by_order[inverse].T
+    return out
+
+
+#: Terms of the fractional series in the first pass; each further pass takes twice as many, up to _FRAC_CHUNK_MAX.
+#: The schedule is the same for every entry, so an entry's value does not depend on the batch around it.
+_FRAC_CHUNK = 16
+_FRAC_CHUNK_MAX = 256
+#: Elements per sub-batch of the fractional series (times the number of fractional orders: the entries of a pass).
+_FRAC_SUB_BATCH = 128
+#: Floor (nats below the running maximum) of the exponentials of the fractional series; see :data:`_FLOOR`.
+_FRAC_FLOOR = -700.0
+
+
+def _frac_coefficients(alpha: NDArray, i: NDArray) -> tuple[NDArray, NDArray]:
+    """log |C(alpha, i)| and sign C(alpha, i), shape (orders, terms), for real alpha > 1 and integer i >= 0.
+
+    ``binom`` where it is finite (Opacus's precision, which the alternating tail needs), log-gamma where it overflows
+    (large orders); the sign is that of Gamma(alpha - i + 1).
+    """
+    a = alpha[:, None]
+    with np.errstate(divide="ignore", over="ignore"):
+        log_coef = np.log(np.abs(special.binom(a, i)))
+    huge = ~np.isfinite(log_coef)
+    if huge.any():
+        log_coef[huge] = _log_binom(*(arr[huge] for arr in np.broadcast_arrays(a, i)))
+    return log_coef, special.gammasgn(a - i + 1)
+
+
+def _log_a_frac_batch(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
+    """log A_alpha at fractional orders (Mironov, Talwar, Zhang 2019, Sec. 3.3), shape (elements, orders).
+
+    The series of Opacus's ``_compute_log_a_frac``: A = A0 + A1 with, for i = 0, 1, ... and j = alpha - i,
+    A0 = sum_i C(alpha,i) q^i (1-q)^j e^{(i^2-i)/(2 sigma^2)} erfc((i - z0)/(sqrt2 sigma))/2,
+    A1 = sum_i C(alpha,i) q^j (1-q)^i e^{(j^2-j)/(2 sigma^2)} erfc((z0 - j)/(sqrt2 sigma))/2,
+    z0 = sigma^2 log(1/q - 1) + 1/2. Every (element, order) entry runs on the same i, in passes of 16, 32, ... terms;
+    with lambda = log(q/(1-q)) a term is log C(alpha,i) + alpha log(1-q) + G(t), t = i in A0 and t = j in A1,
+    G(t) = t lambda + (t^2-t)/(2 sigma^2) + log(erfc(-+(z0 - t)/(sqrt2 sigma))/2), computed once per element and
+    distinct t (Opacus's grid: 258 distinct j for its 90 fractional orders x 16 terms). Each entry keeps exactly the
+    terms of the sequential loop: it stops after the first i with both terms below e^-30 *and* i > alpha (Opacus
+    stops at the first such pair, which for large sigma is already i = 0 and returns a negative RDP: q = 0.3,
+    sigma = 50, alpha = 100.5 gave -0.36 where the neighbouring integer orders give 0.0018; past alpha the binomial
+    bulk is summed and the terms only decay). The terms are summed in linear space relative to a running maximum. An entry
+    whose partial sum goes negative (the alternating tail lost precision: q near the smallest float; Opacus raises)
+    or that has not stopped ``_FRAC_EXTRA_TERMS`` terms past alpha gets NaN, which the caller bounds.
+    """
+    log_1mq = np.log1p(-q)
+    lam = np.log(q) - log_1mq
     z0 = sigma**2 * np.log(1 / q - 1) + 0.5
-    log_q, log_1mq = np.log(q), np.log(1 - q)
     sqrt2_sigma = np.sqrt(2) * sigma
     two_s2 = 2 * sigma**2
-    i = 0
-    while idx.size:
-        al, zz, sq2s = alpha[idx], z0[idx], sqrt2_sigma[idx]
-        j = al - i
-        coef = special.binom(al, i)
+
+    def g(e: NDArray, t: NDArray, side: float) -> NDArray:
+        """G(t) at the elements ``e`` (rows) and the values ``t`` (columns); ``side`` is +1 in A0, -1 in A1."""
+        ee = e[:, None]
+        log_erfc = _LOG_TWO + special.log_ndtr(side * ((z0[ee] - t) / sqrt2_sigma[ee]) * 2**0.5)
+        return t * lam[ee] + (t * t - t) / two_s2[ee] + (_LOG_HALF + log_erfc)
+
+    n_o = alpha.size
+    e_all = np.repeat(np.arange(q.size), n_o)  # entries: element-major
+    o_all = np.tile(np.arange(n_o), q.size)
+    top = np.full((2, e_all.size), -np.inf)  # running maximum of the included terms of A0, A1 (nats)
+    acc = np.zeros((2, e_all.size))  # their sum / e^top
+    result = np.full(e_all.size, np.nan)
+    active = np.arange(e_all.size)
+    i0 = passes = 0
+    while active.size:
+        width = min(_FRAC_CHUNK << passes, _FRAC_CHUNK_MAX)  # slow tails take longer strides
+        i = np.arange(i0, i0 + width, dtype=float)
+        e, o = e_all[active], o_all[active]
+        elems, row = np.unique(e, return_inverse=True)
+        orders, col = np.unique(o, return_inverse=True)
+        log_coef, sign = _frac_coefficients(alpha[orders], i)
+        t1, t1_at = np.unique(alpha[orders, None] - i, return_inverse=True)
+        s = np.empty((2, active.size, width))
+        base = log_coef[col] + alpha[o, None] * log_1mq[e, None]
+        np.add(base, g(elems, i, 1.0)[row], out=s[0])
+        np.add(base, g(elems, t1, -1.0)[row[:, None], t1_at.reshape(orders.size, width)[col]], out=s[1])
+        al = alpha[o, None]
+        stop = np.maximum(s[0], s[1]) < -30
+        if i0 <= alpha.max():
+            stop &= i > al
+        slow = i > al + _FRAC_EXTRA_TERMS if i[-1] > alpha.min() + _FRAC_EXTRA_TERMS else np.zeros_like(stop)
+        stop |= slow
+        stopped = stop.any(axis=1)
+        first = np.where(stopped, stop.argmax(axis=1), width - 1)  # the entry's last term in this pass
+        include = np.arange(width) <= first[:, None]
+        ok = ~slow[np.arange(active.size), first]
+        new_top = np.maximum(top[:, active], s.max(axis=2, where=include, initial=-np.inf))
+        scale = np.where(np.isfinite(new_top), new_top, 0.0)
+        partial = s - scale[..., None]  # becomes the running sums, in place; read up to `first` only
+        np.maximum(partial, _FRAC_FLOOR, out=partial)
+        with np.errstate(over="ignore"):  # terms past `first` may exceed the scale: never read
+            np.exp(partial, out=partial)
+        partial *= sign[col]
+        np.cumsum(partial, axis=2, out=partial)
+        partial += (acc[:, active] * np.exp(top[:, active] - scale))[..., None]
+        ok &= partial.min(axis=(0, 2), where=include, initial=0.0) >= 0  # the sequential sum went negative
+        acc[:, active], top[:, active] = partial[:, np.arange(active.size), first], new_top
+        done = stopped | ~ok
+        fin = active[done]
         with np.errstate(divide="ignore"):
-            log_coef = np.log(np.abs(coef))
-        huge = ~np.isfinite(log_coef)  # overflow (or underflow): log-gamma instead, sign from Gamma(alpha - i + 1)
-        if huge.any():
-            log_coef[huge] = special.gammaln(al[huge] + 1) - special.gammaln(i + 1) - special.gammaln(j[huge] + 1)
-        pos = special.gammasgn(j + 1) > 0
-        log_t0 = log_coef + i * log_q[idx] + j * log_1mq[idx]
-        log_t1 = log_coef + j * log_q[idx] + i * log_1mq[idx]
-        log_e0 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((i - zz) / sq2s) * 2**0.5))
-        log_e1 = _LOG_HALF + (_LOG_TWO + special.log_ndtr(-((zz - j) / sq2s) * 2**0.5))
-        log_s0 = log_t0 + (i * i - i) / two_s2[idx] + log_e0
-        log_s1 = log_t1 + (j * j - j) / two_s2[idx] + log_e1
-        a0, a1 = log_a0[idx], log_a1[idx]
-        new0, new1 = _log_add(a0, log_s0), _log_add(a1, log_s1)
-        if not pos.all():
-            neg = ~pos
-            new0[neg] = _log_sub(a0[neg], log_s0[neg])
-            new1[neg] = _log_sub(a1[neg], log_s1[neg])
-        log_a0[idx], log_a1[idx] = new0, new1
-        slow = i > al + _FRAC_EXTRA_TERMS  # a tail that decays too slowly: NaN, so the caller bounds it
-        log_a0[idx[slow]] = np.nan
-        idx = idx[~(((np.maximum(log_s0, log_s1) < -30) & (i > al)) | slow)]
-        i += 1
-    return _log_add(log_a0, log_a1)
+            log_a = np.logaddexp(top[0, fin] + np.log(acc[0, fin]), top[1, fin] + np.log(acc[1, fin]))
+        result[fin] = np.where(ok[done], log_a, np.nan)
+        active = active[~done]
+        i0 += width
+        passes += 1
+    return result.reshape(q.size, n_o)
 
 
 def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> NDArray:
     """RDP of one round of the Sampled Gaussian Mechanism, batched.
 
-    Integer orders use eq. (9) (Lemma 1 of the AdaScale paper) as a log-sum-exp over k; fractional orders use the
-    series of Mironov, Talwar & Zhang (2019) exactly as Opacus does. Edge cases follow Opacus:
+    Integer orders use eq. (9) (Lemma 1 of the AdaScale paper), all orders from one shared set of exponentials per
+    element (:func:`_log_s_int`); fractional orders use the series of Mironov, Talwar & Zhang (2019) with Opacus's
+    terms, every order and element on shared passes (:func:`_log_a_frac_batch`). Edge cases follow Opacus:
     ``q == 0`` -> 0; ``noise_multiplier == 0`` -> inf; ``q == 1`` -> alpha / (2 sigma^2); ``noise_multiplier == inf`` -> 0.
 
     Args:
@@ -218,27 +417,28 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
 
     if generic.any():
         g_q, g_s, g_u = qf[generic], sf[generic], u[generic]
-        log_q, log_1mq = np.log(g_q), np.log1p(-g_q)
-        res = np.empty((g_q.size, orders_arr.size))
         is_int = orders_arr == np.round(orders_arr)
-        for j, alpha in enumerate(orders_arr):
-            if is_int[j]:
-                a = int(alpha)
-                res[:, j] = _log_a_int(_log_weights(a, log_q, log_1mq), _triangular(a, 1), g_u) / (alpha - 1)
+        if is_int.all():
+            res = _rdp_int(g_q, g_u, orders_arr)
+        else:
+            res = np.empty((g_q.size, orders_arr.size))
+            if is_int.any():
+                res[:, is_int] = _rdp_int(g_q, g_u, orders_arr[is_int])
         frac_idx = np.flatnonzero(~is_int)
         if frac_idx.size:
-            qq = np.repeat(g_q, frac_idx.size)
-            ss = np.repeat(g_s, frac_idx.size)
-            aa = np.tile(orders_arr[frac_idx], g_q.size)
-            with np.errstate(invalid="ignore", over="ignore"):
-                vals = _log_a_frac(qq, ss, aa) / (aa - 1)
-            failed = ~np.isfinite(vals)  # lost precision (tiny q; Opacus raises there) or too slow a tail
-            for k in np.flatnonzero(failed):  # RDP is non-decreasing in alpha: ceil(alpha) bounds it from above
-                a = int(np.ceil(aa[k]))
-                vals[k] = _log_a_int(_log_weights(a, np.log(qq[k:k + 1]), np.log1p(-qq[k:k + 1])),
-                                     _triangular(a, 1), 1.0 / ss[k:k + 1] ** 2)[0] / (a - 1)
-            res[:, frac_idx] = vals.reshape(g_q.size, frac_idx.size)
-        out[generic] = np.maximum(res, 0.0)  # RDP >= 0; rounding can give -1e-17
+            alphas = orders_arr[frac_idx]
+            log_a = np.concatenate([_log_a_frac_batch(g_q[s:s + _FRAC_SUB_BATCH], g_s[s:s + _FRAC_SUB_BATCH], alphas)
+                                    for s in range(0, g_q.size, _FRAC_SUB_BATCH)])
+            vals = log_a / (alphas - 1)
+            for o in np.flatnonzero(~np.isfinite(vals).all(axis=0)):  # RDP is non-decreasing in alpha: ceil(alpha)
+                at = ~np.isfinite(vals[:, o])  # bounds it from above where the series failed
+                vals[at, o] = _rdp_int(g_q[at], g_u[at], np.ceil(alphas[o:o + 1]))[:, 0]
+            res[:, frac_idx] = vals
+        np.maximum(res, 0.0, out=res)  # RDP >= 0; rounding can give -1e-17
+        if generic.all():
+            out = res
+        else:
+            out[generic] = res
 
     out = out.reshape(shape + (orders_arr.size,))
     return out[..., 0] if scalar_order else out
