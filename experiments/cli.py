@@ -1,6 +1,7 @@
 """Command line: ``otagym rollout`` (a seeded rollout, per-round leakage and cost), ``otagym compare`` (analytic
-policies and trained agents on the same channels, :mod:`experiments.compare`) and ``otagym train`` (an RL scheduler
-with stable-baselines3).
+policies and trained agents on the same channels, :mod:`experiments.compare`), ``otagym sweep`` (a grid of such
+cells from a YAML file, resumable, on a process pool or Ray: :mod:`experiments.sweep`) and ``otagym train`` (an RL
+scheduler with stable-baselines3).
 
 This module sits above ``otagym``, ``baselines`` and ``agents`` (it imports ``agents`` lazily, per command: it needs
 the optional RL dependencies)."""
@@ -16,6 +17,7 @@ import numpy as np
 
 from experiments.argtypes import positive_float, positive_int
 from experiments.compare import add_compare_parser
+from experiments.sweep import add_sweep_parser
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
 
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ro.add_argument("--seed", type=int, default=0)
     ro.set_defaults(func=_rollout)
     add_compare_parser(sub)
+    add_sweep_parser(sub)
     _add_train_parser(sub)
     args = parser.parse_args(argv)
     if hasattr(args, "check"):
