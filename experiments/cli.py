@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -55,25 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if hasattr(args, "check"):
         args.check(sub.choices[args.command], args)
-    if args.command == "compare":
-        args.extra_policies = _agent_policies(args.policies or ())
     return int(args.func(args))
-
-
-def _agent_policies(specs: Sequence[str]) -> dict[str, Any]:
-    """``NAME:PATH`` entries of ``--policies`` as compare policy specs playing the trained model at PATH."""
-    agents = [s.split(":", 1) for s in specs if ":" in s]
-    if not agents:
-        return {}
-    from agents.policy import AgentPolicy, load_model, run_metadata
-    from baselines.compare import PolicySpec
-
-    out = {}
-    for name, path in agents:
-        model = load_model(path)  # fails here, before anything runs, if the file is missing or not a model
-        kw = run_metadata(Path(path)).get("env_kwargs")
-        out[name] = PolicySpec(lambda nu, p, model=model, kw=kw: AgentPolicy(model, nu=nu, env_kwargs=kw))
-    return out
 
 
 def _parse_env_overrides(items: Sequence[str]) -> dict[str, Any]:
