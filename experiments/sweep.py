@@ -284,8 +284,8 @@ def plan(config: Mapping[str, Any]) -> Plan:
             _fail("seeds", "a list of integers >= 0 or {start: S, count: N}", seeds_in)
         start = _spec(Integer(0), "seeds.start", seeds_in["start"])
         seeds_in = list(range(start, start + _spec(Integer(1), "seeds.count", seeds_in["count"])))
-    seeds = list(_spec(Many(Integer(0, 2**63 - 1), scalar=True), "seeds", seeds_in) if not isinstance(
-        seeds_in, int) else [_spec(Integer(0, 2**63 - 1), "seeds", seeds_in)])
+    seeds = list(_spec(Many(Integer(0, 2**63 - 1)), "seeds", seeds_in) if not isinstance(seeds_in, int)
+                 else [_spec(Integer(0, 2**63 - 1), "seeds", seeds_in)])
     if len(set(seeds)) != len(seeds):
         _fail("seeds", "distinct", seeds)
 
@@ -297,7 +297,7 @@ def plan(config: Mapping[str, Any]) -> Plan:
         scenarios = _scenarios(config, scheme)
         first = info.scenario(scenarios[0]["preset"], **scenarios[0]["overrides"])
         nus_in = config.get("nu", list(first.nu_grid))
-        nus = list(_spec(Many(POSITIVE, scalar=True), "nu", nus_in) if not isinstance(nus_in, (int, float))
+        nus = list(_spec(Many(POSITIVE), "nu", nus_in) if not isinstance(nus_in, (int, float))
                    else [_spec(POSITIVE, "nu", nus_in)])
         if len(set(nus)) != len(nus):
             _fail("nu", "distinct values", nus)
@@ -596,7 +596,9 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
     records = {k: r for k, r in read_records(sweep_dir, p.keys).items() if r.get("status") == "ok"}
     outcome = Outcome(total=len(p.cells), skipped=len(records))
     tasks = [(k, c) for k, c in zip(p.keys, p.cells) if k not in records]
-    if ray:
+    if not tasks:
+        where, source = "", iter(())
+    elif ray:
         where = "on Ray" + ("" if ray in (True, "local") else f" at {ray}")
         source = _ray(tasks, None if ray in (True, "local") else str(ray), workers)
     elif workers and workers > 1:
@@ -604,11 +606,11 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
     else:
         where, source = "in-process", _in_process(tasks)
     if log:
-        log(f"sweep {p.name}: {len(p.cells)} cells, {len(records)} already done, {len(tasks)} to run {where}; "
-            f"records in {cells_dir}")
+        log(f"sweep {p.name}: {len(p.cells)} cells, {len(records)} already done, {len(tasks)} to run"
+            f"{' ' + where if where else ''}; records in {cells_dir}")
     bar = tqdm(total=len(tasks), desc=f"sweep {p.name}", disable=not progress or not tasks, unit="cell")
     try:
-        with contextlib.closing(source):
+        with contextlib.closing(source) if hasattr(source, "close") else contextlib.nullcontext():
             for record in source:
                 write_json(cells_dir / f"{record['key']}.json", record)
                 outcome.computed += 1
