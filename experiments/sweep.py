@@ -108,8 +108,15 @@ def _spec(spec: Callable[[str, Any], Any], where: str, value: Any) -> Any:
         raise ConfigError(str(err)) from None
 
 
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+def _axis(where: str, value: Any, spec: Any) -> list[Any]:
+    """A grid axis given as one value or a non-empty list of values, each checked by ``spec``."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        _fail(where, f"{spec.allowed} or a non-empty list of them", value)
+    out = [_spec(spec, where, v) for v in values]
+    if len(set(out)) != len(out):
+        _fail(where, "distinct values", value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -265,10 +272,9 @@ def plan(config: Mapping[str, Any]) -> Plan:
     name = config.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         _fail("name", "a folder name (letters, digits, '.', '_', '-')", name)
-    schemes = [_spec(OneOf(SWEEP_SCHEMES), "scheme", s) for s in _as_list(config.get("scheme", SWEEP_SCHEMES[0]))]
-    rounds = [_spec(Integer(1, 10**6), "rounds", r) for r in _as_list(config["rounds"])] if config.get(
-        "rounds") is not None else [None]
-    fidelities = [_spec(OneOf(FIDELITIES), "fidelity", f) for f in _as_list(config.get("fidelity", "analytic"))]
+    schemes = _axis("scheme", config.get("scheme", SWEEP_SCHEMES[0]), OneOf(SWEEP_SCHEMES))
+    rounds = _axis("rounds", config["rounds"], Integer(1, 10**6)) if config.get("rounds") is not None else [None]
+    fidelities = _axis("fidelity", config.get("fidelity", "analytic"), OneOf(FIDELITIES))
     dataset, data_dir = config.get("dataset"), config.get("data_dir")
     if "train" not in fidelities and (dataset is not None or data_dir is not None):
         _fail("dataset and data_dir", "absent unless fidelity includes 'train'", {"dataset": dataset,
@@ -649,6 +655,10 @@ def report(outcome: Outcome, sweep_dir: Path) -> str:
                      f"[traceback in cells/{key}.json]")
     if len(outcome.failed) > 10:
         lines.append(f"  ... and {len(outcome.failed) - 10} more (status=error in cells.csv)")
+    others = sorted({r.get("version") for r in outcome.records.values()} - {__version__}, key=str)
+    if others:
+        lines.append(f"note: some records were computed by otagym {', '.join(map(str, others))} (this is "
+                     f"{__version__}); delete them from cells/ to recompute them")
     if outcome.stopped:
         lines.append(f"stopped: {outcome.stopped}; finished cells are stored, rerun the same command to resume")
     elif outcome.failed:
