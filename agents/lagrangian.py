@@ -14,7 +14,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-from agents._io import write_json
+from otagym._io import write_json
 
 __all__ = ["LagrangianVecEnv", "DualAscentCallback"]
 

@@ -23,7 +23,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList, Check
 from stable_baselines3.common.vec_env import VecMonitor
 
 from agents import ALGOS, CONFIG_DIR
-from agents._io import write_json
+from otagym._io import write_json
 from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
 from agents.policy import ALGO_CLASSES, action_semantics
 from otagym import ENV_ID, __version__

@@ -16,6 +16,7 @@ import numpy as np
 
 from baselines.cdpb import CDPB_POLICIES, CDPB, HminBased
 from baselines.report import write_rows
+from otagym._io import save_figure
 from otagym.cdpb import Accounting, CDPBScenario, get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyVectorEnv
 
@@ -98,7 +99,8 @@ def format_cdpb_table(rows: list[dict[str, Any]], s: CDPBScenario) -> str:
 
 
 def save_cdpb(rows: list[dict[str, Any]], curves: dict[str, Any], s: CDPBScenario, out_dir: Path) -> list[Path]:
-    """Write ``compare_cdpb.csv``/``.json`` and ``compare_cdpb.png``: G(t) over iterations and RDP over rounds."""
+    """Write ``compare_cdpb.csv``/``.json`` and ``compare_cdpb.png`` (each atomically): G(t) over iterations and RDP
+    over rounds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -122,7 +124,6 @@ def save_cdpb(rows: list[dict[str, Any]], curves: dict[str, Any], s: CDPBScenari
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{s.name}: CDPB and baselines (dots: each policy's tau), accounting = {s.accounting}")
     fig.tight_layout()
-    png = out_dir / "compare_cdpb.png"
-    fig.savefig(png, dpi=120)
+    png = save_figure(fig, out_dir / "compare_cdpb.png", dpi=120)
     plt.close(fig)
     return paths + [png]

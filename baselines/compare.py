@@ -1,17 +1,23 @@
 """The matched-nu comparison of §VII of the AdaScale paper (Fig. 1 style), behind ``otagym compare`` (whose command
-line is :mod:`experiments.compare`).
+line is :mod:`experiments.compare`) and the cells of ``otagym sweep`` (:mod:`experiments.sweep`).
 
 For each nu, every policy whose hyperparameter is tunable is calibrated so that its realised (1/T) sum_t c_t equals
 nu (within 1%) on the same channel realisations (one per seed); then the average overall RDP per device at alpha and
 the average eps at delta are reported as mean and 95% confidence interval over seeds.
+
+The unit of work is a *cell*, one (policy, nu, seed): :func:`evaluate_cell` computes it alone, in a one-env batch, so
+its numbers are a function of its own arguments only (batching envs changes the last bits: numpy's reductions and the
+solvers' stopping rules depend on the batch). :func:`compare` is a loop over cells and :func:`summarize`; the sweep
+engine runs the same cells in other processes or on Ray and gets the same numbers.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,29 +27,39 @@ from baselines.evaluation import calibrate, run_policy, sample_realisations, tra
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
 from baselines.report import ci95, write_rows
+from otagym._io import save_figure
 from otagym.receive_scaling import Scenario, get_scenario
 
-__all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "normalized_score", "format_table", "save"]
+__all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "evaluate_cell", "summarize", "reference_leakage",
+           "normalized_score", "format_table", "save"]
 
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """How to build a policy for per-env nu (N,) and, if ``param`` is set, a tuned hyperparameter (N,)."""
+    """How to build a policy for per-env nu (N,) and, if ``param`` is set, a tuned hyperparameter (N,).
 
-    build: Callable[[NDArray, NDArray | None], Policy]
+    ``build(nu, value, **options)``; ``options`` names the policy's keyword arguments a sweep may set (each a finite
+    number > 0). Setting ``param`` itself fixes it: the policy is then run as given, not calibrated.
+    """
+
+    build: Callable[..., Policy]
     param: str | None = None
     bracket: tuple[float, float] = (1.0, 1.0)
     matched: bool = True  # meets nu by construction or calibration
+    options: tuple[str, ...] = ()
 
 
 POLICIES: dict[str, PolicySpec] = {
     "OfflineOptimal": PolicySpec(lambda nu, p: OfflineOptimal(nu=nu)),
-    "AdaScale": PolicySpec(lambda nu, p: AdaScale(V=p, nu=nu), "V", (1e-8, 1e9)),
+    "AdaScale": PolicySpec(lambda nu, p: AdaScale(V=p, nu=nu), "V", (1e-8, 1e9), options=("V",)),
     "EstimFuture": PolicySpec(lambda nu, p: EstimFuture(nu=nu)),
     "EqualAlloc": PolicySpec(lambda nu, p: EqualAlloc(nu=nu)),
-    "LiuSimeone": PolicySpec(lambda nu, p: LiuSimeone(epsilon_budget=p), "epsilon_budget", (1e-3, 1e5)),
-    "LyapunovDPBudget": PolicySpec(lambda nu, p: LyapunovDPBudget(epsilon_budget=p), "epsilon_budget", (1e-3, 1e5)),
-    "LyapunovDPP": PolicySpec(lambda nu, p: LyapunovDPP(nu=nu), matched=False),
+    "LiuSimeone": PolicySpec(lambda nu, p, **kw: LiuSimeone(epsilon_budget=p, **kw), "epsilon_budget", (1e-3, 1e5),
+                             options=("epsilon_budget", "delta")),
+    "LyapunovDPBudget": PolicySpec(lambda nu, p, **kw: LyapunovDPBudget(epsilon_budget=p, **kw), "epsilon_budget",
+                                   (1e-3, 1e5), options=("epsilon_budget", "V", "delta")),
+    "LyapunovDPP": PolicySpec(lambda nu, p, **kw: LyapunovDPP(nu=nu, **kw), matched=False,
+                              options=("V", "c", "beta", "x_floor_ratio")),
     "FullPower": PolicySpec(lambda nu, p: FullPower(nu=nu), matched=False),
 }
 DEFAULT_POLICIES = ("OfflineOptimal", "AdaScale", "EstimFuture", "EqualAlloc", "LiuSimeone", "LyapunovDPBudget",
@@ -56,6 +72,104 @@ def normalized_score(leakage: NDArray, equal_alloc: NDArray, optimal: NDArray) -
     100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal), all at the same nu and channels.
     """
     return 100.0 * (np.asarray(equal_alloc) - np.asarray(leakage)) / (np.asarray(equal_alloc) - np.asarray(optimal))
+
+
+@functools.lru_cache(maxsize=256)
+def reference_leakage(scenario: Scenario, nu: float, seed: int) -> float:
+    """OfflineOptimal's sum_t L_t on the realisation of ``seed`` at ``nu``: the 100 of the normalised score.
+
+    A pure function of its arguments, cached per process (about 0.7 s at T = 500; every policy of a (nu, seed) needs
+    it): caching changes no number, only how often it is computed.
+    """
+    real = sample_realisations(scenario, [seed])
+    optimal = OfflineOptimal(nu=np.array([float(nu)]))
+    optimal.reset(scenario, channel_gains=real.channel_gains)
+    return float(optimal.total_leakage()[0])
+
+
+def evaluate_cell(
+    scenario: Scenario,
+    spec: PolicySpec,
+    nu: float,
+    seed: int,
+    *,
+    options: Mapping[str, float] | None = None,
+    fidelity: str = "analytic",
+    dataset: str = "digits",
+    data_dir: str | None = None,
+) -> dict[str, Any]:
+    """One cell of the comparison: ``spec``'s policy at ``nu`` on the channel realisation of ``seed``, alone.
+
+    The policy's tuned parameter is calibrated on this realisation (§VII) unless ``options`` sets it; the other
+    ``options`` are passed to the policy. ``fidelity="train"`` also trains the model (``scenario`` must then be
+    :func:`~baselines.evaluation.training_scenario`'s; the model's randomness is seeded by ``seed``). Returns plain
+    floats: ``rdp``, ``epsilon``, ``cost_mean``, ``leakage``, ``equal_alloc_leakage``, ``optimal_leakage``,
+    ``score``, ``matched`` (meets nu by construction, or within 1%), ``param``, ``param_value``, ``calibrated``,
+    ``wall_s``, and with the training fidelity ``accuracy``, ``accuracy_rounds`` and ``accuracy_curve``.
+    """
+    start = time.perf_counter()
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise ValueError(f"options must be among {list(spec.options)}; got {unknown}")
+    nu_arr = np.array([float(nu)])
+    real = sample_realisations(scenario, [seed])
+    value, calibrated = None, False
+    if spec.param is not None and spec.param in options:
+        value = np.array([float(options.pop(spec.param))])
+    elif spec.param is not None:
+        value, _ = calibrate(lambda p: spec.build(nu_arr, p, **options), scenario, real, nu_arr, spec.bracket)
+        calibrated = True
+    result = run_policy(spec.build(nu_arr, value, **options), scenario, real, seed=seed, nu=nu_arr,
+                        fidelity=fidelity, dataset=dataset, data_dir=data_dir)
+    optimal = reference_leakage(scenario, float(nu), int(seed))
+    leakage, equal_alloc = float(result.leakage[0]), float(result.equal_alloc_leakage[0])
+    cost = float(result.cost_mean[0])
+    out: dict[str, Any] = {
+        "rdp": float(result.rdp[0]), "epsilon": float(result.epsilon[0]), "cost_mean": cost, "leakage": leakage,
+        "equal_alloc_leakage": equal_alloc, "optimal_leakage": optimal,
+        "score": float(normalized_score(leakage, equal_alloc, optimal)),
+        # matched: meets nu by construction, or calibrated within 1%
+        "matched": spec.matched and bool(abs(cost - nu) <= 0.0101 * nu),
+        "param": spec.param, "param_value": None if value is None else float(value[0]), "calibrated": calibrated,
+    }
+    if result.test_accuracy is not None:
+        out.update(accuracy=float(result.test_accuracy[0]),
+                   accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
+                   accuracy_curve=[float(v) for v in result.accuracy_curve[:, 0]])
+    out["wall_s"] = time.perf_counter() - start
+    return out
+
+
+def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The comparison's rows from cells: one row per (policy, nu) in order of first appearance, with means and 95% CIs
+    over the cells' seeds (each cell: ``policy``, ``nu`` and :func:`evaluate_cell`'s result)."""
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for c in cells:
+        groups.setdefault((c["policy"], c["nu"]), []).append(c)
+    rows: list[dict[str, Any]] = []
+    for (name, nu), group in groups.items():
+        seeds = {k: np.array([c[k] for c in group], dtype=float) for k in ("rdp", "epsilon", "cost_mean", "score")}
+        rdp, rdp_ci = ci95(seeds["rdp"])
+        eps, eps_ci = ci95(seeds["epsilon"])
+        cost, cost_ci = ci95(seeds["cost_mean"])
+        score, score_ci = ci95(seeds["score"])
+        rows.append({
+            "policy": name, "nu": nu, "rdp": rdp, "rdp_ci95": rdp_ci, "epsilon": eps, "epsilon_ci95": eps_ci,
+            "cost_mean": cost, "cost_ci95": cost_ci, "score": score, "score_ci95": score_ci,
+            "score_seeds": seeds["score"].tolist(), "matched": all(c["matched"] for c in group),
+            "rdp_seeds": seeds["rdp"].tolist(), "epsilon_seeds": seeds["epsilon"].tolist(),
+            "param": group[0]["param"],
+            "param_values": None if group[0]["param_value"] is None else [c["param_value"] for c in group],
+            "seeds": len(group), "wall_s": float(sum(c["wall_s"] for c in group)),
+        })
+        if "accuracy" in group[0]:
+            acc, acc_ci = ci95(np.array([c["accuracy"] for c in group]))
+            curve = [ci95(v) for v in np.array([c["accuracy_curve"] for c in group]).T]
+            rows[-1].update(accuracy=acc, accuracy_ci95=acc_ci, accuracy_seeds=[c["accuracy"] for c in group],
+                            accuracy_rounds=group[0]["accuracy_rounds"], accuracy_curve=[m for m, _ in curve],
+                            accuracy_curve_ci95=[ci for _, ci in curve])
+    return rows
 
 
 def compare(
@@ -73,14 +187,15 @@ def compare(
 ) -> list[dict[str, Any]]:
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
 
-    All (seed, nu) pairs run as one batch of envs; calibrated policies bisect their parameter for all pairs at once.
+    Every (policy, nu, seed) is one cell (:func:`evaluate_cell`), run here one after the other; ``otagym sweep`` and
+    ``otagym compare`` run the same cells in parallel and keep them on disk. Calibrated policies are tuned per cell.
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
     Every row also has the normalised score (:func:`normalized_score`), for which OfflineOptimal is solved on the
-    same realisations (once; about 0.25 s per realisation and nu at T = 500). ``fidelity="train"`` also trains the
-    model of ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs
-    analytically: the leakage and cost are the same) and adds the final test accuracy (``accuracy``) and the test
-    accuracy every T/20 rounds (``accuracy_rounds``, ``accuracy_curve`` and its ``accuracy_curve_ci95``); the
-    scenario's d and n_m then follow the model and data.
+    same realisations (once per (nu, seed); about 0.7 s each at T = 500). ``fidelity="train"`` also trains the model
+    of ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs analytically:
+    the leakage and cost are the same) and adds the final test accuracy (``accuracy``) and the test accuracy every
+    T/20 rounds (``accuracy_rounds``, ``accuracy_curve`` and its ``accuracy_curve_ci95``); the scenario's d and n_m
+    then follow the model and data.
     """
     from tqdm.auto import tqdm
 
@@ -95,47 +210,11 @@ def compare(
         raise ValueError(f"policies must be among {sorted(table)}; got {unknown}")
     if not nus or not all(np.isfinite(v) and v > 0 for v in nus):
         raise ValueError(f"nus must be a non-empty sequence of finite values > 0; got {nus}")
-    base = sample_realisations(scen, seeds)
-    real = base.repeat(len(nus))  # env index = seed_index * len(nus) + nu_index
-    nu = np.tile(np.asarray(nus, dtype=float), len(seeds))
-    optimal = OfflineOptimal(nu=nu)
-    optimal.reset(scen, channel_gains=real.channel_gains)
-    optimal_leakage = optimal.total_leakage()
-    rows: list[dict[str, Any]] = []
-    for name in tqdm(policies, desc="policies", disable=not progress):
-        spec = table[name]
-        start = time.perf_counter()
-        param = None
-        if spec.param is not None:
-            param, _ = calibrate(lambda p, spec=spec: spec.build(nu, p), scen, real, nu, spec.bracket)
-        result = run_policy(spec.build(nu, param), scen, real, nu=nu, fidelity=fidelity, dataset=dataset,
-                            data_dir=data_dir)
-        wall = time.perf_counter() - start
-        score_all = normalized_score(result.leakage, result.equal_alloc_leakage, optimal_leakage)
-        for j, nu_j in enumerate(nus):
-            idx = np.arange(len(seeds)) * len(nus) + j
-            rdp, rdp_ci = ci95(result.rdp[idx])
-            eps, eps_ci = ci95(result.epsilon[idx])
-            cost, cost_ci = ci95(result.cost_mean[idx])
-            score, score_ci = ci95(score_all[idx])
-            rows.append({
-                "policy": name, "nu": nu_j, "rdp": rdp, "rdp_ci95": rdp_ci, "epsilon": eps, "epsilon_ci95": eps_ci,
-                "cost_mean": cost, "cost_ci95": cost_ci, "score": score, "score_ci95": score_ci,
-                "score_seeds": [float(v) for v in score_all[idx]],
-                # matched: meets nu by construction, or calibrated within 1% on every seed
-                "matched": spec.matched and bool(np.all(np.abs(result.cost_mean[idx] - nu_j) <= 0.0101 * nu_j)),
-                "rdp_seeds": [float(v) for v in result.rdp[idx]], "epsilon_seeds": [float(v) for v in result.epsilon[idx]],
-                "param": spec.param, "param_values": None if param is None else [float(v) for v in param[idx]],
-                "seeds": len(seeds), "wall_s": wall,
-            })
-            if result.test_accuracy is not None:
-                acc, acc_ci = ci95(result.test_accuracy[idx])
-                curve = [ci95(v) for v in result.accuracy_curve[:, idx]]
-                rows[-1].update(accuracy=acc, accuracy_ci95=acc_ci,
-                                accuracy_seeds=[float(v) for v in result.test_accuracy[idx]],
-                                accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
-                                accuracy_curve=[m for m, _ in curve], accuracy_curve_ci95=[c for _, c in curve])
-    return rows
+    grid = [(name, float(nu), int(seed)) for name in policies for nu in nus for seed in seeds]
+    cells = [{"policy": name, "nu": nu, "seed": seed,
+              **evaluate_cell(scen, table[name], nu, seed, fidelity=fidelity, dataset=dataset, data_dir=data_dir)}
+             for name, nu, seed in tqdm(grid, desc="cells", disable=not progress)]
+    return summarize(cells)
 
 
 def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
@@ -152,14 +231,17 @@ def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
     return "\n".join(lines)
 
 
-def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[Path]:
-    """Write ``compare.csv``, ``compare.json`` and ``compare.png`` (RDP and DP vs nu, shaded 95% CIs)."""
+def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path,
+         extra: dict[str, Any] | None = None) -> list[Path]:
+    """Write ``compare.csv``, ``compare.json`` and ``compare.png`` (RDP and DP vs nu, shaded 95% CIs), each atomically;
+    ``extra`` goes into the JSON beside the scenario."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    csv_path, json_path = write_rows(rows, {"scenario": scenario.to_dict()}, out_dir, "compare")
+    csv_path, json_path = write_rows(rows, {"scenario": scenario.to_dict(), **(extra or {})}, out_dir,
+                                     "compare")
     png_path = out_dir / "compare.png"
     panels = [("rdp", f"average overall RDP (alpha={scenario.rdp_order})"),
               ("epsilon", f"average DP epsilon (delta={scenario.delta:g})")]
@@ -187,7 +269,7 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path) -> list[
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{scenario.name}: leakage vs nu at matched convergence ({rows[0]['seeds']} seeds, 95% CI)")
     fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
+    save_figure(fig, png_path, dpi=120)
     plt.close(fig)
     if "accuracy_curve" not in rows[0]:
         return [csv_path, json_path, png_path]
@@ -213,6 +295,6 @@ def _save_accuracy_rounds(rows: list[dict[str, Any]], scenario: Scenario, path: 
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"{scenario.name}: test accuracy during training ({rows[0]['seeds']} seeds, 95% CI)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path

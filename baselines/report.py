@@ -7,13 +7,14 @@ each other.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
+
+from otagym._io import atomic_write, write_json
 
 __all__ = ["ci95", "write_rows"]
 
@@ -27,13 +28,13 @@ def ci95(values: NDArray) -> tuple[float, float]:
 
 
 def write_rows(rows: list[dict[str, Any]], extra: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
-    """``<stem>.csv`` (scalar columns of ``rows``) and ``<stem>.json`` (``extra`` plus all rows) in ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """``<stem>.csv`` (scalar columns of ``rows``) and ``<stem>.json`` (``extra`` plus all rows) in ``out_dir``, each
+    written atomically."""
     csv_path, json_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.json"
     keys = [k for k in rows[0] if not isinstance(rows[0][k], list) and k != "param_values"]
-    with csv_path.open("w", newline="") as fh:
+    with atomic_write(csv_path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    json_path.write_text(json.dumps({**extra, "rows": rows}, indent=1))
+    write_json(json_path, {**extra, "rows": rows})
     return [csv_path, json_path]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents._io import write_json
+from otagym._io import save_figure, write_json, write_text
 from agents.policy import AgentPolicy, load_model
 from agents.train import train
 from baselines import OfflineOptimal, run_policy, sample_realisations
@@ -91,10 +91,8 @@ def _plot(curves: dict[str, dict[str, tuple[list, list]]], reference: dict[str, 
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
-    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             "algos": args.algos, "rows": rows_by_fading, "learning_curves": curves,
             "validation_seeds": list(curve_seeds), "chosen_checkpoints": chosen}
     write_json(out / "rl_results.json", meta)
-    tmp = out / "rl_results.md.tmp"
-    tmp.write_text(table + "\n")
-    tmp.replace(out / "rl_results.md")
+    write_text(out / "rl_results.md", table + "\n")
     reference = {f: float(np.mean([r["score"] for r in rows if r["policy"] == "AdaScale"]))
                  for f, rows in rows_by_fading.items()}
     _plot(curves, reference, args.nus, curve_seeds, out / "learning_curves.png")

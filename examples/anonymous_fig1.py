@@ -12,12 +12,11 @@ numbers that docs/anonymous.md quotes).
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from otagym._io import save_figure
 from otagym.anonymous import advanced_composition_curve, composed_epsilon, device_level_rdp, rdp_to_dp_lemma2
 from otagym.privacy import OPACUS_ORDERS, rdp_sgm
 
@@ -39,7 +38,7 @@ def curves(rounds: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def plot(rounds: np.ndarray, eps: dict[str, np.ndarray], path: Path) -> None:
-    """The figure, written atomically (temporary file in the target folder, then os.replace)."""
+    """The figure, written atomically (:func:`otagym._io.save_figure`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -55,16 +54,8 @@ def plot(rounds: np.ndarray, eps: dict[str, np.ndarray], path: Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:

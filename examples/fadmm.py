@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -27,6 +25,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import otagym  # noqa: E402
+from otagym._io import save_figure  # noqa: E402
 from otagym.training.fadmm import Radio, Trace, diabetes_task, digits_task, run  # noqa: E402
 
 #: Relative loss targets |sum_n f_n(theta_n) - f*| / f* (the paper's target is 1e-4 on its own scale).
@@ -160,18 +159,6 @@ def plot_scaling(ax, workers: list[int], scaling: dict[str, list[tuple[float, fl
     ax.grid(alpha=0.3)
 
 
-def save_atomically(fig, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, fewer workers and iterations (smoke run)")
@@ -218,7 +205,7 @@ def main() -> None:
     axes[0, 0].set_title(f"linear regression (diabetes), N = 100, rho = {RHO_REGRESSION}, mean of {len(seeds)} seeds",
                          fontsize=9)
     axes[1, 0].set_title("MLP (8x8 digits), N = 20", fontsize=9)
-    save_atomically(fig, args.out)
+    save_figure(fig, args.out, dpi=120)
     print(f"\nsaved {args.out}")
 
 

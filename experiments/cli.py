@@ -1,6 +1,7 @@
 """Command line: ``otagym rollout`` (a seeded rollout, per-round leakage and cost), ``otagym compare`` (analytic
-policies and trained agents on the same channels, :mod:`experiments.compare`) and ``otagym train`` (an RL scheduler
-with stable-baselines3).
+policies and trained agents on the same channels, :mod:`experiments.compare`), ``otagym sweep`` (a grid of such
+cells from a YAML file, resumable, on a process pool or Ray: :mod:`experiments.sweep`) and ``otagym train`` (an RL
+scheduler with stable-baselines3).
 
 This module sits above ``otagym``, ``baselines`` and ``agents`` (it imports ``agents`` lazily, per command: it needs
 the optional RL dependencies)."""
@@ -9,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from experiments.argtypes import positive_float, positive_int
 from experiments.compare import add_compare_parser
+from experiments.sweep import add_sweep_parser
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
 
@@ -48,29 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     ro.add_argument("--seed", type=int, default=0)
     ro.set_defaults(func=_rollout)
     add_compare_parser(sub)
+    add_sweep_parser(sub)
     _add_train_parser(sub)
     args = parser.parse_args(argv)
     if hasattr(args, "check"):
         args.check(sub.choices[args.command], args)
-    if args.command == "compare":
-        args.extra_policies = _agent_policies(args.policies or ())
     return int(args.func(args))
-
-
-def _agent_policies(specs: Sequence[str]) -> dict[str, Any]:
-    """``NAME:PATH`` entries of ``--policies`` as compare policy specs playing the trained model at PATH."""
-    agents = [s.split(":", 1) for s in specs if ":" in s]
-    if not agents:
-        return {}
-    from agents.policy import AgentPolicy, load_model, run_metadata
-    from baselines.compare import PolicySpec
-
-    out = {}
-    for name, path in agents:
-        model = load_model(path)  # fails here, before anything runs, if the file is missing or not a model
-        kw = run_metadata(Path(path)).get("env_kwargs")
-        out[name] = PolicySpec(lambda nu, p, model=model, kw=kw: AgentPolicy(model, nu=nu, env_kwargs=kw))
-    return out
 
 
 def _parse_env_overrides(items: Sequence[str]) -> dict[str, Any]:

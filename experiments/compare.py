@@ -1,14 +1,20 @@
 """``otagym compare``: the command line of the schemes' comparisons, over their computations in :mod:`baselines`.
 
 ``--scheme`` offers the schemes of the registry (:data:`otagym.schemes.SCHEMES`) that have a comparison here
-(:data:`COMMANDS`): model A's matched-nu comparison (:func:`baselines.compare.compare`) and CDPB's
-(:func:`baselines.cdpb_compare.compare_cdpb`); ``--scenario`` offers their presets. An option that only another
-scheme reads is refused, argparse style.
+(:data:`COMMANDS`): model A's matched-nu comparison and CDPB's (:func:`baselines.cdpb_compare.compare_cdpb`);
+``--scenario`` offers their presets. An option that only another scheme reads is refused, argparse style.
+
+Model A's comparison is a sweep (:mod:`experiments.sweep`) named ``compare`` with a fixed table and plot on top: its
+cells are kept in ``OUT/compare/cells/`` (so a rerun resumes, and ``--workers``/``--ray`` run them in parallel) and
+``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, and a folder that holds
+an earlier comparison of another configuration is not overwritten without ``--overwrite``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,47 +22,90 @@ from typing import Any, Callable
 
 from baselines.cdpb import CDPB_POLICIES
 from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
-from baselines.compare import DEFAULT_POLICIES, POLICIES, PolicySpec, compare, format_table, save
+from baselines.compare import DEFAULT_POLICIES, POLICIES, format_table, save, summarize
 from baselines.evaluation import training_scenario
+from experiments import sweep
 from experiments.argtypes import correlation, positive_float, positive_int, writable_dir
 from otagym.schemes import SCHEMES
 
 __all__ = ["SchemeCommand", "COMMANDS", "add_compare_parser"]
 
 
+def _error(message: str) -> None:
+    """Stop before any work with one line on stderr and exit code 2, as argparse does."""
+    print(f"otagym compare: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _refuse_to_overwrite(out: Path, stem: str, keys: list[str] | None, overwrite: bool) -> bool:
+    """Whether ``out`` holds an earlier ``<stem>`` comparison of the same cells; exits (code 2) if it holds one of
+    another configuration (or of unknown configuration) and ``overwrite`` is not set."""
+    earlier = [out / f"{stem}.{ext}" for ext in ("json", "csv", "png") if (out / f"{stem}.{ext}").exists()]
+    if not earlier:
+        return False
+    try:
+        same = keys is not None and json.loads((out / f"{stem}.json").read_text()).get("cells") == keys
+    except (OSError, ValueError):
+        same = False
+    if same or overwrite:
+        return same
+    _error(f"{out} already holds an earlier comparison ({', '.join(p.name for p in earlier)}) of another "
+           "configuration; pass --overwrite to replace it, or choose another --out")
+    return False
+
+
 def _run_cdpb(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    _refuse_to_overwrite(out, "compare_cdpb", None, args.overwrite)
     scen = SCHEMES["cdpb"].scenario(args.scenario, **({"accounting": args.accounting} if args.accounting else {}))
     start = time.perf_counter()
     rows, curves = compare_cdpb(scen, tuple(args.policies or DEFAULT_CDPB_POLICIES), episodes=args.seeds,
                                 progress=not args.no_progress)
     print(format_cdpb_table(rows, scen))
-    paths = save_cdpb(rows, curves, scen, Path(args.out))
+    paths = save_cdpb(rows, curves, scen, out)
     print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
     return 0
 
 
-def _run_receive_scaling(args: argparse.Namespace) -> int:
-    presets = SCHEMES["receive_scaling"].presets
-    extra: dict[str, PolicySpec] = getattr(args, "extra_policies", None) or {}
-    names = [p.split(":", 1)[0] for p in (args.policies or ())]
-    unknown = [p for p in names if p not in POLICIES and p not in extra]
-    if unknown or (args.scenario and args.scenario not in presets):
-        raise SystemExit(f"--scheme receive_scaling takes --scenario in {sorted(presets)} and --policies in "
-                         f"{sorted(POLICIES)} or NAME:PATH/TO/model.zip; got {args.scenario!r}, {unknown}")
-    overrides = {"num_rounds": args.rounds} if args.rounds else {}
+def _sweep_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The sweep that model A's ``otagym compare`` runs, from its options."""
+    scenario: dict[str, Any] = {"preset": args.scenario or SCHEMES["receive_scaling"].default_preset}
     if getattr(args, "fading", None):
-        overrides.update(fading=args.fading, correlation=args.correlation or 0.0)
-    scen = SCHEMES["receive_scaling"].scenario(args.scenario, **overrides)
-    nus = tuple(args.nu) if args.nu else (0.01, 0.04, 0.16)
-    start = time.perf_counter()
-    rows = compare(scen, nus, tuple(range(args.seed_start, args.seed_start + args.seeds)),
-                   tuple(names or DEFAULT_POLICIES), extra_policies=extra, progress=not args.no_progress,
-                   fidelity=args.fidelity, dataset=args.dataset, data_dir=args.data_dir)
+        scenario.update(fading=args.fading, correlation=args.correlation or 0.0)
+    config = {"name": "compare", "scheme": "receive_scaling", "scenarios": [scenario],
+              "policies": list(args.policies or DEFAULT_POLICIES), "nu": list(args.nu or (0.01, 0.04, 0.16)),
+              "seeds": {"start": args.seed_start, "count": args.seeds}, "fidelity": args.fidelity}
+    if args.rounds:
+        config["rounds"] = args.rounds
+    if args.fidelity == "train":
+        config.update(dataset=args.dataset, data_dir=args.data_dir)
+    return config
+
+
+def _run_receive_scaling(args: argparse.Namespace) -> int:
+    try:
+        p = sweep.plan(_sweep_config(args))
+    except sweep.ConfigError as err:
+        _error(str(err))
+    out = Path(args.out)
+    if _refuse_to_overwrite(out, "compare", list(p.keys), args.overwrite):
+        print(f"{out} holds this comparison already: its finished cells are reused")
+    outcome = sweep.run(p, out / "compare", workers=args.workers, ray=args.ray, progress=not args.no_progress)
+    if not outcome.complete:
+        print(sweep.report(outcome, out / "compare"))
+        print(f"compare.csv/.json/.png are written once every cell is done; {out} is unchanged")
+        return sweep.exit_code(outcome)
+    cells = [{"policy": c["policy"]["name"], "nu": c["nu"], "seed": c["seed"], **outcome.records[k]["result"]}
+             for k, c in zip(p.keys, p.cells)]
+    rows = summarize(cells)
+    first = p.cells[0]
+    scen = sweep._scenario_of(first)
     if args.fidelity == "train":
         scen = training_scenario(scen, args.dataset, args.data_dir)
     print(format_table(rows, scen))
-    paths = save(rows, scen, Path(args.out))
-    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
+    paths = save(rows, scen, out, extra={"cells": list(p.keys), "sweep": str(out / "compare")})
+    print(f"{outcome.computed} cells computed, {outcome.skipped} reused; wrote {', '.join(str(x) for x in paths)} "
+          f"in {outcome.wall_s:.1f} s")
     return 0
 
 
@@ -75,7 +124,7 @@ COMMANDS: dict[str, SchemeCommand] = {
     "receive_scaling": SchemeCommand(
         _run_receive_scaling, "matched-nu comparison (AdaScale paper)",
         {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0, "fidelity": "analytic",
-         "dataset": "digits", "data_dir": None}),
+         "dataset": "digits", "data_dir": None, "workers": None, "ray": None}),
     "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}),
 }
 
@@ -103,6 +152,7 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error("--dataset and --data-dir need --fidelity train")
     if args.dataset != "digits" and args.data_dir is None:
         parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
+    sweep.check_ray(parser, args)
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
@@ -134,6 +184,10 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --fidelity train: digits (embedded, DigitsCNN), mnist (the paper's CNN) or cifar10 "
                         "(CifarResNet); the last two read their standard files from --data-dir")
     p.add_argument("--data-dir", default=None, help="folder of the MNIST IDX files or the CIFAR-10 python batches")
-    p.add_argument("--out", type=writable_dir, default="results", help="output folder")
+    p.add_argument("--out", type=writable_dir, default="results",
+                   help="output folder; model A's cell records go to OUT/compare/cells/ (a rerun reuses them)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the outputs of an earlier comparison of another configuration in --out")
+    sweep.add_executor_options(p)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_run, check=_check_scheme_options)

@@ -109,5 +109,7 @@ def test_cli_trains_and_compares_the_agent_with_analytic_policies(tmp_path, caps
     rows = json.loads((out / "compare.json").read_text())["rows"]
     assert {r["policy"] for r in rows} == {"EqualAlloc", "PPO"}
     assert all(abs(r["cost_mean"] - 0.04) < 1e-6 for r in rows)
-    with pytest.raises(FileNotFoundError, match="no trained model"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # refused before any cell runs, naming the field (issue 13)
         main(["compare", "--policies", f"PPO:{tmp_path / 'missing.zip'}", "--out", str(out)])
+    assert exc.value.code == 2 and "policies[0].model must be an existing file" in capsys.readouterr().err

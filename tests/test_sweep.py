@@ -1,0 +1,288 @@
+"""``otagym sweep`` and ``otagym compare`` on it (issue 13): config errors before any cell runs, the same numbers
+in-process and on a process pool, resume, a failing cell, a killed sweep or worker, and compare's outputs.
+
+Grids are tiny (T = 20, two seeds); the Ray executor is tested in ``tests/test_sweep_ray.py`` (CI's rllib venv)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from baselines.compare import POLICIES, PolicySpec, compare
+from experiments import sweep
+from experiments.cli import main
+from otagym._io import atomic_write, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+#: 3 policies x 1 nu x 2 seeds = 6 cells (two calibrated), about 2 s in-process.
+TINY = {"name": "tiny", "scenarios": ["paper-mnist"], "rounds": 20, "policies": ["EqualAlloc", "AdaScale", "LiuSimeone"],
+        "nu": [0.04], "seeds": [0, 1]}
+N = 6
+#: What may differ between two runs of the same cell: where and how long it ran.
+VOLATILE = ("wall_s", "host", "pid", "started", "finished")
+
+
+def numbers(sweep_dir: Path) -> dict[str, dict]:
+    """Every record's result without its wall time, by key."""
+    out = {}
+    for path in sorted((Path(sweep_dir) / "cells").glob("*.json")):
+        rec = json.loads(path.read_text())
+        out[rec["key"]] = {k: v for k, v in (rec["result"] or {}).items() if k != "wall_s"}
+    return out
+
+
+def cells_table(sweep_dir: Path) -> list[list[str]]:
+    """cells.csv without the volatile columns."""
+    import csv
+
+    with open(Path(sweep_dir) / "cells.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [[v for k, v in r.items() if k not in VOLATILE] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """The tiny sweep, uninterrupted, in-process."""
+    out = tmp_path_factory.mktemp("reference") / "tiny"
+    outcome = sweep.run(sweep.plan(TINY), out, progress=False, log=None)
+    assert outcome.complete and outcome.computed == N
+    return out
+
+
+def _write_config(tmp_path: Path, config: dict) -> Path:
+    path = tmp_path / f"{config.get('name', 'cfg')}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+# --- config errors: named, and before any cell runs ------------------------------------------------------------------
+@pytest.mark.parametrize("change,needle", [
+    ({"policies": ["EqualAlloc", "Nope"]}, "policies[1] must be one of ['AdaScale'"),
+    ({"policies": [{"policy": "Nope"}]}, "policies[0].policy must be one of"),
+    ({"nu": [0.04, 0.0]}, "nu must be a non-empty sequence of values, each a finite number in [1e-30"),
+    ({"nu": -1}, "nu must be a finite number in [1e-30"),
+    ({"policies": ["PPO:runs/no-such/model.zip"]}, "policies[0].model must be an existing file"),
+    ({"policies": [{"name": "PPO", "model": "missing.zip"}]}, "policies[0].model must be an existing file"),
+    ({"policies": [{"policy": "AdaScale", "params": {"W": 1.0}}]}, "policies[0].params must be a mapping with keys"),
+    ({"policies": [{"policy": "AdaScale", "params": {"V": -1.0}}]}, "policies[0].params.V must be a finite number"),
+    ({"policies": [{"policy": "LiuSimeone", "params": {"delta": 2.0}}]}, "policies[0].params: delta must lie in"),
+    ({"policies": ["AdaScale", "AdaScale"]}, "policies must be distinct by name"),
+    ({"seeds": [0, -1]}, "seeds must be a non-empty sequence of values, each an integer in [0"),
+    ({"seeds": {"start": 0}}, "seeds must be a list of integers >= 0 or {start: S, count: N}"),
+    ({"rounds": 0}, "rounds must be an integer in [1, 1000000]; got 0"),
+    ({"rounds": []}, "rounds must be an integer in [1, 1000000] or a non-empty list of them; got []"),
+    ({"scheme": "cdpb"}, "scheme must be one of 'receive_scaling'; got 'cdpb'"),
+    ({"scenarios": ["paper-nope"]}, "scenarios[0].preset must be one of ['paper-cifar10', 'paper-mnist']"),
+    ({"scenarios": [{"preset": "paper-mnist", "num_devices": 0}]}, "scenarios[0]: Scenario.num_devices must be"),
+    ({"scenarios": [{"preset": "paper-mnist", "fadding": "iid"}]}, "scenarios[0]: got an unexpected keyword"),
+    ({"fidelity": "exact"}, "fidelity must be one of 'analytic', 'train'; got 'exact'"),
+    ({"dataset": "mnist"}, "dataset and data_dir must be absent unless fidelity includes 'train'"),
+    ({"fidelity": "train", "dataset": "mnist"}, "data_dir must be an existing folder holding the mnist files"),
+    ({"polices": ["AdaScale"]}, "config keys must be among ['name'"),
+    ({"name": "../up"}, "name must be a folder name"),
+])
+def test_a_bad_config_names_its_field_before_any_cell_runs(tmp_path, capsys, change, needle):
+    path = _write_config(tmp_path, {**TINY, **change} if "name" in change else {**TINY, **change, "name": "bad"})
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err, err
+    assert not list((tmp_path / "out").rglob("*.json"))  # nothing ran, nothing was written
+
+
+def test_yaml_numbers_in_e_notation_are_numbers(tmp_path):
+    """PyYAML reads 1e4 as a string (YAML 1.1); the sweep's loader reads it as the number it looks like."""
+    path = tmp_path / "e.yaml"
+    path.write_text("policies: [{policy: AdaScale, name: V1e4, params: {V: 1e4}}]\nnu: 1.6e-1\n")
+    config = sweep.load_config(path)
+    assert config["policies"][0]["params"]["V"] == 1e4 and config["nu"] == 0.16 and config["name"] == "e"
+
+
+# --- the same numbers everywhere, resume, failures ---------------------------------------------------------------------
+def test_a_process_pool_gives_the_in_process_numbers(reference, tmp_path):
+    outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", workers=2, progress=False, log=None)
+    assert outcome.complete and outcome.computed == N
+    assert numbers(tmp_path / "tiny") == numbers(reference)
+    assert cells_table(tmp_path / "tiny") == cells_table(reference)
+
+
+def test_compare_is_the_same_cells(reference):
+    """``baselines.compare.compare`` loops over the very cells the sweep runs: same per-seed numbers."""
+    rows = compare("paper-mnist", (0.04,), (0, 1), ("EqualAlloc", "AdaScale", "LiuSimeone"), progress=False,
+                   num_rounds=20)
+    recs = [json.loads(p.read_text()) for p in (reference / "cells").glob("*.json")]
+    for row in rows:
+        mine = sorted((r for r in recs if r["cell"]["policy"]["name"] == row["policy"] and r["cell"]["nu"] == row["nu"]),
+                      key=lambda r: r["cell"]["seed"])
+        assert row["rdp_seeds"] == [r["result"]["rdp"] for r in mine]
+        assert row["score_seeds"] == [r["result"]["score"] for r in mine]
+
+
+def test_a_rerun_computes_only_the_missing_cells(reference, tmp_path):
+    shutil.copytree(reference, tmp_path / "tiny")
+    removed = sorted((tmp_path / "tiny" / "cells").glob("*.json"))[:3]
+    for path in removed:
+        path.unlink()
+    outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", progress=False, log=None)
+    assert (outcome.computed, outcome.skipped) == (3, N - 3) and outcome.complete
+    assert numbers(tmp_path / "tiny") == numbers(reference)
+    again = sweep.run(sweep.plan(TINY), tmp_path / "tiny", progress=False, log=None)
+    assert (again.computed, again.skipped) == (0, N)
+
+
+def test_a_cell_that_raises_is_recorded_with_its_traceback_and_the_others_finish(monkeypatch, tmp_path):
+    def explode(nu, p):
+        raise RuntimeError("boom in a cell")
+
+    monkeypatch.setitem(POLICIES, "Boom", PolicySpec(explode))
+    p = sweep.plan({**TINY, "policies": ["EqualAlloc", "Boom"], "nu": [0.04]})
+    outcome = sweep.run(p, tmp_path / "tiny", progress=False, log=None)
+    assert outcome.computed == 4 and len(outcome.failed) == 2 and len(outcome.records) == 2
+    assert sweep.exit_code(outcome) == 1
+    rec = json.loads((tmp_path / "tiny" / "cells" / f"{outcome.failed[0]}.json").read_text())
+    assert rec["status"] == "error" and rec["error"]["type"] == "RuntimeError"
+    assert "boom in a cell" in rec["error"]["traceback"] and "explode" in rec["error"]["traceback"]
+    assert rec["cell"]["policy"]["name"] == "Boom" and rec["version"] and rec["seed"] in (0, 1)
+    statuses = [r[1] for r in cells_table(tmp_path / "tiny")]
+    assert statuses == ["ok", "ok", "error", "error"]
+    assert "failed: Boom nu=0.04" in sweep.report(outcome, tmp_path / "tiny")
+    retry = sweep.run(p, tmp_path / "tiny", progress=False, log=None)  # failed cells are retried, ok ones skipped
+    assert (retry.computed, retry.skipped) == (2, 2)
+
+
+def _sweep_process(config_path: Path, out: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-m", "experiments.cli", "sweep", str(config_path), "--out", str(out),
+                             "--no-progress", *extra], cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_records(out: Path, proc: subprocess.Popen, at_least: int, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(list((out / "cells").glob("*.json"))) < at_least:
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, "the sweep wrote no record in time"
+        time.sleep(0.02)
+
+
+def _pool_workers(pid: int) -> list[int]:
+    """The spawn workers among the children of ``pid`` (not multiprocessing's resource tracker)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the pool's workers")
+def test_a_killed_worker_loses_no_finished_cell_and_a_rerun_completes(reference, tmp_path):
+    config = _write_config(tmp_path, TINY)
+    proc = _sweep_process(config, tmp_path, "--workers", "2")
+    try:
+        _wait_for_records(tmp_path / "tiny", proc, 1)
+        os.kill(_pool_workers(proc.pid)[0], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1 and "a worker process died" in output and "rerun" in output, output
+    finished = numbers(tmp_path / "tiny")
+    assert 1 <= len(finished) < N and all(finished[k] == numbers(reference)[k] for k in finished)
+    outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", progress=False, log=None)
+    assert outcome.skipped == len(finished) and outcome.computed == N - len(finished) and outcome.complete
+    assert cells_table(tmp_path / "tiny") == cells_table(reference)
+
+
+def test_a_sweep_killed_mid_run_loses_no_finished_cell_and_a_rerun_equals_an_uninterrupted_run(reference, tmp_path):
+    config = _write_config(tmp_path, TINY)
+    proc = _sweep_process(config, tmp_path)
+    try:
+        _wait_for_records(tmp_path / "tiny", proc, 2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep, as a crash or an OOM kill would
+        proc.communicate()
+    finished = numbers(tmp_path / "tiny")  # every record present parses: written atomically
+    assert 2 <= len(finished) < N
+    outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", progress=False, log=None)
+    assert (outcome.skipped, outcome.computed) == (len(finished), N - len(finished))
+    assert numbers(tmp_path / "tiny") == numbers(reference)
+    assert cells_table(tmp_path / "tiny") == cells_table(reference)
+    assert not list((tmp_path / "tiny" / "cells").glob(".*.tmp"))
+
+
+# --- otagym compare on the sweep ------------------------------------------------------------------------------------
+COMPARE = ["compare", "--rounds", "20", "--seeds", "2", "--nu", "0.04", "--no-progress", "--policies"]
+
+
+def test_compare_resumes_its_cells_and_refuses_to_overwrite_another_comparison(reference, tmp_path, capsys,
+                                                                               monkeypatch):
+    same, other = COMPARE + TINY["policies"] + ["--out", str(tmp_path)], COMPARE + ["EqualAlloc", "--out", str(tmp_path)]
+    assert main(same) == 0
+    first = json.loads((tmp_path / "compare.json").read_text())
+    assert (tmp_path / "compare.png").stat().st_size > 0 and len(first["cells"]) == N
+    assert numbers(tmp_path / "compare") == numbers(reference)  # the sweep's cells, same numbers
+    capsys.readouterr()
+    assert main(same) == 0  # the same comparison again: nothing recomputed
+    assert f"0 cells computed, {N} reused" in capsys.readouterr().out
+
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("compare.*")}
+    with pytest.raises(SystemExit) as exc:  # another configuration
+        main(other)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "already holds an earlier comparison" in err and "--overwrite" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("compare.*")} == before
+
+    def broken_savefig(self, *args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("matplotlib.figure.Figure.savefig", broken_savefig)
+    with pytest.raises(OSError, match="disk full"):  # a write that fails leaves the earlier file whole
+        main(other + ["--overwrite"])
+    assert (tmp_path / "compare.png").read_bytes() == before["compare.png"]
+    assert not list(tmp_path.glob(".*.tmp"))
+    monkeypatch.undo()
+    assert main(other + ["--overwrite"]) == 0
+    assert len(json.loads((tmp_path / "compare.json").read_text())["cells"]) == 2
+
+
+def test_compare_cdpb_refuses_to_overwrite_without_the_flag(tmp_path, capsys):
+    write_json(tmp_path / "compare_cdpb.json", {"rows": []})
+    assert_exit = pytest.raises(SystemExit)
+    with assert_exit as exc:
+        main(["compare", "--scheme", "cdpb", "--out", str(tmp_path), "--no-progress"])
+    assert exc.value.code == 2 and "pass --overwrite" in capsys.readouterr().err
+
+
+def test_compare_refuses_executor_options_for_cdpb(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--scheme", "cdpb", "--workers", "2"])
+    assert exc.value.code == 2 and "--scheme cdpb does not use --workers" in capsys.readouterr().err
+
+
+def test_ray_without_ray_installed_is_refused_before_any_work(tmp_path, capsys):
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("Ray is installed here (tests/test_sweep_ray.py runs it)")
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", str(_write_config(tmp_path, TINY)), "--ray", "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "--ray needs Ray, an optional extra" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "tiny").exists()
+
+
+def test_atomic_write_leaves_the_old_file_when_the_writer_fails(tmp_path):
+    path = write_json(tmp_path / "r.json", {"a": 1})
+    with pytest.raises(RuntimeError):
+        with atomic_write(path) as fh:
+            fh.write('{"a": 2, "trunc')
+            raise RuntimeError("killed mid-write")
+    assert json.loads(path.read_text()) == {"a": 1} and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    np.testing.assert_equal(json.loads(write_json(path, {"a": [1, 2]}).read_text()), {"a": [1, 2]})
