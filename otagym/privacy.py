@@ -146,6 +146,7 @@ class _IntegerOrders:
 
 @lru_cache(maxsize=16)
 def _integer_orders(orders: tuple[int, ...]) -> _IntegerOrders:
+    """The tables of :class:`_IntegerOrders` for ascending distinct integer ``orders`` >= 2."""
     a = np.asarray(orders, dtype=float)
     k = np.arange(2, orders[-1] + 1, dtype=float)
     with np.errstate(invalid="ignore"):
