@@ -96,6 +96,14 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
+def _distinct(field: str, entries: list[dict[str, Any]], key: str, allowed: str) -> list[dict[str, Any]]:
+    """``entries`` if their ``key`` values are distinct, else a :class:`ConfigError` naming ``field``."""
+    values = [e[key] for e in entries]
+    if len(set(values)) != len(values):
+        _fail(field, allowed, values)
+    return entries
+
+
 def _fail(where: str, allowed: str, value: Any) -> None:
     raise ConfigError(f"{where} must be {allowed}; got {value!r}")
 
@@ -163,10 +171,7 @@ def _scenarios(config: Mapping[str, Any], scheme: str) -> list[dict[str, Any]]:
         if not isinstance(label, str) or not label:
             _fail(f"{where}.label", "a non-empty string", label)
         out.append({"preset": preset, "label": label, "overrides": entry})
-    labels = [s["label"] for s in out]
-    if len(set(labels)) != len(labels):
-        _fail("scenarios", "distinct (give each a label:)", labels)
-    return out
+    return _distinct("scenarios", out, "label", "distinct (give each a label:)")
 
 
 def _model_policy(where: str, name: Any, path: Any) -> dict[str, Any]:
@@ -235,10 +240,7 @@ def _policies(config: Mapping[str, Any], nus: list[float], scenario: Any) -> lis
         if not isinstance(label, str) or not label:
             _fail(f"{where}.name", "a non-empty string", label)
         out.append({"name": label, "policy": name, "params": params})
-    names = [p["name"] for p in out]
-    if len(set(names)) != len(names):
-        _fail("policies", "distinct by name (give a repeated policy a name:)", names)
-    return out
+    return _distinct("policies", out, "name", "distinct by name (give a repeated policy a name:)")
 
 
 def _trial(where: str, spec: Any, params: dict[str, float], nus: list[float], scenario: Any) -> None:
