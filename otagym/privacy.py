@@ -549,6 +549,8 @@ class SGMCurve:
         # q == 1: only k = alpha carries weight (0 * -inf would be NaN above).
         self._log_w = np.where((q_arr == 1)[None, :], np.where(k == self.order, 0.0, -np.inf), log_w)  # (K, C)
         self._tri = _triangular(self.order, 0)  # (K,)
+        # the weight of k = 0, 1 (tri = 0): (1-q)^alpha + alpha q (1-q)^(alpha-1), without cancellation
+        self._low_mass = (1.0 - q_arr) ** (self.order - 1) * (1.0 + (self.order - 1) * q_arr)
 
     def _shaped(self, u: NDArray) -> tuple[NDArray, NDArray]:
         extra = (1,) * (u.ndim - 1)
@@ -561,31 +563,28 @@ class SGMCurve:
         log_w, tri = self._shaped(u_arr)
         return _log_a_int(log_w, tri, u_arr) / (self.order - 1)
 
-    def _tri_moment(self, u: NDArray, log_w: NDArray, tri: NDArray, power: int, log_a: NDArray) -> NDArray:
-        """E_w[tri^power] under the weights w_k e^{tri_k u} / A of eq. (9) (k = 0, 1 contribute tri = 0)."""
-        terms = log_w + power * np.log(tri) + tri * u
-        top = terms.max(axis=0)
-        return np.exp(terms - top).sum(axis=0) * np.exp(top - log_a)
+    def _tri_moments(self, u: NDArray) -> tuple[NDArray, NDArray]:
+        """E_w[tri] and E_w[tri^2] under the weights w_k e^{tri_k u} / A_alpha of eq. (9) (k = 0, 1 have tri = 0).
+
+        One set of exponentials e_k = e^{log w_k + tri_k u - top} serves both and the normaliser: A e^-top =
+        (1 - sum_{k>=2} w_k) e^-top + sum_k e_k, a sum of non-negative terms (no cancellation); top >= 0 is the
+        largest exponent, so nothing overflows."""
+        log_w, tri = self._shaped(u)
+        terms = log_w + tri * u
+        top = np.maximum(terms.max(axis=0), 0.0)
+        e = np.exp(terms - top)
+        te = tri * e
+        norm = self._low_mass * np.exp(-top) + e.sum(axis=0)
+        return te.sum(axis=0) / norm, (tri * te).sum(axis=0) / norm
 
     def slope_and_curvature(self, u: ArrayLike) -> tuple[NDArray, NDArray]:
         """First and second derivatives of the RDP in u (finite u): E[tri]/(alpha-1) and Var[tri]/(alpha-1)."""
-        u_arr = np.asarray(u, dtype=float)
-        log_w, tri = self._shaped(u_arr)
-        log_a = _log_a_int(log_w, tri, u_arr)
-        m1 = self._tri_moment(u_arr, log_w, tri, 1, log_a)
-        m2 = self._tri_moment(u_arr, log_w, tri, 2, log_a)
+        m1, m2 = self._tri_moments(np.asarray(u, dtype=float))
         return m1 / (self.order - 1), np.maximum(m2 - m1 * m1, 0.0) / (self.order - 1)
 
     def slope(self, u: ArrayLike) -> NDArray:
         """d RDP / d u at finite ``u`` (same shape): the tri-weighted mean of eq. (9)'s terms, over alpha - 1."""
-        u_arr = np.asarray(u, dtype=float)
-        log_w, tri = self._shaped(u_arr)
-        # All k (0 and 1 have tri = 0 and contribute to the normaliser only): terms = log w_k + tri_k u.
-        log_num_terms = log_w + np.log(tri) + tri * u_arr
-        top = log_num_terms.max(axis=0)
-        num = np.exp(log_num_terms - top).sum(axis=0)
-        log_a = _log_a_int(log_w, tri, u_arr)
-        return num * np.exp(top - log_a) / (self.order - 1)
+        return self._tri_moments(np.asarray(u, dtype=float))[0] / (self.order - 1)
 
 
 class RDPLedger:

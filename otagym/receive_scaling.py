@@ -170,8 +170,10 @@ def get_scenario(name: str | Scenario = "paper-mnist", /, **overrides: Any) -> S
 BUDGET_ACTIONS = ("price", "share")
 
 #: Iteration cap of the safeguarded Newton solver: the bracket spans <= 28 nats of log x and is at least halved every
-#: two iterations (rtsafe rule), so 120 iterations always reach 1e-13; typically it stops after ~10.
+#: two iterations (rtsafe rule), so 120 iterations always reach 1e-13; typically an element stops after 4-8.
 NEWTON_STEPS = 120
+#: An element of the solver stops after the Newton step from a point where |psi| <= this (psi is a log-ratio).
+NEWTON_TOL = 1e-9
 X_FLOOR_RATIO = 1e-12
 
 
@@ -311,37 +313,53 @@ class ReceiveScalingModel:
         return np.asarray(eta)[..., None] / gains * self.power_coeff  # this order keeps gains' device-major layout
 
 
-def _newton_log_x(model: "ReceiveScalingModel", derivatives, shape: tuple[int, ...], x_floor: float) -> NDArray:
-    """Root of an increasing derivative f'(x) on [x_floor, x_max], found in y = log x (Numerical Recipes' rtsafe).
+def _newton_log_x(log_ratio, n: int, x_floor: float, x_max: float, y_start: NDArray | None = None) -> NDArray:
+    """Roots on [x_floor, x_max] of n increasing functions psi(y) of y = log x (Numerical Recipes' rtsafe).
 
-    A Newton step y - f'/(x f'') is taken only if it stays inside the bracket (tightened every iteration by the sign
-    of f') and is less than half the previous step; otherwise the midpoint. Plain Newton is not enough: near x -> 0,
-    f' ~ -K^2/x^3 is a power law on which Newton advances 1/3 nat per step.
+    ``log_ratio(x, i)`` returns (psi, d psi / d y) of the elements ``i`` (an index array) at ``x``. A Newton step
+    y - psi / psi' is taken only if it stays inside the bracket (tightened every iteration by the sign of psi) and is
+    less than half the step before the previous one; otherwise the midpoint.
+
+    Each element stops on its own (so its result does not depend on the rest of the batch): once |psi| <=
+    :data:`NEWTON_TOL`, after the Newton step from there (Newton converges quadratically, so the error left is ~ that
+    squared, below the rounding of psi), or once its bracket is narrower than 1e-13 nats. A test on the step size
+    instead would stop early where psi is steep (next to x_max, psi ~ -log(log x_max - y)). ``y_start`` (n,) is a warm start in
+    log x (e.g. the previous round's solution); default log x_max - 1.
     """
-    lo = np.full(shape, np.log(x_floor))
-    hi = np.full(shape, np.log(model.x_max))
-    at_max = derivatives(np.exp(hi))[0] <= 0
-    at_floor = derivatives(np.exp(lo))[0] >= 0
-    y = hi - 1.0
-    step = hi - lo
-    step_old = step.copy()
+    log_lo, log_hi = np.log(x_floor), np.log(x_max)
+    every = np.arange(n)
+    y = np.full(n, log_hi - 1.0) if y_start is None else np.clip(np.asarray(y_start, dtype=float), log_lo, log_hi)
+    psi, slope = log_ratio(np.exp(y), every)
+    # Is the root at an end? Only the end on the side psi(y) points to can hold it: one end evaluated per element.
+    above = psi < 0
+    end = log_ratio(np.where(above, x_max, x_floor), every)[0]
+    at_max, at_floor = above & (end <= 0), ~above & (end >= 0)
+    # the state of the elements still iterating, compressed as they stop
+    active = np.flatnonzero(~(at_max | at_floor))
+    psi, slope, ya = psi[active], slope[active], y[active]
+    lo, hi = np.full(active.size, log_lo), np.full(active.size, log_hi)
+    step_old = hi - lo  # the step before the previous one
+    step = step_old
     for _ in range(NEWTON_STEPS):
-        x = np.exp(y)
-        d1, d2 = derivatives(x)
-        up = d1 > 0
-        hi = np.where(up, y, hi)
-        lo = np.where(up, lo, y)
-        slope = d2 * x  # d f' / d y
-        with np.errstate(divide="ignore", invalid="ignore"):
-            newton = d1 / slope
-        y_newton = y - newton
-        use_newton = (y_newton > lo) & (y_newton < hi) & (np.abs(2.0 * newton) <= np.abs(step_old))
-        step_old = step
-        step = np.where(use_newton, newton, 0.5 * (hi - lo))
-        y = np.where(use_newton, y_newton, 0.5 * (lo + hi))
-        if np.max(np.abs(step), initial=0.0) < 1e-13:
-            break
-    return np.where(at_max, model.x_max, np.where(at_floor, x_floor, np.exp(y)))
+        up = psi > 0
+        hi = np.where(up, ya, hi)
+        lo = np.where(up, lo, ya)
+        with np.errstate(invalid="ignore"):
+            newton = psi / slope
+        y_newton = ya - newton
+        converged = np.abs(psi) <= NEWTON_TOL  # the last step (it may be below the rounding of y)
+        use_newton = converged | ((y_newton > lo) & (y_newton < hi) & (np.abs(2.0 * newton) <= np.abs(step_old)))
+        step_old, step = step, np.where(use_newton, newton, 0.5 * (hi - lo))
+        ya = np.where(use_newton, np.clip(y_newton, lo, hi), 0.5 * (lo + hi))
+        going = ~(converged | (hi - lo < 1e-13))
+        if not going.all():
+            y[active] = ya
+            active, ya, lo, hi, step, step_old = (v[going] for v in (active, ya, lo, hi, step, step_old))
+            if active.size == 0:
+                break
+        psi, slope = log_ratio(np.exp(ya), active)
+    y[active] = ya
+    return np.where(at_max, x_max, np.where(at_floor, x_floor, np.exp(y)))
 
 
 def minimize_round(
@@ -352,27 +370,42 @@ def minimize_round(
     cost_weight: ArrayLike,
     quad_weight: ArrayLike = 0.0,
     x_floor_ratio: float = X_FLOOR_RATIO,
+    x_start: ArrayLike | None = None,
 ) -> NDArray:
     """argmin over x in [x_floor, x_max] of  a L(x) + b c(x) + (g/2) c(x)^2, batched (a, b, g broadcast with h).
 
     With (a, b, g) = (V, Q_t, 1) this is AdaScale's problem (30); (V, Q_t, 0) the naive drift-plus-penalty;
-    (1, mu, 0) the Lagrangian of the offline problem (28). The objective is convex (Prop. 1), so its derivative
-    f' = a L'(x) - K/x^2 (b + g c(x)) is increasing; f'' = a L''(x) + 2K/x^3 (b + g c(x)) + g K^2/x^4.
+    (1, mu, 0) the Lagrangian of the offline problem (28). The objective is convex (Prop. 1): its derivative
+    f' = P(x) - N(x), with P = a L'(x) > 0 increasing and N = K/x^2 (b + g c(x)) >= 0 decreasing, K = d sigma_n^2 / h^2,
+    is increasing. The solver finds the root of psi = log P - log N in y = log x (same sign as f'), whose slope
+    x L''/L' + 2 + g K / (x (b + g c)) is at least 2: on the power law N ~ K^2/x^3 near x -> 0, where Newton on f'
+    advances 1/3 nat per step, psi is nearly linear in y, so Newton converges in a few steps from anywhere.
+    ``x_start`` (broadcast like h) warm-starts the solver (e.g. the previous round's x); the result is the same
+    minimiser to ~1e-13 whatever the start. Each element is solved on its own: its result does not depend on the
+    other elements of the batch.
     """
     h = np.asarray(h_min2, dtype=float)
     shape = np.broadcast_shapes(h.shape, np.shape(leak_weight), np.shape(cost_weight), np.shape(quad_weight))
-    h = np.broadcast_to(h, shape)
-    a, b, g = (np.broadcast_to(np.asarray(v, dtype=float), shape) for v in (leak_weight, cost_weight, quad_weight))
-    k = model.cost_scale / h
-    inv_x_max = 1.0 / model.x_max
+    params = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape).ravel()
+                       for v in (h, leak_weight, cost_weight, quad_weight)])
+    params = np.concatenate([params, model.cost_scale / params[:1]])  # (h, a, b, g, K) x elements
+    x_max = model.x_max
 
-    def derivatives(x: NDArray) -> tuple[NDArray, NDArray]:
-        l1, l2 = model.leakage_slope_and_curvature(x, h)
-        cost = k * (1.0 / x - inv_x_max)
-        k_x2 = k / (x * x)
-        return a * l1 - k_x2 * (b + g * cost), a * l2 + 2.0 * k_x2 / x * (b + g * cost) + g * k_x2 * k_x2
+    def log_ratio(x: NDArray, i: NDArray) -> tuple[NDArray, NDArray]:
+        hi, ai, bi, gi, ki = params[:, i]
+        l1, l2 = model.leakage_slope_and_curvature(x, hi)
+        # b + g c(x) >= 0, with c = K (x_max - x) / (x x_max): the difference is exact near x_max (1/x - 1/x_max
+        # would cancel), and 0 where rounding put x above x_max
+        pressure = bi + gi * (ki * np.maximum(x_max - x, 0.0) / (x * x_max))
+        with np.errstate(divide="ignore", invalid="ignore"):  # pressure 0 (b = 0 at x_max): psi = +inf, the root
+            # lies below (a NaN slope there, or an l1 that underflowed to 0, makes the solver bisect)
+            psi = np.log(ai * l1 * x * x) - np.log(ki * pressure)
+            slope = x * l2 / l1 + 2.0 + gi * ki / (x * pressure)
+        return psi, slope
 
-    return _newton_log_x(model, derivatives, shape, x_floor_ratio * model.x_max)
+    y_start = None if x_start is None else np.log(np.broadcast_to(np.asarray(x_start, dtype=float), shape).ravel())
+    x = _newton_log_x(log_ratio, params.shape[1], x_floor_ratio * x_max, x_max, y_start)
+    return x.reshape(shape)
 
 
 def cost_slope_of_leakage(model: ReceiveScalingModel, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
