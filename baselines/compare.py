@@ -5,10 +5,12 @@ For each nu, every policy whose hyperparameter is tunable is calibrated so that 
 nu (within 1%) on the same channel realisations (one per seed); then the average overall RDP per device at alpha and
 the average eps at delta are reported as mean and 95% confidence interval over seeds.
 
-The unit of work is a *cell*, one (policy, nu, seed): :func:`evaluate_cell` computes it alone, in a one-env batch, so
-its numbers are a function of its own arguments only (batching envs changes the last bits: numpy's reductions and the
-solvers' stopping rules depend on the batch). :func:`compare` is a loop over cells and :func:`summarize`; the sweep
-engine runs the same cells in other processes or on Ray and gets the same numbers.
+The unit of work is a *cell*, one (policy, nu, seed), whose numbers are a function of its own arguments only:
+:func:`evaluate_cell` computes one, :func:`evaluate_cells` several cells of one policy batched in one vector env, with
+the same bits (every step is elementwise: the solvers stop per element, the calibration bisects per env, sums over
+rounds and devices run row by row, and each env's eps is accounted alone). :func:`compare` runs each policy's cells as
+one batch and :func:`summarize`s them; the sweep engine runs the same cells in other processes or on Ray and gets the
+same numbers.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,7 +32,8 @@ from baselines.report import ci95, write_rows
 from otagym._io import save_figure
 from otagym.receive_scaling import Scenario, get_scenario
 
-__all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "evaluate_cell", "summarize", "reference_leakage",
+__all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "evaluate_cell", "evaluate_cells", "summarize",
+           "reference_leakage",
            "normalized_score", "format_table", "save"]
 
 
@@ -98,7 +101,7 @@ def evaluate_cell(
     dataset: str = "digits",
     data_dir: str | None = None,
 ) -> dict[str, Any]:
-    """One cell of the comparison: ``spec``'s policy at ``nu`` on the channel realisation of ``seed``, alone.
+    """One cell of the comparison: ``spec``'s policy at ``nu`` on the channel realisation of ``seed``.
 
     The policy's tuned parameter is calibrated on this realisation (§VII) unless ``options`` sets it; the other
     ``options`` are passed to the policy. ``fidelity="train"`` also trains the model (``scenario`` must then be
@@ -107,38 +110,67 @@ def evaluate_cell(
     ``score``, ``matched`` (meets nu by construction, or within 1%), ``param``, ``param_value``, ``calibrated``,
     ``wall_s``, and with the training fidelity ``accuracy``, ``accuracy_rounds`` and ``accuracy_curve``.
     """
+    return evaluate_cells(scenario, spec, [(nu, seed)], options=options, fidelity=fidelity, dataset=dataset,
+                          data_dir=data_dir)[0]
+
+
+def evaluate_cells(
+    scenario: Scenario,
+    spec: PolicySpec,
+    cells: Sequence[tuple[float, int]],
+    *,
+    options: Mapping[str, float] | None = None,
+    fidelity: str = "analytic",
+    dataset: str = "digits",
+    data_dir: str | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`evaluate_cell` for several (nu, seed) cells of one policy, batched in one vector env (analytic fidelity).
+
+    Every number of a cell is computed elementwise (the env, the policies, their solvers, which stop per element, the
+    calibration, which bisects per env, and the accounting), so a cell's results are the same bits whether it runs
+    alone or beside others (``tests/test_baselines.py`` checks it): batching changes the wall time only. Under the
+    training fidelity each cell runs alone (the models' randomness comes from the env's generator, which a batch
+    shares). Each result's ``wall_s`` is the batch's wall time divided by its cells.
+    """
+    if fidelity == "train" and len(cells) > 1:
+        return [evaluate_cell(scenario, spec, nu, seed, options=options, fidelity=fidelity, dataset=dataset,
+                              data_dir=data_dir) for nu, seed in cells]
     start = time.perf_counter()
     options = dict(options or {})
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
         raise ValueError(f"options must be among {list(spec.options)}; got {unknown}")
-    nu_arr = np.array([float(nu)])
-    real = sample_realisations(scenario, [seed])
+    nu_arr = np.array([float(nu) for nu, _ in cells])
+    seeds = [int(seed) for _, seed in cells]
+    real = sample_realisations(scenario, seeds)
     value, calibrated = None, False
     if spec.param is not None and spec.param in options:
-        value = np.array([float(options.pop(spec.param))])
+        value = np.full(len(cells), float(options.pop(spec.param)))
     elif spec.param is not None:
-        value, _ = calibrate(lambda p: spec.build(nu_arr, p, **options), scenario, real, nu_arr, spec.bracket)
+        value, _ = calibrate(lambda p, nu: spec.build(nu, p, **options), scenario, real, nu_arr, spec.bracket)
         calibrated = True
-    result = run_policy(spec.build(nu_arr, value, **options), scenario, real, seed=seed, nu=nu_arr,
+    result = run_policy(spec.build(nu_arr, value, **options), scenario, real, seed=seeds[0], nu=nu_arr,
                         fidelity=fidelity, dataset=dataset, data_dir=data_dir)
-    optimal = reference_leakage(scenario, float(nu), int(seed))
-    leakage, equal_alloc = float(result.leakage[0]), float(result.equal_alloc_leakage[0])
-    cost = float(result.cost_mean[0])
-    out: dict[str, Any] = {
-        "rdp": float(result.rdp[0]), "epsilon": float(result.epsilon[0]), "cost_mean": cost, "leakage": leakage,
-        "equal_alloc_leakage": equal_alloc, "optimal_leakage": optimal,
-        "score": float(normalized_score(leakage, equal_alloc, optimal)),
-        # matched: meets nu by construction, or calibrated within 1%
-        "matched": spec.matched and bool(abs(cost - nu) <= 0.0101 * nu),
-        "param": spec.param, "param_value": None if value is None else float(value[0]), "calibrated": calibrated,
-    }
-    if result.test_accuracy is not None:
-        out.update(accuracy=float(result.test_accuracy[0]),
-                   accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
-                   accuracy_curve=[float(v) for v in result.accuracy_curve[:, 0]])
-    out["wall_s"] = time.perf_counter() - start
-    return out
+    outs = []
+    for i, (nu, seed) in enumerate(zip(nu_arr, seeds)):
+        optimal = reference_leakage(scenario, float(nu), seed)
+        leakage, equal_alloc = float(result.leakage[i]), float(result.equal_alloc_leakage[i])
+        cost = float(result.cost_mean[i])
+        out: dict[str, Any] = {
+            "rdp": float(result.rdp[i]), "epsilon": float(result.epsilon[i]), "cost_mean": cost, "leakage": leakage,
+            "equal_alloc_leakage": equal_alloc, "optimal_leakage": optimal,
+            "score": float(normalized_score(leakage, equal_alloc, optimal)),
+            # matched: meets nu by construction, or calibrated within 1%
+            "matched": spec.matched and bool(abs(cost - nu) <= 0.0101 * nu),
+            "param": spec.param, "param_value": None if value is None else float(value[i]), "calibrated": calibrated,
+        }
+        if result.test_accuracy is not None:
+            out.update(accuracy=float(result.test_accuracy[i]),
+                       accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
+                       accuracy_curve=[float(v) for v in result.accuracy_curve[:, i]])
+        outs.append(out)
+    wall = (time.perf_counter() - start) / len(cells)
+    return [dict(out, wall_s=wall) for out in outs]
 
 
 def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -187,8 +219,9 @@ def compare(
 ) -> list[dict[str, Any]]:
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
 
-    Every (policy, nu, seed) is one cell (:func:`evaluate_cell`), run here one after the other; ``otagym sweep`` and
-    ``otagym compare`` run the same cells in parallel and keep them on disk. Calibrated policies are tuned per cell.
+    Every (policy, nu, seed) is one cell; a policy's cells run here batched (:func:`evaluate_cells`: the same numbers
+    as one at a time); ``otagym sweep`` and ``otagym compare`` run the same cells in parallel and keep them on disk.
+    Calibrated policies are tuned per cell.
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
     Every row also has the normalised score (:func:`normalized_score`), for which OfflineOptimal is solved on the
     same realisations (once per (nu, seed); about 0.7 s each at T = 500). ``fidelity="train"`` also trains the model
@@ -210,10 +243,11 @@ def compare(
         raise ValueError(f"policies must be among {sorted(table)}; got {unknown}")
     if not nus or not all(np.isfinite(v) and v > 0 for v in nus):
         raise ValueError(f"nus must be a non-empty sequence of finite values > 0; got {nus}")
-    grid = [(name, float(nu), int(seed)) for name in policies for nu in nus for seed in seeds]
-    cells = [{"policy": name, "nu": nu, "seed": seed,
-              **evaluate_cell(scen, table[name], nu, seed, fidelity=fidelity, dataset=dataset, data_dir=data_dir)}
-             for name, nu, seed in tqdm(grid, desc="cells", disable=not progress)]
+    grid = [(float(nu), int(seed)) for nu in nus for seed in seeds]
+    cells = [{"policy": name, "nu": nu, "seed": seed, **result}
+             for name in tqdm(policies, desc="policies", disable=not progress)
+             for (nu, seed), result in zip(grid, evaluate_cells(scen, table[name], grid, fidelity=fidelity,
+                                                                 dataset=dataset, data_dir=data_dir))]
     return summarize(cells)
 
 

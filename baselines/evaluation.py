@@ -12,8 +12,8 @@ from numpy.typing import NDArray
 from baselines.core import Policy
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
-from otagym.privacy import DEFAULT_ORDERS
-from otagym.receive_scaling import Scenario
+from otagym.privacy import DEFAULT_ORDERS, rdp_sgm, rdp_to_dp
+from otagym.receive_scaling import ReceiveScalingModel, Scenario
 
 __all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario"]
 
@@ -72,8 +72,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
     """
     n = realisations.num_envs
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
-    env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x",
-                              dp_orders=DEFAULT_ORDERS if dp else None, fidelity=fidelity,
+    env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
                               eval_every=eval_every, dataset=dataset, data_dir=data_dir)
     if env.scenario != scenario:
         raise ValueError("scenario: with fidelity='train' pass training_scenario(scenario), whose model_dim and "
@@ -85,9 +84,13 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         options["nu"] = nu
     obs, info = env.reset(seed=seed, options=options)
     curve = [(-1, info["test_accuracy"])] if fidelity == "train" else []
+    model = env.rounds.model
+    first_device = np.unique(model.device_class, return_index=True)[1]  # one device per class: its class's sigma
+    sigma = np.empty((scenario.num_rounds, n, first_device.size))
     for t in range(scenario.num_rounds):
         x = np.broadcast_to(policy.act(obs, info), (n,))
         obs, _, terminated, _, info = env.step(x[:, None])
+        sigma[t] = info["noise_multiplier"][:, first_device]
         if fidelity == "train" and (t + 1) % eval_every == 0 and t + 1 < scenario.num_rounds:
             curve.append((t, info["test_accuracy"]))
     final = info["final_info"]
@@ -95,8 +98,8 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         curve.append((scenario.num_rounds - 1, final["test_accuracy"]))
     return EpisodeResult(
         cost_mean=final["convergence_cost_mean"],
-        rdp=final["rdp_cumulative"].mean(axis=-1),
-        epsilon=final["dp_epsilon"].mean(axis=-1) if dp else None,
+        rdp=np.ascontiguousarray(final["rdp_cumulative"]).mean(axis=-1),  # row by row whatever N (batch-independent)
+        epsilon=_episode_epsilon(model, sigma, scenario.delta) if dp else None,
         wall_s=time.perf_counter() - start,
         leakage=final["leakage_total"],
         equal_alloc_leakage=final["equal_alloc_leakage"],
@@ -106,46 +109,77 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
     )
 
 
+def _episode_epsilon(model: ReceiveScalingModel, sigma: NDArray, delta: float) -> NDArray:
+    """Each env's eps at ``delta`` over :data:`~otagym.privacy.DEFAULT_ORDERS` (the env's end-of-episode report),
+    mean over devices, from its noise multipliers ``sigma`` (T, N, classes); env by env, so that an env's eps does not
+    depend on the envs batched with it (the accounting evaluates its elements in sub-batches of similar noise)."""
+    eps = np.empty(sigma.shape[1])
+    for i in range(sigma.shape[1]):
+        rdp = rdp_sgm(q=model.class_q, noise_multiplier=sigma[:, i], orders=DEFAULT_ORDERS).sum(axis=0)
+        eps[i] = rdp_to_dp(rdp, DEFAULT_ORDERS, delta)[0][model.device_class].mean()
+    return eps
+
+
 def training_scenario(scenario: Scenario, dataset: str = "digits", data_dir: str | None = None) -> Scenario:
     """``scenario`` as the training fidelity runs it on ``dataset``: d and n_m of the trained model and its data."""
     return OTAPrivacyVectorEnv(1, scenario, fidelity="train", dataset=dataset, data_dir=data_dir).scenario
 
 
 def calibrate(
-    make_policy: Callable[[NDArray], Policy],
+    make_policy: Callable[[NDArray, NDArray], Policy],
     scenario: Scenario,
     realisations: Realisations,
     nu: NDArray,
     bracket: tuple[float, float],
     *,
     rtol: float = 0.01,
-    max_iter: int = 40,
+    max_iter: int = 20,
+    points: int = 7,
 ) -> tuple[NDArray, NDArray]:
     """Tune one hyperparameter per env so that the realised mean of c_t equals ``nu`` (N,) within ``rtol`` (§VII).
 
-    ``make_policy(values)`` builds a policy whose hyperparameter is the array ``values`` (one per env). All envs are
-    bisected in lockstep on the log of the parameter, one batched episode per step; the direction of monotonicity is
-    found from the bracket ends. Returns ``(values, achieved)``; envs whose target lies outside the bracket keep the
-    closest end (check ``achieved``).
+    ``make_policy(values, nu)`` builds a policy whose hyperparameter is the array ``values`` and whose budget is
+    ``nu``, one of each per env of the episode (an env's values are tried side by side: ``nu`` is repeated). Each env's
+    bracket (on the log of the parameter) is searched by ``points``-section: one batched episode runs ``points``
+    values inside every env's bracket at once (N x points envs; an episode costs about the same for 9 envs or 63) and
+    the bracket shrinks to the interval around nu, ``points + 1`` times per episode instead of twice. The direction of
+    monotonicity is found from the bracket ends (both ends in one episode). Each env's search uses only its own
+    episodes, so its result does not depend on the envs calibrated beside it. Returns ``(values, achieved)``; envs whose
+    target lies outside the bracket keep the closest end (check ``achieved``).
     """
     n = realisations.num_envs
+
+    def costs(log_values: NDArray) -> NDArray:
+        """Mean cost of every env at each of its values, (N, k) -> (N, k), in one episode of N k envs."""
+        k = log_values.shape[1]
+        nus = np.repeat(nu, k)
+        return run_policy(make_policy(np.exp(log_values).ravel(), nus), scenario, realisations.repeat(k), dp=False,
+                          nu=nus).cost_mean.reshape(n, k)
+
     lo = np.full(n, np.log(bracket[0]))
     hi = np.full(n, np.log(bracket[1]))
-    c_lo = run_policy(make_policy(np.exp(lo)), scenario, realisations, dp=False, nu=nu).cost_mean
-    c_hi = run_policy(make_policy(np.exp(hi)), scenario, realisations, dp=False, nu=nu).cost_mean
+    c_lo, c_hi = costs(np.stack([lo, hi], axis=1)).T
     increasing = c_hi >= c_lo  # cost grows with the parameter (AdaScale's V) or falls (a DP budget)
-    value, achieved = np.where(np.abs(c_lo - nu) < np.abs(c_hi - nu), lo, hi), np.where(
-        np.abs(c_lo - nu) < np.abs(c_hi - nu), c_lo, c_hi)
+    closer = np.abs(c_lo - nu) < np.abs(c_hi - nu)
+    value, achieved = np.where(closer, lo, hi), np.where(closer, c_lo, c_hi)
     done = np.abs(achieved - nu) <= rtol * nu
+    fractions = np.arange(1, points + 1) / (points + 1)
     for _ in range(max_iter):
         if done.all():
             break
-        mid = 0.5 * (lo + hi)
-        cost = run_policy(make_policy(np.exp(mid)), scenario, realisations, dp=False, nu=nu).cost_mean
-        better = ~done & (np.abs(cost - nu) < np.abs(achieved - nu))
-        value, achieved = np.where(better, mid, value), np.where(better, cost, achieved)
-        done |= np.abs(cost - nu) <= rtol * nu
-        go_up = (cost < nu) == increasing
-        lo = np.where(~done & go_up, mid, lo)
-        hi = np.where(~done & ~go_up, mid, hi)
+        z = lo[:, None] + (hi - lo)[:, None] * fractions  # (N, points), ascending
+        cost = costs(z)
+        miss = np.abs(cost - nu[:, None])
+        best = np.argmin(miss, axis=1)
+        rows = np.arange(n)
+        better = ~done & (miss[rows, best] < np.abs(achieved - nu))
+        value = np.where(better, z[rows, best], value)
+        achieved = np.where(better, cost[rows, best], achieved)
+        # the new bracket: the last point whose cost is on the low-parameter side of nu, and the next one
+        below = np.where(increasing[:, None], cost < nu[:, None], cost > nu[:, None])  # the target lies above z_j
+        last = below.sum(axis=1) - 1  # monotone: the points below come first
+        new_lo = np.where(last >= 0, z[rows, np.maximum(last, 0)], lo)
+        new_hi = np.where(last + 1 < points, z[rows, np.minimum(last + 1, points - 1)], hi)
+        lo, hi = np.where(done, lo, new_lo), np.where(done, hi, new_hi)
+        done |= np.abs(achieved - nu) <= rtol * nu
     return np.exp(value), achieved

@@ -175,15 +175,23 @@ class EstimFuture(_PolicyBase):
 
 
 class OfflineOptimal(_PolicyBase):
-    """Offline optimum of (28) with every channel known: the Lagrangian dual. For a multiplier mu each round solves
-    min_x L_t(x) + mu c_t(x); mu is found by bisection (on log mu) so that (1/T) sum_t c_t = nu. A lower bound on the
-    leakage of every online policy at the same nu.
+    """Offline optimum of (28) with every channel known, through the Lagrangian dual: for a multiplier mu each round
+    solves min_x L_t(x) + mu c_t(x), and mu is the one with (1/T) sum_t c_t = nu. A lower bound on the leakage of
+    every online policy at the same nu.
+
+    The round's minimiser is a receive scaling eta*(mu) that does not depend on the channel, capped by the power
+    limit (:meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`): eta_t = min(eta*, x_max
+    h_min,t^2). So the dual search is one for a common water level eta, and it is solved exactly: bisection on
+    log eta (the mean cost decreases in eta) finds which rounds sit at the power limit, and the closed form
+    eta = d sigma_n^2 |S| / (nu T + d sigma_n^2 sum_{t in S} 1/(x_max h_t^2)) over the other rounds S gives eta;
+    then mu = eta^2 L'(eta) / (d sigma_n^2). (Rounds at the floor x_floor, which no paper scenario reaches, are
+    handled likewise.)
 
     ``reset(scenario, seed, channel_gains=...)`` takes the realisation |h|^2 as (T, M) or (T, N, M).
     """
 
-    mu_log_range = (-40.0, 40.0)
-    mu_steps = 64
+    #: Bisection steps on log eta: the span (< 80 nats) halves to below the rounding of log eta.
+    level_steps = 64
 
     def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
         super().reset(scenario, seed)
@@ -197,23 +205,38 @@ class OfflineOptimal(_PolicyBase):
         self.x_all, self.mu = self.solve(self.h_all, self.nu)
 
     def solve(self, h_all: NDArray, nu: ArrayLike) -> tuple[NDArray, NDArray]:
-        """x (T, ...) and mu (...) with mean_t c_t(x_t) = nu."""
+        """x (T, ...) and mu (...) with mean_t c_t(x_t) = nu (to rounding)."""
         model = self.model
-        nu = np.broadcast_to(np.asarray(nu, dtype=float), h_all.shape[1:])
-        lo = np.full(h_all.shape[1:], self.mu_log_range[0])
-        hi = np.full(h_all.shape[1:], self.mu_log_range[1])
-        for _ in range(self.mu_steps):
+        big_t = h_all.shape[0]
+        # rounds last and contiguous: every sum over rounds runs along one row, the same whatever the batch
+        h = np.ascontiguousarray(np.moveaxis(h_all, 0, -1))
+        nu = np.broadcast_to(np.asarray(nu, dtype=float), h.shape[:-1])
+        x_floor, x_max, k0 = X_FLOOR_RATIO * model.x_max, model.x_max, model.cost_scale
+        floor_cost = model.convergence_cost(x_floor, h)  # c_t of a round at the floor
+
+        def schedule(eta: NDArray) -> NDArray:
+            return np.clip(eta[..., None] / h, x_floor, x_max)
+
+        lo = np.log(x_floor * h.min(axis=-1))  # every round at the floor: the largest mean cost
+        hi = np.log(x_max * h.max(axis=-1))  # every round at full power: cost 0
+        for _ in range(self.level_steps):
             mid = 0.5 * (lo + hi)
-            x = minimize_round(model, h_all, leak_weight=1.0, cost_weight=np.exp(mid))
-            too_costly = model.convergence_cost(x, h_all).mean(axis=0) > nu  # needs a larger mu
+            too_costly = model.convergence_cost(schedule(np.exp(mid)), h).mean(axis=-1) > nu  # raise eta
             lo = np.where(too_costly, mid, lo)
             hi = np.where(too_costly, hi, mid)
-        mu = np.exp(hi)  # the feasible side
-        return minimize_round(model, h_all, leak_weight=1.0, cost_weight=mu), mu
+        eta = np.exp(0.5 * (lo + hi))
+        interior = (x_floor * h < eta[..., None]) & (eta[..., None] < x_max * h)
+        at_floor = eta[..., None] <= x_floor * h
+        budget = nu * big_t - np.where(at_floor, floor_cost, 0.0).sum(axis=-1)
+        n_interior = interior.sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            exact = k0 * n_interior / (budget + k0 * np.where(interior, 1.0 / (x_max * h), 0.0).sum(axis=-1))
+        eta = np.where(n_interior > 0, exact, eta)
+        return np.moveaxis(schedule(eta), -1, 0), cost_slope_of_leakage(model, eta, 1.0)
 
     def total_leakage(self) -> NDArray:
         """sum_t L_t of the solved schedule (objective (28a)), per realisation: the 100 of the normalised score."""
-        return self.model.leakage(self.x_all, self.h_all).sum(axis=0)
+        return np.moveaxis(self.model.leakage(self.x_all, self.h_all), 0, -1).copy().sum(axis=-1)  # row by row
 
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
         return self.x_all[self.t]

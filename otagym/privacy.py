@@ -99,17 +99,21 @@ def _log_a_int(log_w: NDArray, tri: NDArray, u: NDArray) -> NDArray:
     Since the binomial weights sum to one, A = 1 + sum_{k>=2} w_k expm1(tri_k u) with tri_k = (k^2-k)/2, so
     log A = log1p(S) with S a sum of non-negative terms: no cancellation, full relative precision even when the
     RDP is 1e-15 (the plain log-sum-exp of eq. (9) loses it). k is the leading axis, so the reductions are fast.
-    S is summed in linear space when every tri_k u <= 30 (no overflow possible), else in log space.
+    S is summed in linear space where every tri_k u <= 30 (no overflow possible), else in log space; the choice is
+    made per element, so an element's value does not depend on the batch around it.
     """
     x = tri * u
-    if x.max(initial=0.0) <= 30.0:
+    linear = np.broadcast_to(x, np.broadcast_shapes(x.shape, log_w.shape)).max(axis=0, initial=0.0) <= 30.0
+    if linear.all():
         return np.log1p((np.exp(log_w) * np.expm1(x)).sum(axis=0))
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         terms = log_w + (x + np.log(-np.expm1(-x)))  # log expm1(x), stable for all x >= 0
         top = terms.max(axis=0)
         top = np.where(np.isfinite(top), top, 0.0)
-        log_s = top + np.log(np.exp(terms - top).sum(axis=0))
-    return np.logaddexp(0.0, log_s)
+        log_a = np.logaddexp(0.0, top + np.log(np.exp(terms - top).sum(axis=0)))
+        if linear.any():
+            log_a = np.where(linear, np.log1p((np.exp(log_w) * np.expm1(np.minimum(x, 30.0))).sum(axis=0)), log_a)
+    return log_a
 
 
 #: Terms provably below e^-(this) of a lower bound on S_alpha are skipped (e^-50 after 1e4 such terms).

@@ -174,6 +174,8 @@ BUDGET_ACTIONS = ("price", "share")
 NEWTON_STEPS = 120
 #: An element of the solver stops after the Newton step from a point where |psi| <= this (psi is a log-ratio).
 NEWTON_TOL = 1e-9
+#: The solver returns x_max for a root within this relative distance of it.
+AT_MAX_RTOL = 1e-12
 X_FLOOR_RATIO = 1e-12
 
 
@@ -313,53 +315,81 @@ class ReceiveScalingModel:
         return np.asarray(eta)[..., None] / gains * self.power_coeff  # this order keeps gains' device-major layout
 
 
-def _newton_log_x(log_ratio, n: int, x_floor: float, x_max: float, y_start: NDArray | None = None) -> NDArray:
-    """Roots on [x_floor, x_max] of n increasing functions psi(y) of y = log x (Numerical Recipes' rtsafe).
+def _logit_x(y: NDArray, x_max: float) -> NDArray:
+    """v = log(x / (x_max - x)) from y = log x < log x_max."""
+    return y - np.log(x_max - np.exp(y))
 
-    ``log_ratio(x, i)`` returns (psi, d psi / d y) of the elements ``i`` (an index array) at ``x``. A Newton step
-    y - psi / psi' is taken only if it stays inside the bracket (tightened every iteration by the sign of psi) and is
-    less than half the step before the previous one; otherwise the midpoint.
+
+def _x_of_logit(v: NDArray, x_max: float) -> NDArray:
+    """x = x_max / (1 + e^-v), the inverse of :func:`_logit_x`."""
+    return x_max / (1.0 + np.exp(-v))
+
+
+def _solve_increasing(log_ratio, n: int, x_floor: float, x_max: float, y_start: NDArray | None = None) -> NDArray:
+    """Roots on [x_floor, x_max] of n increasing functions psi of x (Numerical Recipes' rtsafe), batched.
+
+    ``log_ratio(x, i)`` returns (psi, d psi / d log x) of the elements ``i`` (an index array) at ``x``. The iteration
+    runs on v = log(x / (x_max - x)), which is log x - log x_max far below x_max (where psi is nearly linear in log x)
+    and -log(1 - x / x_max) next to it (where, with an empty queue, psi ~ -log(x_max - x) is nearly linear in v): a
+    Newton step on v is taken only if it stays inside the bracket (tightened every iteration by the sign of psi) and
+    is less than half the step before the previous one; otherwise the midpoint of the bracket in v.
 
     Each element stops on its own (so its result does not depend on the rest of the batch): once |psi| <=
-    :data:`NEWTON_TOL`, after the Newton step from there (Newton converges quadratically, so the error left is ~ that
-    squared, below the rounding of psi), or once its bracket is narrower than 1e-13 nats. A test on the step size
-    instead would stop early where psi is steep (next to x_max, psi ~ -log(log x_max - y)). ``y_start`` (n,) is a warm start in
-    log x (e.g. the previous round's solution); default log x_max - 1.
+    :data:`NEWTON_TOL` or the Newton step would move x by less than its rounding, after that step (Newton converges
+    quadratically, so the error left is ~ that squared, below the rounding of psi), or once its bracket is narrower
+    than 1e-13. A root within
+    :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start in log x (e.g. the previous
+    round's solution); default log x_max - 1.
     """
-    log_lo, log_hi = np.log(x_floor), np.log(x_max)
+    v_floor = float(_logit_x(np.log(x_floor), x_max))
+    v_near_max = float(np.log((1.0 - AT_MAX_RTOL) / AT_MAX_RTOL))
     every = np.arange(n)
-    y = np.full(n, log_hi - 1.0) if y_start is None else np.clip(np.asarray(y_start, dtype=float), log_lo, log_hi)
-    psi, slope = log_ratio(np.exp(y), every)
-    # Is the root at an end? Only the end on the side psi(y) points to can hold it: one end evaluated per element.
+    y = np.full(n, np.log(x_max) - 1.0) if y_start is None else np.asarray(y_start, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):  # y >= log x_max: clipped to the top
+        v = np.clip(np.where(y < np.log(x_max), _logit_x(y, x_max), v_near_max), v_floor, v_near_max)
+    x = _x_of_logit(v, x_max)
+    psi, slope = log_ratio(x, every)
+    # Is the root at an end? Only the end on the side psi points to can hold it: one end evaluated per element.
     above = psi < 0
-    end = log_ratio(np.where(above, x_max, x_floor), every)[0]
+    end = log_ratio(np.where(above, _x_of_logit(v_near_max, x_max), x_floor), every)[0]
     at_max, at_floor = above & (end <= 0), ~above & (end >= 0)
     # the state of the elements still iterating, compressed as they stop
     active = np.flatnonzero(~(at_max | at_floor))
-    psi, slope, ya = psi[active], slope[active], y[active]
-    lo, hi = np.full(active.size, log_lo), np.full(active.size, log_hi)
+    psi, slope, va, xa = psi[active], slope[active], v[active], x[active]
+    lo, hi = np.full(active.size, v_floor), np.full(active.size, v_near_max)
     step_old = hi - lo  # the step before the previous one
     step = step_old
     for _ in range(NEWTON_STEPS):
+        if active.size == 0:
+            break
         up = psi > 0
-        hi = np.where(up, ya, hi)
-        lo = np.where(up, lo, ya)
-        with np.errstate(invalid="ignore"):
-            newton = psi / slope
-        y_newton = ya - newton
-        converged = np.abs(psi) <= NEWTON_TOL  # the last step (it may be below the rounding of y)
-        use_newton = converged | ((y_newton > lo) & (y_newton < hi) & (np.abs(2.0 * newton) <= np.abs(step_old)))
-        step_old, step = step, np.where(use_newton, newton, 0.5 * (hi - lo))
-        ya = np.where(use_newton, np.clip(y_newton, lo, hi), 0.5 * (lo + hi))
+        hi = np.where(up, va, hi)
+        lo = np.where(up, lo, va)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            newton_y = psi / slope  # Newton on log x: good where psi is smooth in log x
+            newton = newton_y * x_max / (x_max - xa)  # Newton on v (d v / d log x = x_max / (x_max - x))
+            y_next = np.log(xa) - newton_y
+            v_y = np.where(y_next < np.log(x_max), _logit_x(y_next, x_max), np.inf)
+        # the last step: psi is small, or the step moves x by less than its rounding (dx/x = dv (1 - x/x_max))
+        converged = (np.abs(psi) <= NEWTON_TOL) | (np.abs(newton_y) <= 1e-15)
+        candidates = []
+        for v_new in (v_y, va - newton):  # Newton on log x first, then on v, then the midpoint in v
+            candidates.append((v_new > lo) & (v_new < hi) & (np.abs(2.0 * (va - v_new)) <= np.abs(step_old)))
+        use_y, use_v = candidates[0] | converged, candidates[1]
+        mid = 0.5 * (lo + hi)
+        v_next = np.where(use_y, np.clip(v_y, lo, hi), np.where(use_v, va - newton, mid))
+        step_old, step = step, va - v_next
+        va = v_next
         going = ~(converged | (hi - lo < 1e-13))
         if not going.all():
-            y[active] = ya
-            active, ya, lo, hi, step, step_old = (v[going] for v in (active, ya, lo, hi, step, step_old))
+            v[active] = va
+            active, va, lo, hi, step, step_old = (a[going] for a in (active, va, lo, hi, step, step_old))
             if active.size == 0:
                 break
-        psi, slope = log_ratio(np.exp(ya), active)
-    y[active] = ya
-    return np.where(at_max, x_max, np.where(at_floor, x_floor, np.exp(y)))
+        xa = _x_of_logit(va, x_max)
+        psi, slope = log_ratio(xa, active)
+    v[active] = va
+    return np.where(at_max, x_max, np.where(at_floor, x_floor, _x_of_logit(v, x_max)))
 
 
 def minimize_round(
@@ -404,7 +434,7 @@ def minimize_round(
         return psi, slope
 
     y_start = None if x_start is None else np.log(np.broadcast_to(np.asarray(x_start, dtype=float), shape).ravel())
-    x = _newton_log_x(log_ratio, params.shape[1], x_floor_ratio * x_max, x_max, y_start)
+    x = _solve_increasing(log_ratio, params.shape[1], x_floor_ratio * x_max, x_max, y_start)
     return x.reshape(shape)
 
 

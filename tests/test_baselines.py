@@ -171,11 +171,11 @@ def test_naive_drift_plus_penalty_violation_grows_without_bound():
 def test_calibration_matches_nu_within_one_percent():
     real = sample_realisations(SHORT, [0, 1]).repeat(2)
     nu = np.array([0.02, 0.08, 0.02, 0.08])
-    for build, bracket in ((lambda p: AdaScale(V=p, nu=nu), (1e-8, 1e9)),
-                           (lambda p: LiuSimeone(epsilon_budget=p), (1e-2, 1e4))):
+    for build, bracket in ((lambda p, nu: AdaScale(V=p, nu=nu), (1e-8, 1e9)),
+                           (lambda p, nu: LiuSimeone(epsilon_budget=p), (1e-2, 1e4))):
         values, achieved = calibrate(build, SHORT, real, nu, bracket)
         np.testing.assert_allclose(achieved, nu, rtol=0.01)
-        np.testing.assert_allclose(run_policy(build(values), SHORT, real, dp=False).cost_mean, nu, rtol=0.01)
+        np.testing.assert_allclose(run_policy(build(values, nu), SHORT, real, dp=False).cost_mean, nu, rtol=0.01)
 
 
 def test_compare_writes_table_csv_json_and_plot(tmp_path):
