@@ -134,7 +134,7 @@ def calibrate(
     *,
     rtol: float = 0.01,
     max_iter: int = 20,
-    points: int = 7,
+    points: int = 11,
 ) -> tuple[NDArray, NDArray]:
     """Tune one hyperparameter per env so that the realised mean of c_t equals ``nu`` (N,) within ``rtol`` (§VII).
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round
+from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
 from otagym.privacy import tail_bound_budget
 from otagym.receive_scaling import ReceiveScalingModel, Scenario
 
@@ -134,27 +134,17 @@ class LyapunovDPP(_QueuePolicy):
                               x_floor_ratio=self.x_floor_ratio)
 
 
-def _bisect_increasing(f, lo: NDArray, hi: NDArray, steps: int = 60) -> NDArray:
-    """Root of an increasing function of z on [lo, hi] (elementwise), clipped to the ends."""
-    at_lo = f(lo) >= 0
-    at_hi = f(hi) <= 0
-    a, b = lo.copy(), hi.copy()
-    for _ in range(steps):
-        mid = 0.5 * (a + b)
-        up = f(mid) > 0
-        b = np.where(up, mid, b)
-        a = np.where(up, a, mid)
-    return np.where(at_lo, lo, np.where(at_hi, hi, 0.5 * (a + b)))
-
-
 class EstimFuture(_PolicyBase):
     """EstimFuture (§VII): each round, solve the convex problem (28) over the remaining rounds with the remaining budget
     B = nu T - sum_{tau<t} c_tau, replacing every unknown future h_min^2 by its MMSE estimate E[h_min^2] (closed form,
     :meth:`~otagym.receive_scaling.ReceiveScalingModel.expected_h_min2`).
 
     All estimated future rounds are identical, so by convexity they share the budget equally; the round's problem is
-    then one-dimensional in the current round's cost z in [0, B]:
-    min_z L_t(x(z)) + n L_hat(x_hat((B - z)/n)), whose derivative -S_t(z) + S_hat((B - z)/n) (S = -dL/dc) increases.
+    then one-dimensional in the current round's cost z in [0, B]: min_z L_t(x(z)) + n L_hat(x_hat((B - z)/n)). Its
+    optimum equalises the leakage saved per unit of cost, S = -dL/dc = L'(x) x^2 / K, now and in the estimated future:
+    psi = log S_t(x_t) - log S_hat(x_hat) = 0, increasing in x_t on [x(B), x_max], solved by safeguarded Newton
+    (:func:`~otagym.receive_scaling.solve_increasing`; d log S / d log x = x L''/L' + 2, and
+    d log x_hat / d log x_t = -x_hat K_t / (n K_hat x_t)).
     """
 
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
@@ -164,14 +154,21 @@ class EstimFuture(_PolicyBase):
         n_future = self.scenario.num_rounds - self.t - 1
         if n_future == 0:
             return model.x_for_cost(budget, h)
+        shape = np.broadcast_shapes(h.shape, np.shape(h_hat), budget.shape)
+        h, h_hat, budget = (np.broadcast_to(v, shape).ravel() for v in (h, h_hat, budget))
 
-        def derivative(z: NDArray) -> NDArray:
-            x_now = model.x_for_cost(z, h)
-            x_hat = model.x_for_cost((budget - z) / n_future, h_hat)
-            return cost_slope_of_leakage(model, x_hat, h_hat) - cost_slope_of_leakage(model, x_now, h)
+        def log_ratio(x: NDArray, i: NDArray) -> tuple[NDArray, NDArray]:
+            hi, hh = h[i], h_hat[i]
+            k_now, k_hat = model.cost_scale / hi, model.cost_scale / hh
+            x_hat = model.x_for_cost(np.maximum(budget[i] - model.convergence_cost(x, hi), 0.0) / n_future, hh)
+            l1, l2 = model.leakage_slope_and_curvature(x, hi)
+            m1, m2 = model.leakage_slope_and_curvature(x_hat, hh)
+            psi = np.log(l1 * x * x / k_now) - np.log(m1 * x_hat * x_hat / k_hat)
+            slope = x * l2 / l1 + 2.0 + (x_hat * m2 / m1 + 2.0) * x_hat * k_now / (n_future * k_hat * x)
+            return psi, slope
 
-        z = _bisect_increasing(derivative, np.zeros(h.shape), budget)
-        return model.x_for_cost(z, h)
+        x = solve_increasing(log_ratio, h.size, model.x_for_cost(budget, h), model.x_max)
+        return x.reshape(shape)
 
 
 class OfflineOptimal(_PolicyBase):

@@ -29,8 +29,8 @@ from otagym.privacy import SGMCurve
 from otagym.validation import POSITIVE, Integer, Many, OneOf, Real, Text, arg, check_dataclass, from_preset
 
 __all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "ReceiveScalingModel", "normalized_x",
-           "minimize_round", "cost_slope_of_leakage", "price_spend", "reference_price", "budget_action_cost",
-           "BUDGET_ACTIONS"]
+           "minimize_round", "solve_increasing", "cost_slope_of_leakage", "price_spend", "reference_price",
+           "budget_action_cost", "BUDGET_ACTIONS"]
 
 
 def dbm_to_w(dbm: float) -> float:
@@ -325,8 +325,9 @@ def _x_of_logit(v: NDArray, x_max: float) -> NDArray:
     return x_max / (1.0 + np.exp(-v))
 
 
-def _solve_increasing(log_ratio, n: int, x_floor: float, x_max: float, y_start: NDArray | None = None) -> NDArray:
-    """Roots on [x_floor, x_max] of n increasing functions psi of x (Numerical Recipes' rtsafe), batched.
+def solve_increasing(log_ratio, n: int, x_floor: ArrayLike, x_max: float, y_start: NDArray | None = None) -> NDArray:
+    """Roots on [x_floor, x_max] of n increasing functions psi of x (Numerical Recipes' rtsafe), batched; ``x_floor``
+    is a scalar or one per element.
 
     ``log_ratio(x, i)`` returns (psi, d psi / d log x) of the elements ``i`` (an index array) at ``x``. The iteration
     runs on v = log(x / (x_max - x)), which is log x - log x_max far below x_max (where psi is nearly linear in log x)
@@ -341,7 +342,9 @@ def _solve_increasing(log_ratio, n: int, x_floor: float, x_max: float, y_start: 
     :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start in log x (e.g. the previous
     round's solution); default log x_max - 1.
     """
-    v_floor = float(_logit_x(np.log(x_floor), x_max))
+    x_floor = np.broadcast_to(np.asarray(x_floor, dtype=float), (n,))
+    # a floor at (or rounding above) the top leaves a bracket narrower than the rounding of x: kept below v_near_max
+    v_floor = _logit_x(np.log(np.minimum(x_floor, x_max * (1.0 - 2.0 * AT_MAX_RTOL))), x_max)
     v_near_max = float(np.log((1.0 - AT_MAX_RTOL) / AT_MAX_RTOL))
     every = np.arange(n)
     y = np.full(n, np.log(x_max) - 1.0) if y_start is None else np.asarray(y_start, dtype=float)
@@ -356,7 +359,7 @@ def _solve_increasing(log_ratio, n: int, x_floor: float, x_max: float, y_start: 
     # the state of the elements still iterating, compressed as they stop
     active = np.flatnonzero(~(at_max | at_floor))
     psi, slope, va, xa = psi[active], slope[active], v[active], x[active]
-    lo, hi = np.full(active.size, v_floor), np.full(active.size, v_near_max)
+    lo, hi = v_floor[active], np.full(active.size, v_near_max)
     step_old = hi - lo  # the step before the previous one
     step = step_old
     for _ in range(NEWTON_STEPS):
@@ -434,7 +437,7 @@ def minimize_round(
         return psi, slope
 
     y_start = None if x_start is None else np.log(np.broadcast_to(np.asarray(x_start, dtype=float), shape).ravel())
-    x = _solve_increasing(log_ratio, params.shape[1], x_floor_ratio * x_max, x_max, y_start)
+    x = solve_increasing(log_ratio, params.shape[1], x_floor_ratio * x_max, x_max, y_start)
     return x.reshape(shape)
 
 
