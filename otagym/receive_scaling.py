@@ -329,70 +329,74 @@ def solve_increasing(log_ratio, n: int, x_floor: ArrayLike, x_max: float, y_star
     """Roots on [x_floor, x_max] of n increasing functions psi of x (Numerical Recipes' rtsafe), batched; ``x_floor``
     is a scalar or one per element.
 
-    ``log_ratio(x, i)`` returns (psi, d psi / d log x) of the elements ``i`` (an index array) at ``x``. The iteration
-    runs on v = log(x / (x_max - x)), which is log x - log x_max far below x_max (where psi is nearly linear in log x)
-    and -log(1 - x / x_max) next to it (where, with an empty queue, psi ~ -log(x_max - x) is nearly linear in v): a
-    Newton step on v is taken only if it stays inside the bracket (tightened every iteration by the sign of psi) and
-    is less than half the step before the previous one; otherwise the midpoint of the bracket in v.
+    ``log_ratio(x, i)`` returns (psi, d psi / d log x) of the elements ``i`` (an index array) at ``x``. A Newton step
+    on log x (where psi is smooth in log x), or else on v = log(x / (x_max - x)) (next to x_max, where with an empty
+    queue psi ~ -log(x_max - x) is nearly linear in v), is taken only if it stays inside the bracket (tightened every
+    iteration by the sign of psi) and is less than half the step before the previous one (in units of v); otherwise
+    the midpoint of the bracket in v (which is log x - log x_max far below x_max).
 
     Each element stops on its own (so its result does not depend on the rest of the batch): once |psi| <=
     :data:`NEWTON_TOL` or the Newton step would move x by less than its rounding, after that step (Newton converges
     quadratically, so the error left is ~ that squared, below the rounding of psi), or once its bracket is narrower
-    than 1e-13. A root within
-    :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start in log x (e.g. the previous
+    than 1e-13 in v. A root within :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start in log x (e.g. the previous
     round's solution); default log x_max - 1.
     """
     x_floor = np.broadcast_to(np.asarray(x_floor, dtype=float), (n,))
-    # a floor at (or rounding above) the top leaves a bracket narrower than the rounding of x: kept below v_near_max
-    v_floor = _logit_x(np.log(np.minimum(x_floor, x_max * (1.0 - 2.0 * AT_MAX_RTOL))), x_max)
-    v_near_max = float(np.log((1.0 - AT_MAX_RTOL) / AT_MAX_RTOL))
+    x_near_max = x_max * (1.0 - AT_MAX_RTOL)
+    # a floor at (or rounding above) the top would leave no bracket: the bracket starts just below x_near_max
+    x_low = np.minimum(x_floor, x_max * (1.0 - 2.0 * AT_MAX_RTOL))
     every = np.arange(n)
     y = np.full(n, np.log(x_max) - 1.0) if y_start is None else np.asarray(y_start, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):  # y >= log x_max: clipped to the top
-        v = np.clip(np.where(y < np.log(x_max), _logit_x(y, x_max), v_near_max), v_floor, v_near_max)
-    x = _x_of_logit(v, x_max)
+    with np.errstate(over="ignore"):
+        x = np.clip(np.exp(y), x_low, x_near_max)
     psi, slope = log_ratio(x, every)
     # Is the root at an end? Only the end on the side psi points to can hold it: one end evaluated per element.
     above = psi < 0
-    end = log_ratio(np.where(above, _x_of_logit(v_near_max, x_max), x_floor), every)[0]
+    end = log_ratio(np.where(above, x_near_max, x_floor), every)[0]
     at_max, at_floor = above & (end <= 0), ~above & (end >= 0)
-    # the state of the elements still iterating, compressed as they stop
+    # the state of the elements still iterating, compressed as they stop: x, the bracket [lo, hi] in x, and the last
+    # two steps in units of v
     active = np.flatnonzero(~(at_max | at_floor))
-    psi, slope, va, xa = psi[active], slope[active], v[active], x[active]
-    lo, hi = v_floor[active], np.full(active.size, v_near_max)
-    step_old = hi - lo  # the step before the previous one
-    step = step_old
+    psi, slope, xa = psi[active], slope[active], x[active]
+    lo, hi = x_low[active], np.full(active.size, x_near_max)
+    step = step_old = np.full(active.size, np.inf)
     for _ in range(NEWTON_STEPS):
         if active.size == 0:
             break
         up = psi > 0
-        hi = np.where(up, va, hi)
-        lo = np.where(up, lo, va)
+        hi = np.where(up, xa, hi)
+        lo = np.where(up, lo, xa)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             newton_y = psi / slope  # Newton on log x: good where psi is smooth in log x
-            newton = newton_y * x_max / (x_max - xa)  # Newton on v (d v / d log x = x_max / (x_max - x))
-            y_next = np.log(xa) - newton_y
-            v_y = np.where(y_next < np.log(x_max), _logit_x(y_next, x_max), np.inf)
-        # the last step: psi is small, or the step moves x by less than its rounding (dx/x = dv (1 - x/x_max))
+            newton_v = newton_y * (x_max / (x_max - xa))  # the same step in v (d v / d log x = x_max / (x_max - x))
+            x_y = xa * np.exp(-newton_y)
+        # the last step: psi is small, or the step moves x by less than its rounding
         converged = (np.abs(psi) <= NEWTON_TOL) | (np.abs(newton_y) <= 1e-15)
-        candidates = []
-        for v_new in (v_y, va - newton):  # Newton on log x first, then on v, then the midpoint in v
-            candidates.append((v_new > lo) & (v_new < hi) & (np.abs(2.0 * (va - v_new)) <= np.abs(step_old)))
-        use_y, use_v = candidates[0] | converged, candidates[1]
-        mid = 0.5 * (lo + hi)
-        v_next = np.where(use_y, np.clip(v_y, lo, hi), np.where(use_v, va - newton, mid))
-        step_old, step = step, va - v_next
-        va = v_next
-        going = ~(converged | (hi - lo < 1e-13))
+        short = np.abs(2.0 * newton_v) <= np.abs(step_old)  # rtsafe: less than half the step before the last
+        use_y = converged | (short & (x_y > lo) & (x_y < hi))
+        x_next = np.clip(x_y, lo, hi)
+        step_old, step = step, newton_v
+        rest = np.flatnonzero(~use_y)
+        if rest.size:  # Newton on v, else the midpoint of the bracket in v
+            v = _logit_x(np.log(xa[rest]), x_max)
+            with np.errstate(invalid="ignore", over="ignore"):
+                x_v = _x_of_logit(v - newton_v[rest], x_max)
+            lo_r, hi_r = lo[rest], hi[rest]
+            use_v = short[rest] & (x_v > lo_r) & (x_v < hi_r)
+            v_mid = 0.5 * (_logit_x(np.log(lo_r), x_max) + _logit_x(np.log(hi_r), x_max))
+            x_next[rest] = np.where(use_v, x_v, np.clip(_x_of_logit(v_mid, x_max), lo_r, hi_r))
+            step[rest] = np.where(use_v, newton_v[rest], v - v_mid)
+        xa = x_next
+        # the bracket's width in v: (hi - lo) x_max / (lo (x_max - hi)) to first order
+        going = ~(converged | ((hi - lo) * x_max < 1e-13 * lo * (x_max - hi)))
         if not going.all():
-            v[active] = va
-            active, va, lo, hi, step, step_old = (a[going] for a in (active, va, lo, hi, step, step_old))
+            x[active] = xa
+            active, xa, lo, hi, step, step_old = (a[going] for a in (active, xa, lo, hi, step, step_old))
             if active.size == 0:
                 break
-        xa = _x_of_logit(va, x_max)
         psi, slope = log_ratio(xa, active)
-    v[active] = va
-    return np.where(at_max, x_max, np.where(at_floor, x_floor, _x_of_logit(v, x_max)))
+    x[active] = xa
+    return np.where(at_max, x_max, np.where(at_floor, x_floor, x))
 
 
 def minimize_round(
