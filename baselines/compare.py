@@ -219,8 +219,8 @@ def compare(
 ) -> list[dict[str, Any]]:
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
 
-    Every (policy, nu, seed) is one cell; a policy's cells run here batched (:func:`evaluate_cells`: the same numbers
-    as one at a time); ``otagym sweep`` and ``otagym compare`` run the same cells in parallel and keep them on disk.
+    Every (policy, nu, seed) is one cell; a built-in policy's cells run here batched (:func:`evaluate_cells`: the same
+    numbers as one at a time); ``otagym sweep`` and ``otagym compare`` run the same cells in parallel and keep them on disk.
     Calibrated policies are tuned per cell.
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
     Every row also has the normalised score (:func:`normalized_score`), for which OfflineOptimal is solved on the
@@ -244,10 +244,14 @@ def compare(
     if not nus or not all(np.isfinite(v) and v > 0 for v in nus):
         raise ValueError(f"nus must be a non-empty sequence of finite values > 0; got {nus}")
     grid = [(float(nu), int(seed)) for nu in nus for seed in seeds]
-    cells = [{"policy": name, "nu": nu, "seed": seed, **result}
-             for name in tqdm(policies, desc="policies", disable=not progress)
-             for (nu, seed), result in zip(grid, evaluate_cells(scen, table[name], grid, fidelity=fidelity,
-                                                                 dataset=dataset, data_dir=data_dir))]
+    cells = []
+    for name in tqdm(policies, desc="policies", disable=not progress):
+        # the built-in policies' cells as one batch; extra ones (trained networks, whose forward pass over a batch may
+        # round differently) one at a time, as the sweep runs them
+        batches = [grid] if name in POLICIES and table[name] is POLICIES[name] else [[cell] for cell in grid]
+        results = [r for b in batches for r in evaluate_cells(scen, table[name], b, fidelity=fidelity,
+                                                               dataset=dataset, data_dir=data_dir)]
+        cells += [{"policy": name, "nu": nu, "seed": seed, **result} for (nu, seed), result in zip(grid, results)]
     return summarize(cells)
 
 

@@ -402,8 +402,10 @@ BATCH_CELLS = 64
 
 def batch_key(cell: Mapping[str, Any]) -> str | None:
     """Cells with the same key may be computed as one batch: those of one analytic policy and scenario, differing in
-    nu and seed. ``None`` for cells that run alone (the training fidelity: a batch would share one generator)."""
-    if cell["fidelity"] != "analytic":
+    nu and seed. ``None`` for cells that run alone: the training fidelity (a batch would share one generator) and
+    trained models (a network's forward pass over a batch may round differently from one over a single observation).
+    """
+    if cell["fidelity"] != "analytic" or "model" in cell["policy"]:
         return None
     return json.dumps({k: v for k, v in cell.items() if k not in ("nu", "seed")}, sort_keys=True, default=str)
 
