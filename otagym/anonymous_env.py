@@ -116,9 +116,12 @@ class AnonymousRounds:
                 raise ValueError(f"action (normalized) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1)][:3]}")
             lo, hi = self.sigma_range
             return lo * (hi / lo) ** (0.5 * (a + 1.0))
-        bad = ~((a >= POSITIVE.low) & (a <= POSITIVE.high))  # also catches NaN
+        # any physical sigma, and the whole action space (whose ends follow the scenario's units: a tiny clip norm
+        # puts them below 1e-30)
+        low, high = min(POSITIVE.low, self.sigma_range[0]), max(POSITIVE.high, self.sigma_range[1])
+        bad = ~((a >= low) & (a <= high))  # also catches NaN
         if np.any(bad):
-            raise ValueError(f"action (sigma) must lie in [{POSITIVE.low:g}, {POSITIVE.high:g}]; got {a[bad][:3]}")
+            raise ValueError(f"action (sigma) must lie in [{low:g}, {high:g}]; got {a[bad][:3]}")
         return a
 
     # --- the round -------------------------------------------------------------------------------------------

@@ -338,7 +338,8 @@ def solve_increasing(log_ratio, n: int, x_floor: ArrayLike, x_max: float, y_star
     Each element stops on its own (so its result does not depend on the rest of the batch): once |psi| <=
     :data:`NEWTON_TOL` or the Newton step would move x by less than its rounding, after that step (Newton converges
     quadratically, so the error left is ~ that squared, below the rounding of psi), or once its bracket is narrower
-    than 1e-13 in v. A root within :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start in log x (e.g. the previous
+    than 1e-13 in v. The ends are evaluated only when a step would pass one (the root is then at the end if psi keeps
+    its sign there). A root within :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start in log x (e.g. the previous
     round's solution); default log x_max - 1.
     """
     x_floor = np.broadcast_to(np.asarray(x_floor, dtype=float), (n,))
@@ -350,33 +351,37 @@ def solve_increasing(log_ratio, n: int, x_floor: ArrayLike, x_max: float, y_star
     with np.errstate(over="ignore"):
         x = np.clip(np.exp(y), x_low, x_near_max)
     psi, slope = log_ratio(x, every)
-    # Is the root at an end? Only the end on the side psi points to can hold it: one end evaluated per element.
-    above = psi < 0
-    end = log_ratio(np.where(above, x_near_max, x_floor), every)[0]
-    at_max, at_floor = above & (end <= 0), ~above & (end >= 0)
-    # the state of the elements still iterating, compressed as they stop: x, the bracket [lo, hi] in x, and the last
-    # two steps in units of v
-    active = np.flatnonzero(~(at_max | at_floor))
-    psi, slope, xa = psi[active], slope[active], x[active]
-    lo, hi = x_low[active], np.full(active.size, x_near_max)
-    step = step_old = np.full(active.size, np.inf)
+    # The state of the elements still iterating, compressed as they stop: x, the bracket [lo, hi] in x, whether each
+    # side is still an end of the interval, not yet evaluated (the root may lie beyond it), and the last two steps in
+    # units of v. A Newton step past an end not yet evaluated goes to that end instead: if psi has the same sign there,
+    # the root is at the end (x_max, or x_floor).
+    result = x.copy()
+    at_max, at_floor = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    active, xa = every, x
+    lo, hi = x_low.copy(), np.full(n, x_near_max)
+    lo_open, hi_open = np.ones(n, dtype=bool), np.ones(n, dtype=bool)
+    step = step_old = np.full(n, np.inf)
     for _ in range(NEWTON_STEPS):
-        if active.size == 0:
-            break
+        top, bottom = (xa >= x_near_max) & (psi <= 0), (xa <= x_low[active]) & (psi >= 0)
         up = psi > 0
         hi = np.where(up, xa, hi)
         lo = np.where(up, lo, xa)
+        hi_open &= ~up
+        lo_open &= up
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             newton_y = psi / slope  # Newton on log x: good where psi is smooth in log x
             newton_v = newton_y * (x_max / (x_max - xa))  # the same step in v (d v / d log x = x_max / (x_max - x))
             x_y = xa * np.exp(-newton_y)
+        # an infinite psi (no pressure: b = 0 and g = 0) has no Newton step: it points to the end on its side
+        x_y = np.where(np.isnan(x_y) & ~np.isnan(psi), np.where(psi > 0, 0.0, np.inf), x_y)
         # the last step: psi is small, or the step moves x by less than its rounding
         converged = (np.abs(psi) <= NEWTON_TOL) | (np.abs(newton_y) <= 1e-15)
         short = np.abs(2.0 * newton_v) <= np.abs(step_old)  # rtsafe: less than half the step before the last
         use_y = converged | (short & (x_y > lo) & (x_y < hi))
         x_next = np.clip(x_y, lo, hi)
         step_old, step = step, newton_v
-        rest = np.flatnonzero(~use_y)
+        probe = ~use_y & ((hi_open & (x_y >= hi)) | (lo_open & (x_y <= lo)))  # x_next is that end already
+        rest = np.flatnonzero(~(use_y | probe))
         if rest.size:  # Newton on v, else the midpoint of the bracket in v
             v = _logit_x(np.log(xa[rest]), x_max)
             with np.errstate(invalid="ignore", over="ignore"):
@@ -386,17 +391,19 @@ def solve_increasing(log_ratio, n: int, x_floor: ArrayLike, x_max: float, y_star
             v_mid = 0.5 * (_logit_x(np.log(lo_r), x_max) + _logit_x(np.log(hi_r), x_max))
             x_next[rest] = np.where(use_v, x_v, np.clip(_x_of_logit(v_mid, x_max), lo_r, hi_r))
             step[rest] = np.where(use_v, newton_v[rest], v - v_mid)
+        at_max[active[top]], at_floor[active[bottom]] = True, True
         xa = x_next
         # the bracket's width in v: (hi - lo) x_max / (lo (x_max - hi)) to first order
-        going = ~(converged | ((hi - lo) * x_max < 1e-13 * lo * (x_max - hi)))
+        going = ~(top | bottom | converged | ((hi - lo) * x_max < 1e-13 * lo * (x_max - hi)))
         if not going.all():
-            x[active] = xa
-            active, xa, lo, hi, step, step_old = (a[going] for a in (active, xa, lo, hi, step, step_old))
+            result[active] = xa
+            active, xa, lo, hi, lo_open, hi_open, step, step_old = (
+                a[going] for a in (active, xa, lo, hi, lo_open, hi_open, step, step_old))
             if active.size == 0:
                 break
         psi, slope = log_ratio(xa, active)
-    x[active] = xa
-    return np.where(at_max, x_max, np.where(at_floor, x_floor, x))
+    result[active] = xa
+    return np.where(at_max, x_max, np.where(at_floor, x_floor, result))
 
 
 def minimize_round(

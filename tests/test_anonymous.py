@@ -372,3 +372,17 @@ def test_paper_setting_and_constant_sigma():
     np.testing.assert_array_equal(ConstantSigma(0.3).act(np.zeros((4, 3)), {}), np.full((4, 1), 0.3))
     eps = _final_epsilons(s.replace(num_rounds=30), paper, 4, seed=0)
     assert np.all(np.isfinite(eps) & (eps > 0))
+
+
+def test_sigma_action_space_is_accepted_whatever_the_units():
+    """Regression (found by the fuzz test): with clip_norm = 1e-30 the sigma action space lies below 1e-30, and its
+    samples were refused as non-physical."""
+    env = OTAPrivacyEnv(scheme="anonymous", clip_norm=1e-30, action_type="sigma", num_rounds=3)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(3):
+        _, reward, _, _, info = env.step(env.action_space.sample())
+        assert np.isfinite(reward) and np.isfinite(info["rdp_round"]).all()
+    env.reset(seed=1)
+    with pytest.raises(ValueError, match="action \\(sigma\\) must lie in"):
+        env.step(np.array([0.0]))
