@@ -13,20 +13,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from bench_env import best_of  # run as a script: benchmarks/ is on sys.path
 
 from baselines import AdaScale, OfflineOptimal, sample_realisations
 from baselines.compare import DEFAULT_POLICIES, compare
 from otagym import get_scenario
 from otagym.receive_scaling import ReceiveScalingModel
-
-
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
