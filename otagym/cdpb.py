@@ -25,7 +25,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.channel import FadingModel
+from otagym.channel import FadingFields
 from otagym.privacy import rdp_sgm
 from otagym.validation import (PHYSICAL_RANGE, POSITIVE, Flag, Integer, Many, OneOf, Real, Text, arg, check_dataclass,
                                from_preset)
@@ -46,7 +46,7 @@ NON_NEGATIVE = Real(0.0, PHYSICAL_RANGE[1])
 
 
 @dataclass(frozen=True)
-class CDPBScenario:
+class CDPBScenario(FadingFields):
     """One CDPB deployment and the utility of problem P1 (25). Per-client ``channel_scale`` may be a scalar or K values.
 
     Attributes:
@@ -105,9 +105,6 @@ class CDPBScenario:
     lambda_privacy: float = arg(1e-5, NON_NEGATIVE)
     gamma_max: float = arg(1e-2, POSITIVE)
     epsilon_max: float = arg(100.0, POSITIVE)
-    fading: FadingModel = arg("iid", OneOf(get_args(FadingModel)))
-    coherence_rounds: int = arg(1, Integer(1, 10**6))
-    correlation: float = arg(0.0, Real(0.0, 1.0, high_open=True))
     name: str = arg("custom", Text())
 
     def __post_init__(self) -> None:

@@ -17,20 +17,31 @@ devices stay fast for thousands of environments.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.validation import Real
+from otagym.validation import Integer, OneOf, Real, arg
 
 __all__ = ["path_loss_db", "mean_channel_gain", "rayleigh_coefficients", "FadingState", "ChannelModel", "FadingModel",
-           "DISTANCE"]
+           "FadingFields", "DISTANCE"]
 
 FadingModel = Literal["iid", "block", "gauss_markov"]
 
 #: A distance in metres: COST-231 Hata path loss needs >= 1 m; beyond 10,000 km nothing is a cell.
 DISTANCE = Real(1.0, 1e7)
+
+
+@dataclass(frozen=True)
+class FadingFields:
+    """The fading fields of a scenario dataclass (its base): ``fading`` (``"iid"``, ``"block"`` or
+    ``"gauss_markov"``), ``coherence_rounds`` (rounds per block of ``"block"``) and ``correlation`` (the Gauss-Markov
+    coefficient in [0, 1)); :class:`ChannelModel` reads them."""
+
+    fading: FadingModel = arg("iid", OneOf(get_args(FadingModel)))
+    coherence_rounds: int = arg(1, Integer(1, 10**6))
+    correlation: float = arg(0.0, Real(0.0, 1.0, high_open=True))
 
 
 def path_loss_db(distance_m: ArrayLike) -> NDArray:

@@ -19,14 +19,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.channel import DISTANCE, FadingModel
+from otagym.channel import DISTANCE, FadingFields
 from otagym.privacy import SGMCurve
-from otagym.validation import POSITIVE, Integer, Many, OneOf, Real, Text, arg, check_dataclass, from_preset
+from otagym.validation import POSITIVE, Integer, Many, Real, Text, arg, check_dataclass, from_preset
 
 __all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "ReceiveScalingModel", "normalized_x",
            "minimize_round", "solve_increasing", "cost_slope_of_leakage", "price_spend", "reference_price",
@@ -53,7 +53,7 @@ def _per_device(name: str, value: Any, m: int) -> tuple:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class Scenario(FadingFields):
     """One OTA-FL deployment (model A of SPEC §2). Per-device fields accept a scalar (same for all) or M values.
 
     Attributes:
@@ -96,9 +96,6 @@ class Scenario:
     delta: float = arg(1e-5, Real(0.0, 1.0, low_open=True, high_open=True))
     nu: float = arg(0.04, POSITIVE)
     nu_grid: tuple[float, ...] = arg((0.01, 0.02, 0.04, 0.08, 0.16), Many(POSITIVE))
-    fading: FadingModel = arg("iid", OneOf(get_args(FadingModel)))
-    coherence_rounds: int = arg(1, Integer(1, 10**6))
-    correlation: float = arg(0.0, Real(0.0, 1.0, high_open=True))
     name: str = arg("custom", Text())
 
     def __post_init__(self) -> None:
