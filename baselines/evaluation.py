@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from baselines.core import Policy
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
-from otagym.privacy import DEFAULT_ORDERS, rdp_sgm, rdp_to_dp
+from otagym.privacy import DEFAULT_ORDERS, RDPLedger
 from otagym.receive_scaling import ReceiveScalingModel, Scenario
 
 __all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario"]
@@ -85,12 +85,11 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
     obs, info = env.reset(seed=seed, options=options)
     curve = [(-1, info["test_accuracy"])] if fidelity == "train" else []
     model = env.rounds.model
-    first_device = np.unique(model.device_class, return_index=True)[1]  # one device per class: its class's sigma
-    sigma = np.empty((scenario.num_rounds, n, first_device.size))
+    sigma = np.empty((scenario.num_rounds, n, model.class_device.size))  # per class, for the end-of-episode eps
     for t in range(scenario.num_rounds):
         x = np.broadcast_to(policy.act(obs, info), (n,))
         obs, _, terminated, _, info = env.step(x[:, None])
-        sigma[t] = info["noise_multiplier"][:, first_device]
+        sigma[t] = info["noise_multiplier"][:, model.class_device]
         if fidelity == "train" and (t + 1) % eval_every == 0 and t + 1 < scenario.num_rounds:
             curve.append((t, info["test_accuracy"]))
     final = info["final_info"]
@@ -115,8 +114,10 @@ def _episode_epsilon(model: ReceiveScalingModel, sigma: NDArray, delta: float) -
     depend on the envs batched with it (the accounting evaluates its elements in sub-batches of similar noise)."""
     eps = np.empty(sigma.shape[1])
     for i in range(sigma.shape[1]):
-        rdp = rdp_sgm(q=model.class_q, noise_multiplier=sigma[:, i], orders=DEFAULT_ORDERS).sum(axis=0)
-        eps[i] = rdp_to_dp(rdp, DEFAULT_ORDERS, delta)[0][model.device_class].mean()
+        ledger = RDPLedger(model.class_q, orders=DEFAULT_ORDERS, chunk=sigma.shape[0])
+        for round_sigma in sigma[:, i]:
+            ledger.record(round_sigma)
+        eps[i] = ledger.epsilon(delta)[0][model.device_class].mean()
     return eps
 
 

@@ -117,8 +117,7 @@ def main() -> None:
     venv = OTAPrivacyVectorEnv(4096, num_rounds=rounds)
     venv.reset(seed=0)
     model = venv.rounds.model
-    first_device = np.unique(model.device_class, return_index=True)[1]  # one device per class: its class's sigma
-    sigmas = [venv.step(np.full((4096, 1), 0.9, np.float32))[4]["noise_multiplier"][:, first_device]
+    sigmas = [venv.step(np.full((4096, 1), 0.9, np.float32))[4]["noise_multiplier"][:, model.class_device]
               for _ in range(rounds)]
     ledger_q = np.broadcast_to(model.class_q, (4096, model.class_q.size))
 

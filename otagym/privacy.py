@@ -103,7 +103,7 @@ def _log_a_int(log_w: NDArray, tri: NDArray, u: NDArray) -> NDArray:
     made per element, so an element's value does not depend on the batch around it.
     """
     x = tri * u
-    linear = np.broadcast_to(x, np.broadcast_shapes(x.shape, log_w.shape)).max(axis=0, initial=0.0) <= 30.0
+    linear = x.max(axis=0, initial=0.0) <= 30.0  # x has every axis of the result (u's, after k)
     if linear.all():
         return np.log1p((np.exp(log_w) * np.expm1(x)).sum(axis=0))
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):

@@ -208,6 +208,8 @@ class ReceiveScalingModel:
         self.device_class = self.device_class.reshape(-1)
         self.class_counts = np.bincount(self.device_class, minlength=len(classes)).astype(float)
         self.class_q = classes[:, 1]
+        #: One device of each class (its index): per-device arrays at these indices are the per-class values.
+        self.class_device = np.unique(self.device_class, return_index=True)[1]
         # 1/sigma_m^2 = 2 eta G^2 / (M^2 B_m^2 sigma_n^2)  (inverse square of eq. (15)), per unit eta.
         self.class_u_per_eta = 2.0 * s.clip_norm**2 / (s.num_devices**2 * classes[:, 0] ** 2 * s.noise_power_w)
         self.curve = SGMCurve(self.class_q, s.rdp_order)
