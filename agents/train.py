@@ -5,7 +5,9 @@ file drives ``python -m rl_zoo3.train``. A run directory holds ``model.zip`` (th
 hyperparameters, env keyword arguments, seed, package versions), ``checkpoints/`` (every ``checkpoint_freq`` steps,
 with the replay buffer for off-policy algorithms), ``monitor*.csv`` (one line per training episode: return, length,
 the episode's nu, its leakage and EqualAlloc's on the same channels) and ``tb/`` (TensorBoard, when installed).
-``resume=True`` continues from the newest checkpoint.
+``resume=True`` continues from the newest checkpoint (and refuses to start when there is none). ``torch_threads``
+(default 1) sets torch's thread count: the small MLP policies train far faster on one thread than on torch's default
+on a busy machine.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from agents.policy import ALGO_CLASSES, action_semantics
 from otagym import ENV_ID, __version__
 from otagym.sb3 import OTAPrivacySB3VecEnv
 
-__all__ = ["load_hyperparams", "make_vec_env", "train", "latest_checkpoint"]
+__all__ = ["load_hyperparams", "make_vec_env", "train", "latest_checkpoint", "NoCheckpointError"]
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
@@ -74,6 +76,10 @@ def make_vec_env(n_envs: int, env_kwargs: dict[str, Any], seed: int, monitor_pat
     return VecMonitor(venv, filename=None if monitor_path is None else str(monitor_path), info_keywords=MONITOR_KEYS)
 
 
+class NoCheckpointError(FileNotFoundError):
+    """``train(..., resume=True)`` found no checkpoint to continue from."""
+
+
 def latest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
     """The newest ``checkpoints/model_<steps>_steps.zip`` of a run and its step count, or None."""
     found = []
@@ -100,6 +106,7 @@ def train(
     env_overrides: dict[str, Any] | None = None,
     progress: bool = True,
     verbose: int = 0,
+    torch_threads: int | None = 1,
 ) -> Path:
     """Train ``algo`` on the native vector env and return the path of ``model.zip``.
 
@@ -111,20 +118,36 @@ def train(
         total_timesteps: env steps (default: the config's ``n_timesteps``); with ``resume``, the total including the
             steps already done.
         checkpoint_freq: env steps between checkpoints.
-        resume: continue from the newest checkpoint of ``run_dir`` (a fresh start if there is none).
-        max_minutes: stop after this much wall time (the model trained so far is saved).
+        resume: continue from the newest checkpoint of ``run_dir``; raises :class:`NoCheckpointError` (a
+            ``FileNotFoundError``) before any work when ``run_dir/checkpoints`` has none.
+        max_minutes: stop after this many minutes of wall time (the model trained so far is saved).
         env_overrides: env keyword arguments on top of the config's ``env_kwargs`` (e.g. ``fading``).
-        progress: a progress bar (tqdm/rich).
+        progress: a tqdm progress bar on stderr: env steps out of ``total_timesteps`` or, with ``max_minutes``,
+            seconds out of the time budget with the env steps as a postfix. False: silent.
+        verbose: SB3's verbosity (0: none, 1: training info).
+        torch_threads: ``torch.set_num_threads(torch_threads)`` before the model is built (>= 1; default 1). This is
+            process-wide and is not restored afterwards. None leaves torch's setting as it is. run.json records the
+            thread count in use as ``torch_threads``.
     """
     hp = load_hyperparams(algo, config)
     env_kwargs = {**(hp.get("env_kwargs") or {}), **(env_overrides or {})}
     total = int(total_timesteps if total_timesteps is not None else hp.get("n_timesteps", 1_000_000))
     if total < 1 or checkpoint_freq < 1:
         raise ValueError(f"total_timesteps and checkpoint_freq must be >= 1; got {total}, {checkpoint_freq}")
+    if torch_threads is not None and (not isinstance(torch_threads, (int, np.integer))
+                                      or isinstance(torch_threads, bool) or torch_threads < 1):
+        raise ValueError(f"torch_threads must be an integer >= 1 or None; got {torch_threads!r}")
     n_envs = int(hp.get("n_envs", 8))
     run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
     previous = latest_checkpoint(run) if resume else None
+    if resume and previous is None:
+        raise NoCheckpointError(f"no checkpoint to resume in {run / 'checkpoints'}; "
+                                "run without --resume to start a new run")
+    run.mkdir(parents=True, exist_ok=True)
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(int(torch_threads))
     done_steps = previous[1] if previous else 0
     monitor = run / ("monitor.csv" if not previous else f"monitor.resumed-{done_steps}.csv")
     venv = make_vec_env(n_envs, env_kwargs, seed + done_steps, monitor)
@@ -137,6 +160,8 @@ def train(
         if previous and (run / "lagrange.json").is_file():
             venv.multiplier = float(json.loads((run / "lagrange.json").read_text())["multiplier"])
         callbacks.append(DualAscentCallback(venv, lr=float(hp.get("lagrange_lr", 0.5)), path=run / "lagrange.json"))
+    if progress:  # before the time limit: its clock starts first, so it reads the whole budget when the limit stops
+        callbacks.append(_ProgressBar(total, None if max_minutes is None else 60.0 * max_minutes, desc=algo))
     if max_minutes is not None:
         callbacks.append(_WallClockLimit(60.0 * max_minutes))
     cls = ALGO_CLASSES[algo]
@@ -155,13 +180,14 @@ def train(
         model = cls(hp.get("policy", "MlpPolicy"), venv, seed=seed, tensorboard_log=tb, verbose=verbose, **kwargs)
     write_json(run / "run.json", {
         "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
-        "total_timesteps": total, "env_kwargs": {**env_kwargs, **action_semantics(venv.get_attr("scenario")[0], env_kwargs)},
+        "total_timesteps": total,
+        "env_kwargs": {**env_kwargs, **action_semantics(venv.get_attr("scenario")[0], env_kwargs)},
         "hyperparams": {k: v for k, v in hp.items() if not callable(v)}, "versions": _versions(),
-        "resumed_from": done_steps,
+        "resumed_from": done_steps, "torch_threads": _torch_threads(),
     })
     start = time.perf_counter()
     model.learn(total_timesteps=max(total - done_steps, 0), callback=CallbackList(callbacks),
-                reset_num_timesteps=not previous, progress_bar=progress and _has_progress_bar(), tb_log_name=algo)
+                reset_num_timesteps=not previous, tb_log_name=algo)
     final = run / "model.zip"
     tmp = run / "model.tmp.zip"
     model.save(tmp)
@@ -187,6 +213,59 @@ class _WallClockLimit(BaseCallback):
         return time.perf_counter() < self.deadline
 
 
+class _ProgressBar(BaseCallback):
+    """A tqdm bar on stderr that shows what bounds the run.
+
+    Without a time budget: env steps out of ``total_steps`` (a resumed run starts at the steps already done). With one:
+    seconds of wall time out of ``seconds`` (the budget; the run may also end earlier, at ``total_steps``), with the
+    env steps done out of ``total_steps`` as a postfix.
+
+    Args:
+        total_steps: env steps asked for, including those of a resumed run.
+        seconds: the wall-time budget in seconds, or None.
+        desc: the bar's label.
+    """
+
+    def __init__(self, total_steps: int, seconds: float | None = None, desc: str = "train") -> None:
+        super().__init__()
+        self.total_steps = int(total_steps)
+        self.seconds = seconds
+        self.desc = desc
+        #: The bar's total and unit: steps, or the time budget in seconds.
+        self.total: float = float(seconds) if seconds is not None else self.total_steps
+        self.unit = "s" if seconds is not None else "step"
+        self.bar = None
+
+    def _on_training_start(self) -> None:
+        from tqdm.auto import tqdm
+
+        if self.seconds is None:
+            self.bar = tqdm(total=self.total, initial=self.model.num_timesteps, desc=self.desc, unit=self.unit,
+                            unit_scale=True)
+        else:
+            self.start = time.perf_counter()
+            self.bar = tqdm(total=self.total, desc=self.desc, unit=self.unit,
+                            bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]")
+            self._postfix()
+
+    def _postfix(self) -> None:
+        self.bar.set_postfix_str(f"{self.model.num_timesteps:,}/{self.total_steps:,} steps", refresh=False)
+
+    def _on_step(self) -> bool:
+        if self.seconds is None:
+            self.bar.update(self.model.num_timesteps - self.bar.n)
+        else:
+            self._postfix()
+            self.bar.update(min(time.perf_counter() - self.start, self.total) - self.bar.n)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self._on_step()
+            self.bar.refresh()
+            self.bar.close()
+
+
 def _has_tensorboard() -> bool:
     try:
         import tensorboard  # noqa: F401
@@ -195,13 +274,10 @@ def _has_tensorboard() -> bool:
     return True
 
 
-def _has_progress_bar() -> bool:
-    try:
-        import rich  # noqa: F401
-        import tqdm  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
 
 
 def _versions() -> dict[str, str]:

@@ -30,7 +30,7 @@ import numpy as np
 
 from otagym._io import save_figure, write_json, write_text
 from agents.policy import AgentPolicy, load_model
-from agents.train import train
+from agents.train import latest_checkpoint, train
 from baselines import OfflineOptimal, run_policy, sample_realisations
 from baselines.compare import PolicySpec, compare, normalized_score
 from otagym import get_scenario
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             run = out / "runs" / f"{fading}-{algo}"
             if not _trained(run):
                 start = time.perf_counter()
-                train(algo, run_dir=run, seed=0, max_minutes=args.minutes, resume=True,
+                train(algo, run_dir=run, seed=0, max_minutes=args.minutes, resume=latest_checkpoint(run) is not None,
                       env_overrides=FADINGS[fading], progress=False, checkpoint_freq=200_000)
                 print(f"trained {run} in {time.perf_counter() - start:.0f} s", flush=True)
             curve = curves[fading][algo.upper()] = _learning_curve(run, scenario, real, curve_nus, optimal_leakage)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from experiments.argtypes import positive_float, positive_int
+from experiments.argtypes import _ranged, positive_float, positive_int
 from experiments.compare import add_compare_parser
 from experiments.sweep import add_sweep_parser
 from otagym.env import OTAPrivacyEnv
@@ -69,13 +69,21 @@ def _parse_env_overrides(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _train(args: argparse.Namespace) -> int:
-    from agents.train import train
+#: An integer >= 0 (``--torch-threads``: 0 leaves torch's default).
+_non_negative_int = _ranged(int, lambda v: v >= 0, "an integer >= 0")
 
-    path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
-                 total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
-                 max_minutes=args.minutes, env_overrides=_parse_env_overrides(args.env),
-                 progress=not args.no_progress, verbose=args.verbose)
+
+def _train(args: argparse.Namespace) -> int:
+    from agents.train import NoCheckpointError, train
+
+    try:
+        path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
+                     total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
+                     max_minutes=args.minutes, env_overrides=_parse_env_overrides(args.env),
+                     progress=not args.no_progress, verbose=args.verbose, torch_threads=args.torch_threads or None)
+    except NoCheckpointError as err:  # raised before any work: one line and exit code 2, as argparse does
+        print(f"otagym train: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(f"saved {path}; compare it with the analytic policies on held-out channels:\n"
           f"  otagym compare --policies OfflineOptimal AdaScale EqualAlloc {args.algo.upper()}:{path} "
           "--seed-start 1000 --seeds 8")
@@ -93,13 +101,18 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=positive_int, default=None,
                    help="total env steps (default: the config's n_timesteps)")
-    p.add_argument("--minutes", type=positive_float, default=None, help="stop after this much wall time")
+    p.add_argument("--minutes", type=positive_float, default=None,
+                   help="stop after this many minutes of wall time (the progress bar then counts seconds of it)")
     p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints")
-    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --run-dir")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest checkpoint in --run-dir (an error if there is none)")
     p.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
                    help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov correlation=0.9")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--verbose", type=int, default=0)
+    p.add_argument("--torch-threads", type=_non_negative_int, default=1, metavar="N",
+                   help="torch's thread count (default 1: the small MLP policies usually train fastest on one; "
+                   "0 leaves torch's default)")
     p.set_defaults(func=_train)
 
 

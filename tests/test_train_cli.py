@@ -1,0 +1,100 @@
+"""``otagym train`` / :func:`agents.train.train`: torch's thread count, a progress bar whose total is what bounds the
+run (env steps, or the ``--minutes`` budget in seconds), and ``--resume`` refusing a run folder with no checkpoint."""
+
+import json
+import re
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+torch = pytest.importorskip("torch")
+
+from agents.train import NoCheckpointError, _ProgressBar, train  # noqa: E402
+from experiments.cli import main  # noqa: E402
+
+SHORT = {"num_rounds": 25}
+
+
+@pytest.fixture
+def small_ppo(tmp_path):
+    """A PPO config that trains 512 steps in about a second (4 envs x 64 steps per rollout)."""
+    cfg = tmp_path / "small.yml"
+    cfg.write_text("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  n_steps: 64\n  batch_size: 128\n  n_epochs: 1\n"
+                   "  gamma: 1.0\n  policy_kwargs: \"dict(net_arch=[16])\"\n  env_kwargs:\n    dp_orders: null\n")
+    return cfg
+
+
+@pytest.fixture
+def torch_threads():
+    """torch's thread count before the test, restored after it (train sets it process-wide)."""
+    before = torch.get_num_threads()
+    yield before
+    torch.set_num_threads(before)
+
+
+def test_resume_without_a_checkpoint_is_refused_before_any_work(tmp_path, small_ppo, capsys):
+    run = tmp_path / "fresh"
+    with pytest.raises(FileNotFoundError, match="no checkpoint to resume in .*checkpoints; run without --resume"):
+        train("ppo", config=small_ppo, run_dir=run, total_timesteps=512, env_overrides=SHORT, progress=False,
+              resume=True)
+    assert not run.exists()
+    (run / "checkpoints").mkdir(parents=True)  # an empty checkpoints/ (e.g. a run killed before its first one)
+    with pytest.raises(NoCheckpointError, match=re.escape(str(run / "checkpoints"))):
+        train("ppo", config=small_ppo, run_dir=run, total_timesteps=512, env_overrides=SHORT, progress=False,
+              resume=True)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--config", str(small_ppo), "--run-dir", str(run), "--steps", "512", "--resume",
+              "--no-progress", "--env", "num_rounds=25"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err == (f"otagym train: error: no checkpoint to resume in {run / 'checkpoints'}; "
+                   "run without --resume to start a new run\n")
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints"]
+
+
+def test_torch_threads_are_set_and_recorded(tmp_path, small_ppo, torch_threads):
+    torch.set_num_threads(2)
+    train("ppo", config=small_ppo, run_dir=tmp_path / "one", total_timesteps=512, env_overrides=SHORT,
+          progress=False, torch_threads=1)
+    assert torch.get_num_threads() == 1
+    assert json.loads((tmp_path / "one" / "run.json").read_text())["torch_threads"] == 1
+    torch.set_num_threads(2)  # --torch-threads 0: torch's setting is left alone, and recorded as it is
+    assert main(["train", "--config", str(small_ppo), "--run-dir", str(tmp_path / "default"), "--steps", "512",
+                 "--no-progress", "--env", "num_rounds=25", "--torch-threads", "0"]) == 0
+    assert torch.get_num_threads() == 2
+    assert json.loads((tmp_path / "default" / "run.json").read_text())["torch_threads"] == 2
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="torch_threads"):
+            train("ppo", config=small_ppo, run_dir=tmp_path / "bad", total_timesteps=512, torch_threads=bad)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_cli_refuses_a_negative_thread_count(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--torch-threads", "-1"])
+    assert exc.value.code == 2 and "--torch-threads: must be an integer >= 0" in capsys.readouterr().err
+
+
+def test_progress_bar_total_is_the_steps_asked_or_the_time_budget():
+    steps = _ProgressBar(6_000_000)
+    assert steps.total == 6_000_000 and steps.unit == "step"
+    timed = _ProgressBar(6_000_000, seconds=180.0)
+    assert timed.total == 180.0 and timed.unit == "s" and timed.total_steps == 6_000_000
+
+
+def test_progress_bar_counts_steps_without_minutes(tmp_path, small_ppo, torch_threads, capsys):
+    train("ppo", config=small_ppo, run_dir=tmp_path / "run", total_timesteps=512, env_overrides=SHORT)
+    err = capsys.readouterr().err
+    assert "512/512" in err and " s [" not in err
+
+
+def test_progress_bar_counts_seconds_with_minutes_and_shows_the_steps(tmp_path, small_ppo, torch_threads, capsys):
+    # 3 s budget, far fewer steps than asked: the bar ends at the budget, the postfix at the steps done
+    train("ppo", config=small_ppo, run_dir=tmp_path / "run", total_timesteps=10_000_000, env_overrides=SHORT,
+          max_minutes=0.05)
+    err = capsys.readouterr().err
+    final = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert re.search(r"\| 3/3 s \[", final), final
+    done = json.loads((tmp_path / "run" / "run.json").read_text())["trained_timesteps"]
+    assert f"{done:,}/10,000,000 steps" in final, final
