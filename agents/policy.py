@@ -2,9 +2,8 @@
 ``otagym compare`` and :func:`baselines.run_policy` on the same channel realisations as the analytic policies.
 
 The model sees the env's observation unchanged (it is the same in every formulation) and its action is turned into
-x_t by the same pure functions the env uses: :func:`~otagym.receive_scaling.budget_action_cost` then the closed-form
-x(c) in budget mode, :func:`~otagym.receive_scaling.normalized_x` in the cmdp/lagrangian modes. The policy keeps its own
-budget ledger R_t = nu T - sum c_tau exactly as the env does.
+x_t by :class:`baselines.policies.ActionPolicy`, through the same pure functions the env uses, with its own budget
+ledger R_t = nu T - sum c_tau exactly as the env keeps it.
 """
 
 from __future__ import annotations
@@ -18,7 +17,8 @@ from numpy.typing import ArrayLike, NDArray
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
-from otagym.receive_scaling import ReceiveScalingModel, Scenario, budget_action_cost, normalized_x
+from baselines.policies import ActionPolicy
+from otagym.receive_scaling import Scenario
 from otagym.receive_scaling_env import Rounds
 
 __all__ = ["AgentPolicy", "ALGO_CLASSES", "action_semantics", "load_model", "run_metadata"]
@@ -62,7 +62,7 @@ def run_metadata(model_path: Path) -> dict[str, Any]:
     return {}
 
 
-class AgentPolicy:
+class AgentPolicy(ActionPolicy):
     """A trained model as a receive-scaling policy (works on one env or batched over a vector env).
 
     Args:
@@ -70,44 +70,28 @@ class AgentPolicy:
         nu: the budget per round (array over envs allowed); default: the scenario's.
         env_kwargs: the action semantics the model was trained with (default: from ``run.json`` beside the model,
             else budget mode with the env's defaults).
+        deterministic: play the mean action (default) or sample from the policy's distribution.
     """
 
-    def __init__(self, model: Any, nu: ArrayLike | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, model: Any, nu: ArrayLike | None = None, env_kwargs: dict[str, Any] | None = None,
+                 deterministic: bool = True) -> None:
+        super().__init__(nu)
         if isinstance(model, (str, Path)):
             meta = run_metadata(Path(model))
             model = load_model(model)
             env_kwargs = env_kwargs if env_kwargs is not None else meta.get("env_kwargs")
         self.agent = model
         self.env_kwargs = env_kwargs
-        self._nu = nu
+        self.deterministic = deterministic
 
     def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
         kw = action_semantics(scenario, self.env_kwargs)
-        self.action_type = kw["action_type"]
-        if self.action_type not in ("price", "share", "normalized"):
-            raise ValueError(f"AgentPolicy handles price, share and normalized actions; got {self.action_type!r}")
-        self.multiplier_max, self.price_decades = kw["budget_multiplier_max"], kw["price_decades"]
-        self.x_min_ratio = kw["x_min_ratio"]
-        self.scenario = scenario
-        self.model = ReceiveScalingModel(scenario)
-        self.nu = np.asarray(scenario.nu if self._nu is None else self._nu, dtype=float)
-        self.t = 0
-        self.cost_sum: NDArray | float = 0.0
+        if kw["action_type"] not in ("price", "share", "normalized"):
+            raise ValueError(f"AgentPolicy handles price, share and normalized actions; got {kw['action_type']!r}")
+        self.action_type, self.price_decades = kw["action_type"], kw["price_decades"]
+        self.multiplier_max, self.x_min_ratio = kw["budget_multiplier_max"], kw["x_min_ratio"]
+        super().reset(scenario, seed, **offline)
 
-    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
-        h = np.asarray(info["next_h_min2"], dtype=float)
-        action, _ = self.agent.predict(np.asarray(observation, dtype=np.float32), deterministic=True)
-        a = np.clip(np.asarray(action, dtype=float).reshape(h.shape), -1.0, 1.0)
-        big_t = self.scenario.num_rounds
-        if self.action_type != "normalized":
-            cost = budget_action_cost(self.model, self.action_type, a, h, self.nu * big_t - self.cost_sum,
-                                      big_t - self.t,
-                                      mean_h_min2=self.model.expected_h_min2(info["mean_channel_gain"]),
-                                      multiplier_max=self.multiplier_max, price_decades=self.price_decades)
-            x = self.model.x_for_cost(cost, h)
-        else:
-            x = normalized_x(a, self.model.x_max, self.x_min_ratio)
-            cost = self.model.convergence_cost(x, h)
-        self.cost_sum = self.cost_sum + cost
-        self.t += 1
-        return x
+    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        action, _ = self.agent.predict(np.asarray(observation, dtype=np.float32), deterministic=self.deterministic)
+        return action

@@ -15,7 +15,6 @@ same numbers.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from baselines.core import Policy
-from baselines.evaluation import calibrate, run_policy, sample_realisations, training_scenario
+from baselines.evaluation import (calibrate, normalized_score, reference_leakage, run_policy, sample_realisations,
+                                  training_scenario)
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
+from baselines.references import AdaScaleTrained, BestConstant, OnlineOptimal
 from baselines.report import ci95, write_rows
 from otagym._io import save_figure
 from otagym.receive_scaling import Scenario, get_scenario
@@ -64,30 +65,13 @@ POLICIES: dict[str, PolicySpec] = {
     "LyapunovDPP": PolicySpec(lambda nu, p, **kw: LyapunovDPP(nu=nu, **kw), matched=False,
                               options=("V", "c", "beta", "x_floor_ratio")),
     "FullPower": PolicySpec(lambda nu, p: FullPower(nu=nu), matched=False),
+    # the references of RL results (baselines.references): tuned on training channels, budget mode
+    "BestConstant": PolicySpec(lambda nu, p: BestConstant(nu=nu)),
+    "AdaScaleTrained": PolicySpec(lambda nu, p: AdaScaleTrained(nu=nu)),
+    "OnlineOptimal": PolicySpec(lambda nu, p: OnlineOptimal(nu=nu)),
 }
 DEFAULT_POLICIES = ("OfflineOptimal", "AdaScale", "EstimFuture", "EqualAlloc", "LiuSimeone", "LyapunovDPBudget",
                     "LyapunovDPP")
-
-
-def normalized_score(leakage: NDArray, equal_alloc: NDArray, optimal: NDArray) -> NDArray:
-    """D4RL-style score of objective (28a) on one channel realisation: 0 = EqualAlloc, 100 = OfflineOptimal.
-
-    100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal), all at the same nu and channels.
-    """
-    return 100.0 * (np.asarray(equal_alloc) - np.asarray(leakage)) / (np.asarray(equal_alloc) - np.asarray(optimal))
-
-
-@functools.lru_cache(maxsize=256)
-def reference_leakage(scenario: Scenario, nu: float, seed: int) -> float:
-    """OfflineOptimal's sum_t L_t on the realisation of ``seed`` at ``nu``: the 100 of the normalised score.
-
-    A pure function of its arguments, cached per process (about 0.7 s at T = 500; every policy of a (nu, seed) needs
-    it): caching changes no number, only how often it is computed.
-    """
-    real = sample_realisations(scenario, [seed])
-    optimal = OfflineOptimal(nu=np.array([float(nu)]))
-    optimal.reset(scenario, channel_gains=real.channel_gains)
-    return float(optimal.total_leakage()[0])
 
 
 def evaluate_cell(

@@ -15,10 +15,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
 from otagym.privacy import tail_bound_budget
-from otagym.receive_scaling import ReceiveScalingModel, Scenario
+from otagym.receive_scaling import BUDGET_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost, normalized_x
 
 __all__ = ["FullPower", "EqualAlloc", "AdaScale", "LyapunovDPP", "EstimFuture", "OfflineOptimal", "LiuSimeone",
-           "LyapunovDPBudget"]
+           "LyapunovDPBudget", "ActionPolicy", "Budgeted"]
 
 
 class _PolicyBase:
@@ -317,3 +317,69 @@ class LyapunovDPBudget(_DPBudget):
         x = np.clip(x, X_FLOOR_RATIO * model.x_max, model.x_max)
         self.queue = np.maximum(self.queue + x * h * self.u_max / 2.0 - self.per_round_budget, 0.0)
         return x
+
+
+class ActionPolicy(_PolicyBase):
+    """A policy that chooses the env's own action a in [-1, 1] (``price``, ``share`` or ``normalized``) and plays it
+    as x_t through the same pure functions as the env: :func:`~otagym.receive_scaling.budget_action_cost` then the
+    closed-form x(c) in budget mode, :func:`~otagym.receive_scaling.normalized_x` otherwise, keeping the budget ledger
+    R_t = nu T - sum c_tau as the env does. Subclasses implement :meth:`action` (observation and info -> a).
+
+    Args:
+        nu: the budget per round (array over envs allowed); default: the scenario's.
+        action_type: ``"price"`` (the env's default), ``"share"`` or ``"normalized"``.
+        price_decades, budget_multiplier_max, x_min_ratio: the env's arguments of the same names.
+    """
+
+    def __init__(self, nu: ArrayLike | None = None, *, action_type: str = "price", price_decades: float = 2.0,
+                 budget_multiplier_max: float = 100.0, x_min_ratio: float = 1e-3) -> None:
+        super().__init__(nu)
+        if action_type not in BUDGET_ACTIONS + ("normalized",):
+            raise ValueError(f"action_type must be one of {BUDGET_ACTIONS + ('normalized',)}; got {action_type!r}")
+        self.action_type, self.price_decades = action_type, price_decades
+        self.multiplier_max, self.x_min_ratio = budget_multiplier_max, x_min_ratio
+
+    def action(self, observation: NDArray, info: dict[str, Any]) -> ArrayLike:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        h = np.asarray(info["next_h_min2"], dtype=float)
+        a = np.asarray(self.action(observation, info), dtype=float)
+        a = np.clip(a.reshape(h.shape) if a.size == h.size else np.broadcast_to(a, h.shape), -1.0, 1.0)
+        big_t = self.scenario.num_rounds
+        if self.action_type in BUDGET_ACTIONS:
+            cost = budget_action_cost(self.model, self.action_type, a, h, self.nu * big_t - self.cost_sum,
+                                      big_t - self.t,
+                                      mean_h_min2=self.model.expected_h_min2(info["mean_channel_gain"]),
+                                      multiplier_max=self.multiplier_max, price_decades=self.price_decades)
+            x = self.model.x_for_cost(cost, h)
+        else:
+            x = normalized_x(a, self.model.x_max, self.x_min_ratio)
+            cost = self.model.convergence_cost(x, h)
+        self.cost_sum = self.cost_sum + cost
+        self.t += 1
+        return x
+
+
+class Budgeted:
+    """Plays an x-policy under budget mode's rule (the env's ``reward_mode="budget"``): each round's cost is capped at
+    the budget left R_t = nu T - sum_{tau<t} c_tau and the last round spends all of R_t, so (1/T) sum_t c_t = nu on
+    every realisation. The inner policy keeps its own state (AdaScale's queue follows the x it chose)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        self.inner.reset(scenario, seed, **offline)
+        self.model, self.num_rounds = self.inner.model, scenario.num_rounds
+        self.budget = self.inner.nu * scenario.num_rounds
+        self.t, self.cost_sum = 0, 0.0
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        h = np.asarray(info["next_h_min2"], dtype=float)
+        wanted = self.model.convergence_cost(self.inner.act(observation, info), h)
+        left = np.maximum(self.budget - self.cost_sum, 0.0)
+        cost = left if self.t == self.num_rounds - 1 else np.minimum(wanted, left)
+        self.cost_sum = self.cost_sum + cost
+        self.t += 1
+        return self.model.x_for_cost(cost, h)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import special
 
 from otagym.channel import DISTANCE, FadingFields
 from otagym.privacy import SGMCurve
@@ -179,6 +180,35 @@ X_FLOOR_RATIO = 1e-12
 #: Gauss-Laguerre nodes and weights for expectations over h_min^2 ~ Exponential (see
 #: :meth:`ReceiveScalingModel.expected_equal_alloc_leakage`).
 _LAGUERRE_NODES, _LAGUERRE_WEIGHTS = np.polynomial.laguerre.laggauss(48)
+_LEGENDRE_NODES, _LEGENDRE_WEIGHTS = np.polynomial.legendre.leggauss(64)
+
+#: Range of v = log theta of :meth:`ReceiveScalingModel.stationary_level` (theta: the water level over x_max E[h^2]).
+_TAIL_V_MIN, _TAIL_V_MAX = float(np.log(1e-12)), float(np.log(700.0))
+
+
+def _scaled_tail(theta: NDArray) -> NDArray:
+    """r(theta) = 1/theta - e^theta E_1(theta) > 0 (= e^theta f(theta), see
+    :meth:`ReceiveScalingModel.stationary_level`); above theta = 40, where the difference cancels, by its asymptotic
+    series sum_k (-1)^(k+1) k! / theta^(k+1) (30 terms: relative error below 1e-14)."""
+    theta = np.asarray(theta, dtype=float)
+    small = np.minimum(theta, 40.0)
+    direct = 1.0 / small - special.exp1(small) * np.exp(small)
+    big = np.maximum(theta, 40.0)
+    series = np.zeros_like(big)
+    term = 1.0 / big
+    for k in range(1, 31):
+        term = term * (k / big) * (-1.0 if k > 1 else 1.0)
+        series = series + term
+    return np.where(theta <= 40.0, direct, series)
+
+
+def _tail_table() -> tuple[NDArray, NDArray]:
+    v = np.linspace(_TAIL_V_MIN, _TAIL_V_MAX, 2048)
+    theta = np.exp(v)
+    return v, np.log(_scaled_tail(theta)) - theta
+
+
+_TAIL_TABLE = _tail_table()
 
 
 def normalized_x(action: ArrayLike, x_max: float, x_min_ratio: float) -> NDArray:
@@ -276,6 +306,58 @@ class ReceiveScalingModel:
         h = mean * _LAGUERRE_NODES
         x = self.x_for_cost(np.asarray(nu, dtype=float)[..., None], h)
         return self.leakage(x, h) @ _LAGUERRE_WEIGHTS
+
+    # --- the stationary water level ---------------------------------------------------------------------------------
+    def stationary_level(self, spend: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
+        """The water level eta_bar whose expected convergence cost per round is ``spend`` when every round plays
+        eta_t = min(eta_bar, x_max h_min,t^2) with h_min,t^2 ~ Exponential(mean ``mean_h_min2``) (i.i.d. Rayleigh
+        fading; every fading model here has this marginal).
+
+        This is OfflineOptimal's schedule (one eta, capped by the power limit, eq. (24)) with the channel law in place
+        of the realisation. With a = x_max E[h_min^2] and theta = eta_bar / a, eq. (28b)'s summand
+        c = d sigma_n^2 (1/eta - 1/(x_max h^2)) integrates in closed form:
+
+            E[c] = (d sigma_n^2 / a) f(theta),   f(theta) = e^-theta / theta - E_1(theta),
+
+        f' = -e^-theta / theta^2 < 0, so the level is one root, found by a table on log theta and Newton steps
+        (d log f / d log theta = -1 / (theta r), r = e^theta f). ``spend`` = 0 gives the top of the table
+        (theta = 700: every round at full power to rounding). Broadcasts ``spend`` against ``mean_h_min2``.
+        """
+        a = self.x_max * np.asarray(mean_h_min2, dtype=float)
+        with np.errstate(divide="ignore"):
+            target = np.log(np.asarray(spend, dtype=float) * a / self.cost_scale)
+        grid_v, grid_log_f = _TAIL_TABLE  # log f decreasing in v = log theta
+        v = np.interp(-target, -grid_log_f, grid_v)
+        v = v + np.where(target > grid_log_f[0], grid_log_f[0] - target, 0.0)  # theta -> 0: f ~ 1/theta
+        for _ in range(3):
+            theta = np.exp(v)
+            r = _scaled_tail(theta)
+            step = (np.log(r) - theta - target) * theta * r  # F / F' with F' = -1 / (theta r)
+            v = np.clip(v + np.where(np.isfinite(step), step, 0.0), _TAIL_V_MIN, _TAIL_V_MAX)
+        return a * np.exp(v)
+
+    def stationary_leakage(self, level: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
+        """E[L_t] per round when every round plays min(``level``, x_max h_min,t^2), h_min,t^2 ~ Exponential(mean
+        ``mean_h_min2``): int_0^theta L(a e) e^-e de + L(eta_bar) e^-theta (a = x_max E[h_min^2], theta =
+        level / a), the first term by 64-node Gauss-Legendre on [0, min(theta, 60)] (the integrand is smooth there;
+        beyond 60 its weight e^-e is below rounding)."""
+        a = self.x_max * np.asarray(mean_h_min2, dtype=float)
+        level = np.asarray(level, dtype=float)
+        theta = np.broadcast_to(level / a, np.broadcast_shapes(level.shape, a.shape))
+        top = np.minimum(theta, 60.0)[..., None]
+        e = 0.5 * top * (_LEGENDRE_NODES + 1.0)
+        below = (self.leakage(a[..., None] * e, 1.0) * np.exp(-e)) @ _LEGENDRE_WEIGHTS * (0.5 * top[..., 0])
+        return below + self.leakage(np.minimum(level, a * 700.0), 1.0) * np.exp(-theta)
+
+    def stationary_headroom(self, nu: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
+        """E[L_t under EqualAlloc] - E[L_t at the stationary water level of spend nu] per round: the expected gap
+        per round between EqualAlloc and the best schedule of one eta (the offline optimum's form), the unit of the
+        budget-mode reward (see :class:`otagym.receive_scaling_env.Rounds`). Positive: water-filling beats equal
+        spending by Jensen's inequality unless the channel is constant; floored at 1e-6 of EqualAlloc's leakage so
+        that a degenerate placement cannot give an infinite reward."""
+        equal = self.expected_equal_alloc_leakage(nu, mean_h_min2)
+        water = self.stationary_leakage(self.stationary_level(nu, mean_h_min2), mean_h_min2)
+        return np.maximum(equal - water, 1e-6 * equal)
 
     # --- the round's Lagrangian at a price -----------------------------------------------------------------------
     def price_receive_scaling(self, mu: ArrayLike) -> NDArray:
@@ -462,12 +544,13 @@ def cost_slope_of_leakage(model: ReceiveScalingModel, x: ArrayLike, h_min2: Arra
 
 
 def reference_price(model: ReceiveScalingModel, fair_share: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
-    """mu_ref = -dL/dc at c = ``fair_share`` on the mean channel E[h_min^2]: the leakage one more unit of convergence
-    cost saves there, in nats per unit cost. The price action's zero point, taken at the fair share of the budget
-    left, R_t / (T - t), so that it paces itself (spending more than the share raises the next reference price).
-    At the start (fair share nu) the offline optimum's dual price on paper-mnist lies within 0.8 decades below it
-    for every placement and nu tried (0.01-0.16)."""
-    return cost_slope_of_leakage(model, model.x_for_cost(fair_share, mean_h_min2), mean_h_min2)
+    """mu_ref: the price of the stationary water level that spends ``fair_share`` per round on average
+    (:meth:`~ReceiveScalingModel.stationary_level`), in nats per unit of convergence cost: eta_bar^2 L'(eta_bar) /
+    (d sigma_n^2), so that eta*(mu_ref) = eta_bar (:meth:`~ReceiveScalingModel.price_receive_scaling`). The price
+    action's zero point, taken at the fair share of the budget left, R_t / (T - t): a = 0 is offline water-filling
+    with the channel law in place of the future channels, and it paces itself (spending more than the share raises
+    the next reference price)."""
+    return cost_slope_of_leakage(model, model.stationary_level(fair_share, mean_h_min2), 1.0)
 
 
 def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike, price_ref: ArrayLike,
@@ -484,18 +567,17 @@ def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike
 def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: ArrayLike, h_min2: ArrayLike,
                        remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike,
                        multiplier_max: float, price_decades: float) -> NDArray:
-    """c_t of a budget-mode action a in [-1, 1] (the env and :class:`agents.policy.AgentPolicy` both call this).
+    """c_t of a budget-mode action a in [-1, 1] (the env and :class:`baselines.policies.ActionPolicy` both call this).
 
     R_t = nu T - sum_{tau<t} c_tau (``remaining``) is the budget of constraint (28b) left before round t and
-    T - t >= 1 (``rounds_left``) the rounds left including this one. The round spends
+    k = T - t >= 1 (``rounds_left``) the rounds left including this one. The round spends
 
     * ``"price"``: :func:`price_spend` at mu_t = mu_ref,t 10^(price_decades a), mu_ref,t the :func:`reference_price`
-      at the fair share R_t / (T - t) on the mean channel ``mean_h_min2`` (a = 0 spends, on the mean channel, the
-      fair share of what is left);
+      at the fair share R_t / k on the channel law of ``mean_h_min2`` (a = 0 spends the fair share on average);
     * ``"share"``: m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc);
 
-    capped at R_t, and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for
-    any sequence of actions.
+    capped at R_t, and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any
+    sequence of actions.
     """
     remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)  # rounding can leave -1e-17
     rounds_left = np.asarray(rounds_left)

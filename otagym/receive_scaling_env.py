@@ -164,8 +164,7 @@ class Rounds:
         self.cost_sum = np.zeros(n)
         self.class_rdp_sum = np.zeros((n, c))
         self.leak_sum = np.zeros(n)
-        self.h_min2_history = np.zeros((n, scenario.num_rounds))
-        self._env_index = np.arange(n)
+        self.equal_alloc_sum = np.zeros(n)
         self.ledger = (
             RDPLedger(np.broadcast_to(self.model.class_q, (n, c)), orders=dp_orders) if dp_orders is not None else None
         )
@@ -227,10 +226,11 @@ class Rounds:
         self.mean_gain = mean_channel_gain(self.distances_m)
         self.mean_h_min2 = self.model.expected_h_min2(self.mean_gain)
         self._log10_placement = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])  # log10(nu E[s_m])
-        self.reward_scale[rows] = big_t * self.model.expected_equal_alloc_leakage(self.nu[rows], self.mean_h_min2[rows])
+        self.reward_scale[rows] = big_t * self.model.stationary_headroom(self.nu[rows], self.mean_h_min2[rows])
         self.t[rows] = 0
         self.cost_sum[rows] = 0.0
         self.leak_sum[rows] = 0.0
+        self.equal_alloc_sum[rows] = 0.0
         self.class_rdp_sum[rows] = 0.0
         if self.ledger is not None:
             self.ledger.reset(None if mask is None else rows)
@@ -304,14 +304,16 @@ class Rounds:
         class_rdp = model.curve.rdp(u)
         class_sigma = u ** -0.5  # u > 0: x > 0 and h_min^2 > 0
         leak = (class_rdp * model.class_counts).sum(axis=-1)  # not @: BLAS order depends on N
+        # the exogenous baseline: EqualAlloc's leakage on this round's channel, which no action changes
+        equal_alloc = model.leakage(model.x_for_cost(self.nu, self.h_min2), self.h_min2)
         if self.reward_mode == "lagrangian":
-            reward = -(leak + self.reward_lambda * (cost - self.nu)) / self.reward_scale
+            reward = -(leak - equal_alloc + self.reward_lambda * (cost - self.nu)) / self.reward_scale
         else:
-            reward = -leak / self.reward_scale
-        self.h_min2_history[self._env_index, self.t] = self.h_min2
+            reward = -(leak - equal_alloc) / self.reward_scale
         self.class_rdp_sum += class_rdp
         self.cost_sum += cost
         self.leak_sum += leak
+        self.equal_alloc_sum += equal_alloc
         if self.ledger is not None:
             self.ledger.record(class_sigma)
         self.t += 1
@@ -340,10 +342,7 @@ class Rounds:
         terminated = self.t >= s.num_rounds
         if terminated.any():
             info["leakage_total"] = self.leak_sum.copy()
-            info["equal_alloc_leakage"] = np.zeros(self.num_envs)
-            h = self.h_min2_history[terminated]
-            info["equal_alloc_leakage"][terminated] = model.leakage(
-                model.x_for_cost(self.nu[terminated, None], h), h).sum(axis=-1)
+            info["equal_alloc_leakage"] = self.equal_alloc_sum.copy()
             if self.ledger is not None:
                 eps, order = self.ledger.epsilon(s.delta)
                 info["dp_epsilon"] = eps[:, dc]

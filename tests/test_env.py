@@ -161,7 +161,11 @@ def test_episode_end_reports_dp_epsilon_equal_to_opacus_on_the_same_rounds():
 
 
 def test_rewards_follow_their_documented_formulas():
-    """reward = -(L_t [+ lambda (c_t - nu)]) / S with S = T E[L_t under EqualAlloc] of the episode (Monte Carlo)."""
+    """reward = -(L_t - L_t^EqualAlloc [+ lambda (c_t - nu)]) / H, L_t^EqualAlloc EqualAlloc's leakage on the round's
+    channel and H = T (E[L_t under EqualAlloc] - E[L_t at the water level that spends nu on average]) of the episode,
+    both expectations by Monte Carlo here (the level by bisection on the sample's mean cost)."""
+    from scipy import optimize
+
     lam = 0.3
     for mode in ("budget", "cmdp", "lagrangian"):
         env = OTAPrivacyEnv(reward_mode=mode, reward_lambda=lam if mode == "lagrangian" else None, **SHORT)
@@ -171,10 +175,16 @@ def test_rewards_follow_their_documented_formulas():
         model = env.unwrapped.model
         mean_h = 1 / np.sum(model.k2 / info0["mean_channel_gain"])
         h = np.random.default_rng(0).exponential(mean_h, 200_000)
-        scale = big_t * model.leakage(model.x_for_cost(nu, h), h).mean()
-        expected = -(leak + (lam * (cost - nu) if mode == "lagrangian" else 0.0)) / scale
+        cap = model.x_max * h
+        log_level = optimize.brentq(
+            lambda y: model.convergence_cost(np.minimum(np.exp(y), cap) / h, h).mean() - nu,
+            np.log(cap.mean()) - 20, np.log(cap.max()))
+        water = model.leakage(np.minimum(np.exp(log_level), cap), 1.0).mean()
+        scale = big_t * (model.leakage(model.x_for_cost(nu, h), h).mean() - water)
+        baseline = model.leakage(model.x_for_cost(nu, info["h_min2"]), info["h_min2"])
+        expected = -(leak - baseline + (lam * (cost - nu) if mode == "lagrangian" else 0.0)) / scale
         assert r == pytest.approx(expected, rel=2e-2)
-        assert info["cost"] == pytest.approx(cost / nu, rel=1e-15)
+    assert info["cost"] == pytest.approx(cost / nu, rel=1e-15)
     with pytest.raises(ValueError, match="reward_lambda"):
         OTAPrivacyEnv(reward_mode="lagrangian")
     with pytest.raises(ValueError, match="reward_lambda"):

@@ -1,0 +1,286 @@
+"""The references every RL result on model A is read against (budget mode, so each meets nu by construction):
+
+* :class:`BestConstant`: the best constant price action per nu, chosen on training channels. The learnability floor:
+  an agent that does not beat it has learned nothing that the action's reference does not already give.
+* :class:`AdaScaleTrained`: AdaScale (Alg. 1 of the AdaScale paper) with V(nu) chosen on training channels, played
+  under budget mode's rule (:class:`~baselines.policies.Budgeted`): the fair online baseline. ``AdaScale`` itself is
+  the paper's per-realisation calibration, which uses the evaluation channels.
+* :class:`OnlineOptimal`: the Bellman-optimal non-anticipating policy of problem (28) in budget mode, by dynamic
+  programming over the budget left (:func:`solve_online_optimal`). Exact, up to its grids, for i.i.d. and block fading;
+  under Gauss-Markov fading it is the optimal policy for the fading's i.i.d. marginal, a valid online policy whose
+  score is a lower bound on the online optimum's (OfflineOptimal's 100 bounds it from above).
+
+"Training channels" are the realisations of :data:`TRAIN_SEEDS`; held-out evaluation uses :data:`TEST_SEEDS` and
+checkpoint selection :data:`VALIDATION_SEEDS` (three disjoint ranges, one convention for every script).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from baselines.core import Policy
+from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
+from baselines.policies import ActionPolicy, AdaScale, Budgeted, _PolicyBase
+from otagym.receive_scaling import ReceiveScalingModel, Scenario, cost_slope_of_leakage
+
+__all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "BestConstant", "AdaScaleTrained", "OnlineOptimal",
+           "tune_on_training", "solve_online_optimal", "OnlinePrices"]
+
+#: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned.
+TRAIN_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
+#: Realisations for checkpoint selection and learning curves of trained agents.
+VALIDATION_SEEDS: tuple[int, ...] = tuple(range(20_000, 20_016))
+#: Held-out realisations on which results are reported (never used in training or selection).
+TEST_SEEDS: tuple[int, ...] = tuple(range(10_000, 10_032))
+
+
+def tune_on_training(make_policy: Callable[[NDArray, NDArray], Policy], scenario: Scenario, nu: float,
+                     low: float, high: float, *, points: int = 17, rounds: int = 2,
+                     seeds: tuple[int, ...] = TRAIN_SEEDS) -> tuple[float, float]:
+    """The value v in [low, high] whose policy ``make_policy(values, nus)`` has the best mean normalised score on the
+    training realisations at ``nu``: a grid of ``points`` values, then ``rounds - 1`` finer grids around the best.
+    All values and realisations run side by side in one vector env. Returns ``(v, mean score)``."""
+    real = sample_realisations(scenario, seeds)
+    optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
+    n = len(seeds)
+    lo, hi = float(low), float(high)
+    best_v, best_score = lo, -np.inf
+    for _ in range(rounds):
+        grid = np.linspace(lo, hi, points)
+        nus = np.full(points * n, float(nu))
+        values = np.repeat(grid, n)
+        result = run_policy(make_policy(values, nus), scenario, _tile(real, points), dp=False, nu=nus)
+        score = normalized_score(result.leakage, result.equal_alloc_leakage, np.tile(optimal, points))
+        mean = score.reshape(points, n).mean(axis=1)
+        k = int(np.argmax(mean))
+        if mean[k] > best_score:
+            best_v, best_score = float(grid[k]), float(mean[k])
+        step = grid[1] - grid[0] if points > 1 else 0.0
+        lo, hi = max(low, grid[k] - step), min(high, grid[k] + step)
+    return best_v, best_score
+
+
+def _tile(real: Any, times: int) -> Any:
+    """The realisations repeated ``times`` times, one copy after the other (env j*N + i is realisation i)."""
+    return type(real)(np.tile(real.distances_m, (times, 1)), np.tile(real.channel_gains, (1, times, 1)))
+
+
+@functools.lru_cache(maxsize=256)
+def best_constant_action(scenario: Scenario, nu: float, action_type: str = "price",
+                         price_decades: float = 2.0) -> float:
+    """The constant budget-mode action with the best mean score on :data:`TRAIN_SEEDS` at ``nu`` (cached)."""
+    def make(values: NDArray, nus: NDArray) -> Policy:
+        return _Constant(values, nus, action_type=action_type, price_decades=price_decades)
+
+    return tune_on_training(make, scenario, nu, -1.0, 1.0, points=21, rounds=3)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def trained_adascale_v(scenario: Scenario, nu: float) -> float:
+    """AdaScale's V at ``nu`` with the best mean score on :data:`TRAIN_SEEDS` under budget mode (cached); searched
+    on log10 V in [-8, 9], the bracket of the paper-style calibration."""
+    def make(values: NDArray, nus: NDArray) -> Policy:
+        return Budgeted(AdaScale(V=10.0 ** values, nu=nus))
+
+    return 10.0 ** tune_on_training(make, scenario, nu, -8.0, 9.0, points=18, rounds=3)[0]
+
+
+class _Constant(ActionPolicy):
+    """A fixed env action (one per env)."""
+
+    def __init__(self, action: ArrayLike, nu: ArrayLike | None = None, **kwargs: Any) -> None:
+        super().__init__(nu, **kwargs)
+        self.value = np.asarray(action, dtype=float)
+
+    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        return self.value
+
+
+class BestConstant(_Constant):
+    """The constant price action a(nu) with the best mean normalised score on the training channels
+    (:data:`TRAIN_SEEDS`), never the evaluation ones; ``action`` fixes it instead. One value per distinct nu.
+
+    Args:
+        nu: the budget per round (array over envs allowed); default: the scenario's.
+        action: a fixed action (scalar or per env) instead of the tuned one.
+        action_type, price_decades: the env's action semantics (default: the env's).
+    """
+
+    def __init__(self, nu: ArrayLike | None = None, action: ArrayLike | None = None, *, action_type: str = "price",
+                 price_decades: float = 2.0) -> None:
+        super().__init__(np.nan if action is None else action, nu, action_type=action_type,
+                         price_decades=price_decades)
+        self._given = action is not None
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed, **offline)
+        if not self._given:
+            nus = np.atleast_1d(self.nu)
+            table = {float(v): best_constant_action(scenario.replace(nu=float(v)), float(v), self.action_type,
+                                                    self.price_decades) for v in np.unique(nus)}
+            self.value = np.array([table[float(v)] for v in nus]).reshape(np.shape(self.nu))
+
+
+class AdaScaleTrained(Budgeted):
+    """AdaScale with V(nu) tuned for the best mean score on the training channels (:data:`TRAIN_SEEDS`) and played
+    under budget mode's rule (cost capped at the budget left, the last round spends the rest), so it meets nu on
+    every realisation. ``V`` fixes it instead. One V per distinct nu."""
+
+    def __init__(self, nu: ArrayLike | None = None, V: ArrayLike | None = None) -> None:
+        super().__init__(AdaScale(V=V, nu=nu))
+        self._nu, self._V = nu, V
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        nus = np.atleast_1d(np.asarray(scenario.nu if self._nu is None else self._nu, dtype=float))
+        if self._V is None:
+            table = {float(v): trained_adascale_v(scenario.replace(nu=float(v)), float(v)) for v in np.unique(nus)}
+            self.inner = AdaScale(V=np.array([table[float(v)] for v in nus]), nu=self._nu)
+        super().reset(scenario, seed, **offline)
+
+
+# --- the online optimum by dynamic programming -------------------------------------------------------------------
+@dataclass(frozen=True)
+class OnlinePrices:
+    """The solved dynamic programme of :func:`solve_online_optimal` for N envs.
+
+    ``budget_grid`` (N, J): the post-decision budgets A_j (0 first, then geometric up to nu T); ``log_level`` (S, N, J):
+    at the start of each stage s (a block of rounds; one round under i.i.d. fading) after the first, log eta*(mu) at
+    the price mu = lambda_s(A_j), the marginal value of budget left for stages s, s+1, ... (``log_level[0]`` is
+    unused: the next stage's table is read); ``stage_start`` (S,): the first round of each stage."""
+
+    budget_grid: NDArray
+    log_level: NDArray
+    stage_start: NDArray
+
+
+def _spend_all_price(model: ReceiveScalingModel, spend: NDArray, cap: NDArray) -> NDArray:
+    """-d L / d c of a round that spends ``spend`` on a channel whose full-power eta is ``cap`` = x_max h^2: the
+    price at which spending exactly ``spend`` is optimal, eta^2 L'(eta) / (d sigma_n^2) at eta = 1/(c/K + 1/cap)."""
+    with np.errstate(divide="ignore"):
+        eta = 1.0 / (spend / model.cost_scale + 1.0 / cap)
+    return cost_slope_of_leakage(model, eta, 1.0)
+
+
+def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2: ArrayLike, num_rounds: int, *,
+                         block: int = 1, grid: int = 200, nodes: int = 128) -> OnlinePrices:
+    """The Bellman-optimal online policy of problem (28) in budget mode, by the endogenous-grid method.
+
+    The channel's full-power receive scaling g_t = x_max h_min,t^2 is i.i.d. Exponential(mean x_max E[h_min^2]) across
+    stages (``block`` rounds each: block fading with that coherence, 1 for i.i.d. fading) and constant within one, and
+    is seen at the start of its stage. With V_s(B) the least expected leakage of stages s.. from budget B, the stage
+    solves min_c n_s L(eta(c / n_s, g)) + V_{s+1}(B - c), 0 <= c <= B, where a round's spend c buys
+    eta = 1/(c/K + 1/g) (eq. (23), (28b)) and a stage's n_s rounds share its spend equally (L(eta(c, g)) is convex in
+    c, so equal shares are optimal when g is constant); the last stage spends all of B. Its first-order condition is a
+    price: mu = -V'_{s+1}(B - c), and the round plays eta = min(eta*(mu), g) as OfflineOptimal does (the channel-free
+    eta*, :meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`).
+
+    The endogenous-grid method (Carroll 2006) runs backwards on the marginal value lambda_s = -V_s': for each
+    post-decision budget A_j the price is mu_j = lambda_{s+1}(A_j) and, on each channel node g_k, the stage spends
+    c_jk = n_s K max(1/eta*(mu_j) - 1/g_k, 0) from B_jk = A_j + c_jk (increasing in j); below B_0k the stage spends all of
+    B at the price of spending all. lambda_s(B) is the mean over g_k of the price interpolated at B (log-log, linear),
+    by the envelope theorem. Channel nodes: ``nodes`` equal-probability midpoints of the Exponential law; ``grid``
+    budgets, geometric from 1e-9 nu T to nu T. ``nu`` and ``mean_h_min2`` are (N,).
+    """
+    nu = np.atleast_1d(np.asarray(nu, dtype=float))
+    mean = np.broadcast_to(np.asarray(mean_h_min2, dtype=float), nu.shape)
+    starts = np.arange(0, num_rounds, block)
+    lengths = np.minimum(starts + block, num_rounds) - starts
+    ratio = np.concatenate([[0.0], np.geomspace(1e-9, 1.0, grid - 1)])
+    e = -np.log1p(-(np.arange(nodes) + 0.5) / nodes)
+    # env by env, so that an env's programme does not depend on the envs solved beside it
+    solved = [_solve_one(model, nu[i] * num_rounds * ratio, model.x_max * mean[i] * e, lengths)
+              for i in range(nu.size)]
+    return OnlinePrices(budget_grid=np.stack([b for b, _ in solved]),
+                        log_level=np.stack([lv for _, lv in solved], axis=1), stage_start=starts)
+
+
+def _solve_one(model: ReceiveScalingModel, b: NDArray, cap: NDArray, lengths: NDArray) -> tuple[NDArray, NDArray]:
+    """The programme of one env: budgets ``b`` (J,), channel nodes ``cap`` (G,), stage lengths (S,); returns ``b`` and
+    log eta*(lambda_s(A_j)) (S, J)."""
+    grid, nodes = b.size, cap.size
+    log_b = np.log(np.maximum(b, 1e-300))
+    levels = np.zeros((lengths.size, grid))
+    spend_all: dict[int, NDArray] = {}
+
+    def spend_all_price(rounds: int) -> NDArray:  # (G, J): the price of spending all of B over the stage's rounds
+        if rounds not in spend_all:
+            spend_all[rounds] = _spend_all_price(model, b[None, :] / rounds, cap[:, None])
+        return spend_all[rounds]
+
+    lam = spend_all_price(int(lengths[-1])).mean(axis=0)  # the last stage spends all
+    offsets = 2000.0 * np.arange(nodes)[:, None]  # node columns laid end to end: one searchsorted serves all
+    queries = log_b[None, :] + offsets
+    for s in range(lengths.size - 2, -1, -1):
+        rounds = int(lengths[s])
+        level = model.price_receive_scaling(lam)  # (J,), increasing (lam decreases in A)
+        levels[s + 1] = np.log(level)
+        spend = rounds * model.cost_scale * np.maximum(1.0 / level[None, :] - 1.0 / cap[:, None], 0.0)  # (G, J)
+        keys = np.log(np.maximum(b[None, :] + spend, 1e-300)) + offsets  # log B_jk, increasing in j
+        j = np.searchsorted(keys.ravel(), queries.ravel(), side="right").reshape(nodes, grid) - 1
+        j -= grid * np.arange(nodes)[:, None]
+        below = j < 0  # B_i < B_0k: spend all
+        j = np.clip(j, 0, grid - 2)
+        k0, k1 = np.take_along_axis(keys, j, axis=1), np.take_along_axis(keys, j + 1, axis=1)
+        w = np.clip((queries - k0) / np.maximum(k1 - k0, 1e-300), 0.0, 1.0)
+        log_mu = np.log(lam)
+        mu = np.exp((1.0 - w) * log_mu[j] + w * log_mu[j + 1])
+        lam = np.where(below, spend_all_price(rounds), mu).mean(axis=0)
+    return b, levels
+
+
+class OnlineOptimal(_PolicyBase):
+    """The optimal non-anticipating policy of problem (28) in budget mode (:func:`solve_online_optimal`), solved for
+    each env's placement and nu at its first round.
+
+    Each round, with budget left B_t and the channel's full-power level g_t = x_max h_min,t^2, it finds the
+    post-decision budget A with A + c(lambda_{s+1}(A), g_t) = B_t on the solved grid (interpolated, log-log), plays
+    eta = min(eta*, g_t), and spends all of B_t when even A = 0 asks for more (or in the last round). Under block
+    fading (the scenario's ``fading="block"``) a stage is a coherence block and the rest of the block shares the
+    spend equally. Under Gauss-Markov fading the programme is solved for the i.i.d. marginal (the future's law given
+    the present is not used): a valid online policy, not the optimum.
+
+    Args:
+        nu: the budget per round (array over envs allowed); default: the scenario's.
+        grid, nodes: of :func:`solve_online_optimal`.
+    """
+
+    def __init__(self, nu: ArrayLike | None = None, grid: int = 200, nodes: int = 128) -> None:
+        super().__init__(nu)
+        self.grid, self.nodes = grid, nodes
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed, **offline)
+        self.block = scenario.coherence_rounds if scenario.fading == "block" else 1
+        self.prices: OnlinePrices | None = None
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        model, big_t = self.model, self.scenario.num_rounds
+        shape = np.shape(h)
+        h = np.atleast_1d(h)
+        if self.prices is None:
+            mean = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
+            self.prices = solve_online_optimal(model, np.broadcast_to(self.nu, mean.shape), mean, big_t,
+                                               block=self.block, grid=self.grid, nodes=self.nodes)
+        p = self.prices
+        left = np.maximum(np.broadcast_to(self.nu * big_t - self.cost_sum, h.shape), 0.0)
+        stage = self.t // self.block
+        rounds = min(self.block * (stage + 1), big_t) - self.t  # rounds left in this stage, this one included
+        if stage + 1 >= p.stage_start.size:
+            return model.x_for_cost(left / rounds, h).reshape(shape)
+        cap = model.x_max * h
+        level = np.exp(p.log_level[stage + 1])  # (N, J)
+        end = p.budget_grid + rounds * model.cost_scale * np.maximum(1.0 / level - 1.0 / cap[:, None], 0.0)
+        spend = np.empty(h.shape)
+        for i in range(h.size):  # one interpolation per env (N is small in evaluation)
+            if left[i] <= end[i, 0]:
+                spend[i] = left[i]
+                continue
+            log_level = np.interp(np.log(left[i]), np.log(np.maximum(end[i], 1e-300)), p.log_level[stage + 1, i])
+            spend[i] = rounds * model.cost_scale * max(np.exp(-log_level) - 1.0 / cap[i], 0.0)
+        spend = np.minimum(spend, left) / rounds
+        return model.x_for_cost(spend, h).reshape(shape)
