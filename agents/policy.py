@@ -25,7 +25,8 @@ __all__ = ["AgentPolicy", "ALGO_CLASSES", "action_semantics", "load_model", "run
 
 #: Env keyword arguments that decide what an action means (:class:`otagym.receive_scaling_env.Rounds` resolves their
 #: defaults).
-ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "x_min_ratio")
+ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "price_buffer_sd",
+               "x_min_ratio")
 #: Algorithm classes by the names ``otagym train`` uses.
 ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
 
@@ -90,6 +91,7 @@ class AgentPolicy(ActionPolicy):
             raise ValueError(f"AgentPolicy handles price, share and normalized actions; got {kw['action_type']!r}")
         self.action_type, self.price_decades = kw["action_type"], kw["price_decades"]
         self.multiplier_max, self.x_min_ratio = kw["budget_multiplier_max"], kw["x_min_ratio"]
+        self.price_buffer_sd = kw["price_buffer_sd"]
         super().reset(scenario, seed, **offline)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:

@@ -328,16 +328,17 @@ class ActionPolicy(_PolicyBase):
     Args:
         nu: the budget per round (array over envs allowed); default: the scenario's.
         action_type: ``"price"`` (the env's default), ``"share"`` or ``"normalized"``.
-        price_decades, budget_multiplier_max, x_min_ratio: the env's arguments of the same names.
+        price_decades, price_buffer_sd, budget_multiplier_max, x_min_ratio: the env's arguments of the same names.
     """
 
     def __init__(self, nu: ArrayLike | None = None, *, action_type: str = "price", price_decades: float = 2.0,
-                 budget_multiplier_max: float = 100.0, x_min_ratio: float = 1e-3) -> None:
+                 price_buffer_sd: float = 1.0, budget_multiplier_max: float = 100.0, x_min_ratio: float = 1e-3) -> None:
         super().__init__(nu)
         if action_type not in BUDGET_ACTIONS + ("normalized",):
             raise ValueError(f"action_type must be one of {BUDGET_ACTIONS + ('normalized',)}; got {action_type!r}")
         self.action_type, self.price_decades = action_type, price_decades
         self.multiplier_max, self.x_min_ratio = budget_multiplier_max, x_min_ratio
+        self.price_buffer_sd = price_buffer_sd
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> ArrayLike:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -351,7 +352,8 @@ class ActionPolicy(_PolicyBase):
             cost = budget_action_cost(self.model, self.action_type, a, h, self.nu * big_t - self.cost_sum,
                                       big_t - self.t,
                                       mean_h_min2=self.model.expected_h_min2(info["mean_channel_gain"]),
-                                      multiplier_max=self.multiplier_max, price_decades=self.price_decades)
+                                      multiplier_max=self.multiplier_max, price_decades=self.price_decades,
+                                      buffer_sd=self.price_buffer_sd)
             x = self.model.x_for_cost(cost, h)
         else:
             x = normalized_x(a, self.model.x_max, self.x_min_ratio)

@@ -20,7 +20,7 @@ from otagym import OTAPrivacyVectorEnv
 
 @nb.njit(cache=True, fastmath=False)
 def observation_nb(gains, mean_gain, placement, h_min2, mean_h_min2, t, big_t, nu, cost_sum, ref, class_rdp_sum, dc,
-                   out):
+                   block, out):
     """:meth:`otagym.receive_scaling_env.Rounds.observation` as loops (float64, clipped to [-10, 10])."""
     n, m = gains.shape
     for i in range(n):
@@ -35,7 +35,8 @@ def observation_nb(gains, mean_gain, placement, h_min2, mean_h_min2, t, big_t, n
         out[i, 2 * m + 2] = left / budget
         out[i, 2 * m + 3] = np.log1p(max(left, 0.0) / (max(big_t - t[i], 1) * nu[i]))
         out[i, 2 * m + 4] = np.log10(nu[i]) - ref
-        for j in range(3 * m + 5):
+        out[i, 3 * m + 5] = (block - t[i] % block) / block
+        for j in range(3 * m + 6):
             out[i, j] = min(max(out[i, j], -10.0), 10.0)
     return out
 
@@ -71,7 +72,8 @@ def main() -> None:
         r = env.rounds
         out = np.zeros((n, r.obs_dim))
         args = (r.gains, r.mean_gain, np.ascontiguousarray(r._log10_placement), r.h_min2, r.mean_h_min2, r.t,
-                r.num_rounds, r.nu, r.cost_sum, r.log10_nu_ref, r.class_rdp_sum, r.model.device_class, out)
+                r.num_rounds, r.nu, r.cost_sum, r.log10_nu_ref, r.class_rdp_sum, r.model.device_class, r.block_rounds,
+                out)
         ref = r.observation()
         got = observation_nb(*args).astype(np.float32)
         assert np.allclose(ref, got, atol=1e-6), np.abs(ref - got).max()

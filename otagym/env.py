@@ -63,7 +63,7 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     the round leaks rho_alpha(q_m, sigma_m,t) RDP (eq. (9)); the convergence surrogate of the round is
     c_t = d sigma_n^2 / h_min,t^2 (1/x_t - 1/x_max) and problem (28) is min sum_t L_t s.t. (1/T) sum_t c_t <= nu.
 
-    Observation (``Box(-10, 10, (3M+5,), float32)``, every entry clipped to [-10, 10]), for the round about to be
+    Observation (``Box(-10, 10, (3M+6,), float32)``, every entry clipped to [-10, 10]), for the round about to be
     played; s_m = |h_m|^2 x_max / (k_m^2 d sigma_n^2) is device m's channel quality at full power, R_t = nu T -
     sum_{tau<t} c_tau the convergence budget left:
 
@@ -78,6 +78,8 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     2M+3          log1p(R_t / ((T - t) nu)): the fair share of the budget left per round, in units of nu
     2M+4          log10(nu) - log10(nu_ref), nu_ref the geometric middle of the nu grid (or of ``nu_range``)
     2M+5..3M+4    log1p(cumulative RDP of each device at alpha)
+    3M+5          rounds left in the current fading block (this one included) / its length: under block fading
+                  the channel stays for that many rounds; 1 under i.i.d. and Gauss-Markov fading
     ============  ======================================================================================
 
     Formulations (``reward_mode``), with L_t = sum_m rho_alpha(q_m, sigma_m,t) (the summand of objective (28a)) and

@@ -202,6 +202,22 @@ def _scaled_tail(theta: NDArray) -> NDArray:
     return np.where(theta <= 40.0, direct, series)
 
 
+def _scaled_tail_square(theta: NDArray) -> NDArray:
+    """r2(theta) = e^theta int_theta^inf (1/theta - 1/e)^2 e^-e de = r (1 + 2/theta) - 1/theta^2 (r =
+    :func:`_scaled_tail`), the second moment of :meth:`ReceiveScalingModel.stationary_level`'s spend; above theta = 40,
+    where the difference cancels, by its series sum_{n>=3} (-1)^(n+1) (n-1)! (n-2) / theta^(n+1) (30 terms)."""
+    theta = np.asarray(theta, dtype=float)
+    small = np.minimum(theta, 40.0)
+    direct = _scaled_tail(small) * (1.0 + 2.0 / small) - 1.0 / small**2
+    big = np.maximum(theta, 40.0)
+    series = np.zeros_like(big)
+    term = 1.0 / big**3  # (n - 1)! / theta^(n + 1) at n = 2
+    for n in range(3, 33):
+        term = term * (n - 1) / big
+        series = series + (-1.0) ** (n + 1) * (n - 2) * term
+    return np.where(theta <= 40.0, direct, series)
+
+
 def _tail_table() -> tuple[NDArray, NDArray]:
     v = np.linspace(_TAIL_V_MIN, _TAIL_V_MAX, 2048)
     theta = np.exp(v)
@@ -335,6 +351,16 @@ class ReceiveScalingModel:
             step = (np.log(r) - theta - target) * theta * r  # F / F' with F' = -1 / (theta r)
             v = np.clip(v + np.where(np.isfinite(step), step, 0.0), _TAIL_V_MIN, _TAIL_V_MAX)
         return a * np.exp(v)
+
+    def stationary_spend_cv(self, level: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
+        """Coefficient of variation (std / mean) of one round's convergence cost at the water level ``level``
+        (:meth:`stationary_level`), h_min^2 ~ Exponential(mean ``mean_h_min2``): with theta = level / (x_max
+        E[h_min^2]), E[c^2] / E[c]^2 = e^theta r2(theta) / r(theta)^2 in closed form (E[c^2] integrates like E[c]). Large
+        when most rounds run at full power and a few strong channels take the spend (small nu)."""
+        theta = np.clip(np.asarray(level, dtype=float) / (self.x_max * np.asarray(mean_h_min2, dtype=float)),
+                        np.exp(_TAIL_V_MIN), np.exp(_TAIL_V_MAX))
+        log_ratio = theta + np.log(_scaled_tail_square(theta)) - 2.0 * np.log(_scaled_tail(theta))
+        return np.sqrt(np.maximum(np.expm1(np.minimum(log_ratio, 700.0)), 0.0))
 
     def stationary_leakage(self, level: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
         """E[L_t] per round when every round plays min(``level``, x_max h_min,t^2), h_min,t^2 ~ Exponential(mean
@@ -543,14 +569,25 @@ def cost_slope_of_leakage(model: ReceiveScalingModel, x: ArrayLike, h_min2: Arra
     return model.leakage_slope(x, h) * x * x * h / model.cost_scale
 
 
-def reference_price(model: ReceiveScalingModel, fair_share: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
-    """mu_ref: the price of the stationary water level that spends ``fair_share`` per round on average
-    (:meth:`~ReceiveScalingModel.stationary_level`), in nats per unit of convergence cost: eta_bar^2 L'(eta_bar) /
-    (d sigma_n^2), so that eta*(mu_ref) = eta_bar (:meth:`~ReceiveScalingModel.price_receive_scaling`). The price
-    action's zero point, taken at the fair share of the budget left, R_t / (T - t): a = 0 is offline water-filling
-    with the channel law in place of the future channels, and it paces itself (spending more than the share raises
-    the next reference price)."""
-    return cost_slope_of_leakage(model, model.stationary_level(fair_share, mean_h_min2), 1.0)
+def reference_price(model: ReceiveScalingModel, remaining: ArrayLike, rounds_left: ArrayLike,
+                    mean_h_min2: ArrayLike, buffer_sd: float = 1.0) -> NDArray:
+    """mu_ref: the price action's zero point, in nats per unit of convergence cost. It is the price eta_bar^2
+    L'(eta_bar) / (d sigma_n^2) of the stationary water level eta_bar (:meth:`~ReceiveScalingModel.stationary_level`,
+    so that eta*(mu_ref) = eta_bar) that spends R / (k + b) per round on average, with R the budget left
+    (``remaining``), k the rounds left including this one and b a safety stock of ``buffer_sd`` standard deviations of
+    the spend of the k rounds at the fair share R / k, in rounds: b = buffer_sd sqrt(k) cv (cv the per-round spend's
+    :meth:`~ReceiveScalingModel.stationary_spend_cv`), at most k. So a = 0 is offline water-filling with the channel law
+    in place of the future channels, paced by the budget left (spending more than the share raises the next reference
+    price), that keeps a buffer against a run of strong channels near the end, which the last round spends: without
+    it, a constant action runs out of budget on some realisations and the last rounds leak up to 10^3 times the rest
+    of the episode (docs/rl.md)."""
+    remaining = np.asarray(remaining, dtype=float)
+    rounds_left = np.asarray(rounds_left, dtype=float)
+    buffer = 0.0
+    if buffer_sd > 0:
+        cv = model.stationary_spend_cv(model.stationary_level(remaining / rounds_left, mean_h_min2), mean_h_min2)
+        buffer = np.minimum(buffer_sd * np.sqrt(rounds_left) * cv, rounds_left)
+    return cost_slope_of_leakage(model, model.stationary_level(remaining / (rounds_left + buffer), mean_h_min2), 1.0)
 
 
 def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike, price_ref: ArrayLike,
@@ -566,14 +603,14 @@ def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike
 
 def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: ArrayLike, h_min2: ArrayLike,
                        remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike,
-                       multiplier_max: float, price_decades: float) -> NDArray:
+                       multiplier_max: float, price_decades: float, buffer_sd: float = 1.0) -> NDArray:
     """c_t of a budget-mode action a in [-1, 1] (the env and :class:`baselines.policies.ActionPolicy` both call this).
 
     R_t = nu T - sum_{tau<t} c_tau (``remaining``) is the budget of constraint (28b) left before round t and
     k = T - t >= 1 (``rounds_left``) the rounds left including this one. The round spends
 
     * ``"price"``: :func:`price_spend` at mu_t = mu_ref,t 10^(price_decades a), mu_ref,t the :func:`reference_price`
-      at the fair share R_t / k on the channel law of ``mean_h_min2`` (a = 0 spends the fair share on average);
+      of R_t and k on the channel law of ``mean_h_min2`` with its safety stock of ``buffer_sd`` standard deviations;
     * ``"share"``: m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc);
 
     capped at R_t, and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any
@@ -585,7 +622,8 @@ def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: Arr
     if action_type == "share":
         spend = fair_share * np.power(float(multiplier_max), np.asarray(action, dtype=float))
     elif action_type == "price":
-        spend = price_spend(model, action, h_min2, reference_price(model, fair_share, mean_h_min2), price_decades)
+        price_ref = reference_price(model, remaining, rounds_left, mean_h_min2, buffer_sd)
+        spend = price_spend(model, action, h_min2, price_ref, price_decades)
     else:
         raise ValueError(f"budget action_type must be one of {BUDGET_ACTIONS}; got {action_type!r}")
     return np.where(rounds_left <= 1, remaining, np.minimum(spend, remaining))

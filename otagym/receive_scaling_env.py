@@ -57,6 +57,8 @@ class Rounds:
         budget_multiplier_max: the largest multiple of the fair share one share action spends (> 1); the smallest is
             its inverse.
         price_decades: a price action spans mu_ref 10^[-decades, decades] (> 0).
+        price_buffer_sd: the safety stock of the price action's reference, in standard deviations of the remaining
+            rounds' spend (>= 0; see :func:`~otagym.receive_scaling.reference_price`).
         nu_range: ``(low, high)`` draws nu log-uniformly per episode (for one policy serving every nu; nu is observed);
             ``None`` keeps the scenario's nu. ``reset(options={"nu": ...})`` sets it for one episode either way.
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
@@ -81,6 +83,7 @@ class Rounds:
         "reward_lambda": Real(0.0, PHYSICAL_RANGE[1], optional=True),
         "budget_multiplier_max": Real(1.0, PHYSICAL_RANGE[1], low_open=True),
         "price_decades": Real(0.0, 30.0, low_open=True),
+        "price_buffer_sd": Real(0.0, 100.0),
         "nu_range": Many(POSITIVE, length=2, optional=True),
         "dp_orders": DP_ORDERS,
         **TRAINING_ARGS,
@@ -102,6 +105,7 @@ class Rounds:
         reward_lambda: float | None = None,
         budget_multiplier_max: float = 100.0,
         price_decades: float = 2.0,
+        price_buffer_sd: float = 1.0,
         nu_range: tuple[float, float] | None = None,
         dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
         fidelity: Fidelity = "analytic",
@@ -115,7 +119,7 @@ class Rounds:
     ) -> None:
         args = check_args(self.ARGS, reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
                           reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
-                          price_decades=price_decades, nu_range=nu_range, dp_orders=dp_orders, fidelity=fidelity,
+                          price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range, dp_orders=dp_orders, fidelity=fidelity,
                           dataset=dataset, data_dir=data_dir, data_split=data_split, data_seed=data_seed,
                           eval_every=eval_every, momentum=momentum, weight_decay=weight_decay)
         reward_mode, action_type, reward_lambda = args["reward_mode"], args["action_type"], args["reward_lambda"]
@@ -153,12 +157,15 @@ class Rounds:
         self.reward_lambda = reward_lambda
         self.budget_multiplier_max = args["budget_multiplier_max"]
         self.price_decades = args["price_decades"]
+        self.price_buffer_sd = args["price_buffer_sd"]
         self.nu_range = nu_range
         grid = scenario.nu_grid if nu_range is None else nu_range
         #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
         self.log10_nu_ref = 0.5 * float(np.log10(min(grid)) + np.log10(max(grid)))
         m, c = scenario.num_devices, self.model.class_q.size
-        self.obs_dim = 3 * m + 5
+        self.obs_dim = 3 * m + 6
+        #: Rounds per fading block (block fading's coherence; 1 otherwise): the last observation entry's period.
+        self.block_rounds = scenario.coherence_rounds if scenario.fading == "block" else 1
         self.t = np.zeros(n, dtype=np.int64)
         self.nu = np.full(n, scenario.nu)
         self.cost_sum = np.zeros(n)
@@ -271,7 +278,7 @@ class Rounds:
                                           self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
                                           mean_h_min2=self.mean_h_min2,
                                           multiplier_max=self.budget_multiplier_max,
-                                          price_decades=self.price_decades)
+                                          price_decades=self.price_decades, buffer_sd=self.price_buffer_sd)
                 return model.x_for_cost(cost, self.h_min2), cost
             x = normalized_x(a, x_max, self.x_min_ratio)
             return x, model.convergence_cost(x, self.h_min2)
@@ -363,7 +370,7 @@ class Rounds:
         return spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float64)
 
     def observation(self) -> NDArray:
-        """Observations (N, 3M + 5), float32, each entry clipped to [-10, 10]: see :class:`otagym.env.OTAPrivacyEnv`.
+        """Observations (N, 3M + 6), float32, each entry clipped to [-10, 10]: see :class:`otagym.env.OTAPrivacyEnv`.
         """
         m, big_t = self.scenario.num_devices, self.num_rounds
         obs = self._obs
@@ -377,7 +384,8 @@ class Rounds:
         obs[:, 2 * m + 2] = left / budget
         obs[:, 2 * m + 3] = np.log1p(np.maximum(left, 0.0) / (np.maximum(big_t - self.t, 1) * self.nu))
         obs[:, 2 * m + 4] = np.log10(self.nu) - self.log10_nu_ref
-        obs[:, 2 * m + 5:] = np.log1p(self.class_rdp_sum[:, self.model.device_class])
+        obs[:, 2 * m + 5:3 * m + 5] = np.log1p(self.class_rdp_sum[:, self.model.device_class])
+        obs[:, 3 * m + 5] = (self.block_rounds - self.t % self.block_rounds) / self.block_rounds
         np.clip(obs, -OBS_BOUND, OBS_BOUND, out=obs)
         return obs.astype(np.float32)
 

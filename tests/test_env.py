@@ -26,7 +26,7 @@ def test_make_vec_with_vector_entry_point():
     venv = gym.make_vec(ENV_ID, num_envs=8, vectorization_mode="vector_entry_point", **SHORT)
     assert isinstance(venv.unwrapped, OTAPrivacyVectorEnv)
     obs, info = venv.reset(seed=0)
-    assert obs.shape == (8, 35) and obs.dtype == np.float32
+    assert obs.shape == (8, 36) and obs.dtype == np.float32
     obs, rew, term, trunc, info = venv.step(venv.action_space.sample())
     assert rew.shape == (8,) and info["rdp_round"].shape == (8, 10) and info["_rdp_round"].all()
     assert venv.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
@@ -36,7 +36,7 @@ def test_gym_make_overrides_scenario_fields_and_rejects_unknown():
     env = gym.make(ENV_ID, num_rounds=7, nu=0.02, num_devices=3)
     s = env.unwrapped.scenario
     assert (s.num_rounds, s.nu, s.num_devices) == (7, 0.02, 3)
-    assert env.observation_space.shape == (3 * 3 + 5,)
+    assert env.observation_space.shape == (3 * 3 + 6,)
     # Python's error for an unknown keyword argument: SB3's make_vec_env and TorchRL's GymEnv retry on it.
     with pytest.raises(TypeError, match="unexpected keyword argument 'nnu'"):
         gym.make(ENV_ID, nnu=0.1)
@@ -257,10 +257,10 @@ def test_sb3_adapter_trains_ppo_and_reports_terminal_observations():
     venv = OTAPrivacySB3VecEnv(4, num_rounds=16)
     venv.seed(0)
     obs = venv.reset()
-    assert obs.shape == (4, 35)
+    assert obs.shape == (4, 36)
     model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0, verbose=0)
     model.learn(total_timesteps=64)
     for _ in range(16):
         obs, rew, done, infos = venv.step(np.zeros((4, 1), np.float32))
     assert done.all() and all("terminal_observation" in i and "episode_dp_epsilon" in i for i in infos)
-    assert infos[0]["terminal_observation"].shape == (35,)
+    assert infos[0]["terminal_observation"].shape == (36,)

@@ -145,10 +145,10 @@ def test_observation_is_of_order_one_under_random_and_extreme_actions(mode):
     m = 10
     rng = np.random.default_rng(0)
     venv = OTAPrivacyVectorEnv(n, dp_orders=None, reward_mode=mode, nu_range=(0.01, 0.16))
-    free = np.ones(3 * m + 5, dtype=bool)
+    free = np.ones(3 * m + 6, dtype=bool)
     if mode == "cmdp":
         free[2 * m + 2] = False
-    extremes = np.full(3 * m + 5, 0.0)
+    extremes = np.full(3 * m + 6, 0.0)
     for policy in ("uniform", "extreme"):
         obs, _ = venv.reset(seed=1)
         for t in range(big_t):  # 200 envs x 500 rounds = 10^5 steps
@@ -159,7 +159,7 @@ def test_observation_is_of_order_one_under_random_and_extreme_actions(mode):
                 assert np.all(np.abs(o[:, free]) < OBS_BOUND)  # clipping never active
                 extremes = np.maximum(extremes, np.abs(o).max(axis=0))
             assert np.isfinite(r).all()
-    assert extremes[2 * m + 5:].max() > 1.0  # the cumulative-RDP entries move (log1p of RDP up to thousands)
+    assert extremes[2 * m + 5:3 * m + 5].max() > 1.0  # the cumulative-RDP entries move (log1p of RDP up to thousands)
 
 
 def test_nu_is_sampled_log_uniformly_per_episode_observed_and_can_be_set():
@@ -214,9 +214,10 @@ def test_render_modes():
 
 def test_price_action_plays_the_minimiser_of_the_rounds_lagrangian():
     """x_t of a price action = argmin_x L_t(x) + mu_t c_t(x) by the policies' safeguarded Newton solver (itself checked
-    against mpmath), mu_t = mu_ref 10^(2a) with mu_ref the price of the stationary water level that spends the fair
-    share R_t / (T - t) on average (found here by bisection on the closed-form mean spend, independently)."""
-    from scipy import optimize, special
+    against mpmath), mu_t = mu_ref 10^(2a) with mu_ref the price of the stationary water level that spends R / (k + b)
+    on average, b = sqrt(k) cv the safety stock (one standard deviation of the k rounds' spend at the fair share R / k):
+    the levels by bisection on the closed-form mean spend, cv by scipy quadrature of E[c^2], independently."""
+    from scipy import integrate, optimize, special
 
     from otagym.receive_scaling import cost_slope_of_leakage, minimize_round
 
@@ -225,16 +226,43 @@ def test_price_action_plays_the_minimiser_of_the_rounds_lagrangian():
     _, info = env.reset(seed=2)
     model, nu = env.unwrapped.model, env.unwrapped.scenario.nu
     a_mean = model.x_max * model.expected_h_min2(info["mean_channel_gain"])
+    k_scale = model.cost_scale / a_mean
+
+    def theta_of(spend):  # E[c] at level a_mean * theta: (K / a_mean) (e^-theta / theta - E1(theta))
+        return optimize.brentq(lambda th: k_scale * (np.exp(-th) / th - special.exp1(th)) - spend, 1e-9, 50,
+                               xtol=1e-15, rtol=1e-14)
+
     spent = 0.0
     for t, a in enumerate(np.linspace(-1, 1, 9)):
         h = info["next_h_min2"]
-        fair = (nu * 40 - spent) / (40 - t)
-        # E[c] at level a_mean * theta: (K / a_mean) (e^-theta / theta - E1(theta))
-        theta = optimize.brentq(lambda th: model.cost_scale / a_mean * (np.exp(-th) / th - special.exp1(th)) - fair,
-                                1e-9, 50, xtol=1e-15, rtol=1e-14)
-        mu_ref = cost_slope_of_leakage(model, theta * a_mean, 1.0)
+        left, k = nu * 40 - spent, 40 - t
+        th = theta_of(left / k)
+        mean = k_scale * (np.exp(-th) / th - special.exp1(th))
+        second = k_scale**2 * integrate.quad(lambda e: (1 / th - 1 / e) ** 2 * np.exp(-e), th, np.inf,
+                                             epsrel=1e-12)[0]
+        buffer = min(np.sqrt(k) * np.sqrt(second / mean**2 - 1), k)
+        mu_ref = cost_slope_of_leakage(model, theta_of(left / (k + buffer)) * a_mean, 1.0)
         x_ref = minimize_round(model, h, leak_weight=1.0, cost_weight=mu_ref * 100.0 ** a)
         _, _, _, _, info = env.step(np.array([a], np.float32))
         spent += info["convergence_cost"]
         if spent < nu * 40 * (1 - 1e-9):  # the budget cap did not bind
             assert info["x"] == pytest.approx(x_ref, rel=1e-8), a
+
+
+def test_block_position_is_observed():
+    """Under block fading the last entry counts the rounds the channel still stays (over the block length); the gains
+    change exactly when it returns to 1. Under i.i.d. fading it is 1."""
+    venv = OTAPrivacyVectorEnv(2, num_rounds=25, dp_orders=None, fading="block", coherence_rounds=10)
+    obs, info = venv.reset(seed=0)
+    seen, gains = [], []
+    for _ in range(24):
+        seen.append(obs[:, -1].copy())
+        gains.append(info["next_channel_gain"].copy())
+        obs, _, _, _, info = venv.step(np.zeros((2, 1)))
+    seen = np.array(seen)
+    expected = np.array([(10 - t % 10) / 10 for t in range(24)])
+    np.testing.assert_allclose(seen, np.repeat(expected[:, None], 2, axis=1), rtol=1e-6)
+    changed = [not np.array_equal(gains[t], gains[t - 1]) for t in range(1, 24)]
+    assert changed == [t % 10 == 0 for t in range(1, 24)]
+    obs, _ = OTAPrivacyVectorEnv(2, num_rounds=5, dp_orders=None).reset(seed=0)
+    assert np.all(obs[:, -1] == 1.0)

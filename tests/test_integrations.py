@@ -29,13 +29,13 @@ def test_sb3_make_vec_env_with_the_string_id():
 
     venv = make_vec_env(ENV_ID, n_envs=4, seed=0, env_kwargs={"num_rounds": 10, "dp_orders": None})
     obs = venv.reset()
-    assert obs.shape == (4, 35)
+    assert obs.shape == (4, 36)
     assert venv.get_attr("render_mode") == ["rgb_array"] * 4
     PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0).learn(64)
     venv.reset()
     for _ in range(10):
         obs, reward, done, infos = venv.step(np.zeros((4, 1), np.float32))
-    assert done.all() and infos[0]["terminal_observation"].shape == (35,)
+    assert done.all() and infos[0]["terminal_observation"].shape == (36,)
     assert venv.render().ndim == 3
 
 
@@ -59,7 +59,7 @@ def test_torchrl_gym_env_and_check_env_specs():
     env = GymEnv(ENV_ID, num_rounds=12, dp_orders=None)  # TorchRL passes frameskip first and retries on TypeError
     check_env_specs(env)
     td = env.rollout(12)
-    assert td["next", "done"][-1].item() and td["next", "observation"].shape == (12, 35)
+    assert td["next", "done"][-1].item() and td["next", "observation"].shape == (12, 36)
 
 
 def test_torchrl_gym_wrapper_around_the_native_vector_env_keeps_terminal_observations():
