@@ -1,163 +1,245 @@
-"""RL schedulers against the analytic policies: train, evaluate on held-out channels, write the table and the plot.
+"""RL schedulers against their references on held-out channels: train, select on validation, test, report (rliable).
 
-For each fading model (i.i.d., and Gauss-Markov with correlation 0.9) and each algorithm (PPO and SAC by default),
-trains one nu-conditioned policy (nu drawn log-uniformly in [0.01, 0.16] per episode and observed) for at most
-``--minutes`` of wall time with ``otagym train``'s engine, then plays it with ``otagym compare``'s engine on
-``--eval-seeds`` channel realisations never used in training (seeds 10000.., each a fresh ``default_rng(seed)``;
-training draws its channels from the vector env's generator seeded 0) at nu in {0.01, 0.04, 0.16}, beside AdaScale
-(calibrated to the same nu on the same channels), EqualAlloc and OfflineOptimal.
+For each task (paper-mnist, T = 500, budget mode, price action; i.i.d. fading, Gauss-Markov fading with correlation 0.9
+and block fading with a coherence of 10 rounds) and each algorithm (PPO and TRPO by default), trains ``--seeds`` nu-conditioned policies (nu drawn log-uniformly
+in [0.01, 0.16] per episode and observed; training seed k) for ``--minutes`` of wall time each, one at a time, with one
+torch thread. Every checkpoint and the final model are scored on the validation realisations (``VALIDATION_SEEDS``,
+16 channel realisations x nu in {0.01, 0.04, 0.16}): the learning curves; the best one is played on the test
+realisations (``TEST_SEEDS``, 32, never used in training or selection) with deterministic and with sampled actions.
+"after 2 updates" is the same algorithm trained for two rollouts (2 n_envs n_steps steps) from the same seed.
 
-Every checkpoint (each 200k steps) and the final model are scored on 8 *validation* realisations (seeds 20000-20007,
-used neither in training nor in the test): the learning curves. The final model plays the test (``--select best``:
-the best validation checkpoint, as SB3's ``EvalCallback`` keeps ``best_model``). Writes ``rl_results.json`` (every
-row, the curves, the models played), ``rl_results.md`` (the table) and ``learning_curves.png`` (validation score
-against training steps) to ``--out``.
-Rerunning resumes: a finished run (``model.zip`` with its wall time in ``run.json``) is not retrained, an interrupted
-one continues from its newest checkpoint.
+Beside them, on the same test channels: the references of ``baselines.references`` (``BestConstant`` and
+``AdaScaleTrained`` tuned on ``TRAIN_SEEDS``; ``OnlineOptimal`` by dynamic programming, exact for i.i.d. and block
+fading and, under Gauss-Markov fading, solved for the i.i.d. marginal: a lower bound on the online optimum there), EqualAlloc (0)
+and OfflineOptimal (100) by definition of the normalised score.
 
-    python benchmarks/rl_results.py --minutes 10          # what the README reports
-    python benchmarks/rl_results.py --minutes 1 --eval-seeds 4 --out /tmp/rl   # a quick look
+Statistics with rliable (Agarwal et al., 2021): the interquartile mean over training seeds x test realisations with a
+stratified-bootstrap 95% CI (2000 resamples), and the probability of improvement over ``AdaScaleTrained`` (per
+realisation, Mann-Whitney over seeds, averaged over realisations) with its CI. Writes ``rl_results.json`` (every score),
+``rl_results.md`` (the table) and ``rl_learning_curves.png`` to ``--out``; ``--docs`` copies the last two into docs/ and
+``--zoo`` ships each task's and algorithm's best model (by validation score) to ``agents/zoo/<task>/<algo>/`` with its
+``run.json``. Rerunning resumes: a finished run is not retrained, an interrupted one continues from its newest checkpoint,
+and scores already computed are read back (``scores.json`` in each run folder).
+
+    python benchmarks/rl_results.py --docs --zoo          # what the README reports (about 60 min on 2 cores)
+    python benchmarks/rl_results.py --minutes 0.2 --seeds 2 --tasks iid --algos ppo --out /tmp/rl   # a quick look
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
-from otagym._io import save_figure, write_json, write_text
 from agents.policy import AgentPolicy, load_model
-from agents.train import latest_checkpoint, train
-from baselines import OfflineOptimal, run_policy, sample_realisations
-from baselines.compare import PolicySpec, compare, normalized_score
+from agents.train import latest_checkpoint, load_hyperparams, train
+from baselines.core import Policy
+from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
+from baselines.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
 from otagym import get_scenario
+from otagym._io import save_figure, write_json, write_text
 
-FADINGS = {"iid": {"fading": "iid"}, "gauss_markov_0.9": {"fading": "gauss_markov", "correlation": 0.9}}
-ANALYTIC = ("OfflineOptimal", "AdaScale", "EqualAlloc")
+TASKS: dict[str, dict[str, Any]] = {"iid": {}, "gauss_markov_0.9": {"fading": "gauss_markov", "correlation": 0.9},
+                                    "block_10": {"fading": "block", "coherence_rounds": 10}}
+NUS = (0.01, 0.04, 0.16)
+REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
+    "BestConstant": lambda nu: BestConstant(nu=nu),
+    "AdaScaleTrained": lambda nu: AdaScaleTrained(nu=nu),
+    "OnlineOptimal": lambda nu: OnlineOptimal(nu=nu),
+}
+ZOO = Path(__file__).resolve().parent.parent / "agents" / "zoo"
 
 
-def _trained(run: Path) -> bool:
-    meta = run / "run.json"
-    return (run / "model.zip").is_file() and meta.is_file() and "wall_s" in json.loads(meta.read_text())
+def scores(make: Callable[[np.ndarray], Policy], task: str, seeds: tuple[int, ...]) -> dict[float, list[float]]:
+    """Normalised score of ``make(nu)``'s policy on each realisation of ``seeds``, per nu (one batched episode each)."""
+    out = {}
+    for nu in NUS:
+        scenario = get_scenario("paper-mnist", nu=nu, **TASKS[task])
+        nus = np.full(len(seeds), nu)
+        result = run_policy(make(nus), scenario, sample_realisations(scenario, seeds), dp=False, nu=nus)
+        optimal = np.array([reference_leakage(scenario, nu, s) for s in seeds])
+        out[nu] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
+    return out
 
 
-def _learning_curve(run: Path, scenario, real, nus: np.ndarray, optimal: np.ndarray) -> tuple[list, list, list]:
-    """(env steps, mean normalised score over ``real`` x ``nus``, model path) of every checkpoint and of the final
-    model, in order of steps."""
-    points = []
-    for path in (run / "checkpoints").glob("model_*_steps.zip"):
-        points.append((int(path.stem.split("_")[1]), path))
+def _cached(path: Path, key: str, compute: Callable[[], Any]) -> Any:
+    """``compute()`` stored under ``key`` in the JSON file ``path`` (written atomically), or the stored value."""
+    table = json.loads(path.read_text()) if path.is_file() else {}
+    if key not in table:
+        table[key] = compute()
+        write_json(path, table)
+    return table[key]
+
+
+def _agent(path: Path, deterministic: bool = True) -> Callable[[np.ndarray], Policy]:
+    model = load_model(path)
+    meta = json.loads((path.parent if path.name == "model.zip" else path.parent.parent).joinpath("run.json")
+                      .read_text())
+    return lambda nu: AgentPolicy(model, nu=nu, env_kwargs=meta["env_kwargs"], deterministic=deterministic)
+
+
+def _checkpoints(run: Path) -> list[tuple[int, Path]]:
+    found = [(int(p.stem.split("_")[1]), p) for p in (run / "checkpoints").glob("model_*_steps.zip")]
     meta = json.loads((run / "run.json").read_text())
-    points.append((int(meta["trained_timesteps"]), run / "model.zip"))
-    steps, scores, paths = [], [], []
-    for step, path in sorted(points):
-        result = run_policy(AgentPolicy(path, nu=nus), scenario, real, dp=False, nu=nus)
-        steps.append(step)
-        scores.append(float(normalized_score(result.leakage, result.equal_alloc_leakage, optimal).mean()))
-        paths.append(str(path))
-    return steps, scores, paths
+    return sorted(found + [(int(meta["trained_timesteps"]), run / "model.zip")])
 
 
-def _table(rows_by_fading: dict[str, list[dict]]) -> str:
-    lines = ["| fading | nu | policy | RDP at alpha=3 (± 95% CI) | RDP / AdaScale | eps at delta=1e-5 | realised nu | "
-             "normalised score |", "|---|---|---|---|---|---|---|---|"]
-    for fading, rows in rows_by_fading.items():
-        ada = {r["nu"]: r["rdp"] for r in rows if r["policy"] == "AdaScale"}
-        for r in rows:
-            lines.append(f"| {fading} | {r['nu']:g} | {r['policy']} | {r['rdp']:.4g} ± {r['rdp_ci95']:.2g} | "
-                         f"{r['rdp'] / ada[r['nu']]:.3f} | {r['epsilon']:.3g} ± {r['epsilon_ci95']:.2g} | "
-                         f"{r['cost_mean']:.4g} | {r['score']:.1f} ± {r['score_ci95']:.1f} |")
-    return "\n".join(lines)
+def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, checkpoint_freq: int) -> dict[str, Any]:
+    """One training run, its learning curve on the validation realisations, and its best checkpoint's test scores."""
+    run = out / task / algo / f"seed{seed}"
+    meta = run / "run.json"
+    if not ((run / "model.zip").is_file() and meta.is_file() and "wall_s" in json.loads(meta.read_text())):
+        train(algo, run_dir=run, seed=seed, max_minutes=minutes, checkpoint_freq=checkpoint_freq,
+              env_overrides=TASKS[task], resume=latest_checkpoint(run) is not None, progress=False)
+    cache = run / "scores.json"
+    curve = []
+    for steps, path in _checkpoints(run):
+        val = _cached(cache, f"validation {path.name}", lambda: scores(_agent(path), task, VALIDATION_SEEDS))
+        curve.append((steps, float(np.mean([np.mean(v) for v in val.values()])), str(path)))
+    best = max(curve, key=lambda c: c[1])
+    best_path = Path(best[2])
+    early = run / "early"
+    if not (early / "model.zip").is_file():
+        hp = load_hyperparams(algo)
+        train(algo, run_dir=early, seed=seed, total_timesteps=2 * int(hp["n_envs"]) * int(hp["n_steps"]),
+              checkpoint_freq=10**9, env_overrides=TASKS[task], progress=False)
+    return {
+        "curve": curve, "selected": best[2], "selected_steps": best[0],
+        "wall_s": json.loads(meta.read_text())["wall_s"],
+        "deterministic": _cached(cache, f"test {best_path.name}", lambda: scores(_agent(best_path), task, TEST_SEEDS)),
+        "stochastic": _cached(cache, f"test sampled {best_path.name}",
+                              lambda: scores(_agent(best_path, deterministic=False), task, TEST_SEEDS)),
+        "early": _cached(cache, "test after 2 updates",
+                         lambda: scores(_agent(early / "model.zip"), task, TEST_SEEDS)),
+    }
 
 
-def _plot(curves: dict[str, dict[str, tuple[list, list]]], reference: dict[str, float], nus, seeds,
-          path: Path) -> None:
+def aggregate(table: dict[str, np.ndarray], baseline: str, reps: int = 2000) -> dict[str, dict[str, Any]]:
+    """rliable's IQM with its stratified-bootstrap 95% CI for each entry of ``table`` (name -> (runs, realisations)),
+    and the probability of improvement over ``baseline`` with its CI; the bootstrap resamples training runs within
+    each realisation and the realisations themselves (``task_bootstrap``), so a reference of one run has a CI too."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    iqm, iqm_ci = rly.get_interval_estimates(table, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
+                                             task_bootstrap=True)
+    pairs = {name: (x, table[baseline]) for name, x in table.items() if name != baseline}
+    poi, poi_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps,
+                                             task_bootstrap=True)
+    return {name: {"iqm": float(iqm[name][0]), "iqm_ci": [float(v) for v in iqm_ci[name][:, 0]],
+                   "mean": float(table[name].mean()),
+                   "p_improve": None if name == baseline else float(poi[name]),
+                   "p_improve_ci": None if name == baseline else [float(v) for v in np.ravel(poi_ci[name])]}
+            for name in table}
+
+
+def markdown(results: dict[str, Any], seeds: int, minutes: float) -> str:
+    lines = [f"Normalised score (0 = EqualAlloc, 100 = OfflineOptimal) on {len(TEST_SEEDS)} held-out channel "
+             f"realisations; agents: IQM over {seeds} training seeds x realisations, [95% stratified-bootstrap CI] "
+             f"(rliable); P(>AdaScaleTrained): probability of improvement. Training: {minutes:g} min per run, one "
+             "thread, 2-core machine; checkpoint chosen on validation realisations.", "",
+             "| task | policy | " + " | ".join(f"nu = {nu} IQM [CI]" for nu in NUS) + " | "
+             + " | ".join(f"P(>AdaScaleTrained) nu = {nu}" for nu in NUS) + " |",
+             "|---|---|" + "---|" * (2 * len(NUS))]
+    for task, per_nu in results.items():
+        for name in per_nu[str(NUS[0])]:
+            cells = [f"{per_nu[str(nu)][name]['iqm']:.2f} [{per_nu[str(nu)][name]['iqm_ci'][0]:.2f}, "
+                     f"{per_nu[str(nu)][name]['iqm_ci'][1]:.2f}]" for nu in NUS]
+            probs = [("–" if per_nu[str(nu)][name]["p_improve"] is None else
+                      f"{per_nu[str(nu)][name]['p_improve']:.2f}") for nu in NUS]
+            lines.append(f"| {task} | {name} | " + " | ".join(cells) + " | " + " | ".join(probs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(curves: dict[str, dict[str, list]], reference_lines: dict[str, dict[str, float]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 4), squeeze=False)
-    for ax, (fading, runs) in zip(axes[0], curves.items()):
-        for algo, (steps, scores, _) in runs.items():
-            ax.plot(steps, scores, marker=".", label=algo)
-        ax.axhline(reference[fading], color="k", ls="--", lw=1, label="AdaScale (calibrated)")
-        ax.axhline(0.0, color="grey", ls=":", lw=1, label="EqualAlloc")
-        ax.set(title=fading, xlabel="training env steps (rounds)", ylim=(-100, 105),
-               ylabel=f"normalised score, mean over nu in {list(nus)}\nand {len(seeds)} validation realisations")
+    fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4.2), squeeze=False)
+    for ax, (task, per_algo) in zip(axes[0], curves.items()):
+        for k, (algo, runs) in enumerate(per_algo.items()):
+            for j, curve in enumerate(runs):
+                steps, score = zip(*[(c[0], c[1]) for c in curve])
+                ax.plot(np.array(steps) / 1e6, score, color=f"C{k}", alpha=0.6, marker=".",
+                        label=algo.upper() if j == 0 else None)
+        for k, (name, value) in enumerate(reference_lines[task].items()):
+            ax.axhline(value, color=f"C{k + 3}", linestyle="--", label=f"{name} {value:.2f}")
+        ax.set_title(f"{task}: validation score (mean over nu and realisations)")
+        ax.set_xlabel("env steps (millions)")
+        ax.set_ylabel("normalised score")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algos", nargs="+", default=["ppo", "sac"])
-    parser.add_argument("--fadings", nargs="+", default=list(FADINGS), choices=list(FADINGS))
-    parser.add_argument("--minutes", type=float, default=10.0, help="training wall time per (fading, algo)")
-    parser.add_argument("--eval-seeds", type=int, default=32)
-    parser.add_argument("--nus", type=float, nargs="+", default=[0.01, 0.04, 0.16])
-    parser.add_argument("--select", choices=["final", "best"], default="final",
-                        help="play the final model, or the checkpoint with the best validation score")
-    parser.add_argument("--out", default="results/rl")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    seeds = tuple(range(10_000, 10_000 + args.eval_seeds))
-    rows_by_fading: dict[str, list[dict]] = {}
-    chosen: dict[str, dict] = {}
-    curves: dict[str, dict[str, tuple[list, list, list]]] = {}
-    curve_seeds = tuple(range(20_000, 20_008))  # validation: neither training nor the test seeds
-    curve_nus = np.tile(np.asarray(args.nus, dtype=float), len(curve_seeds))
-    for fading in args.fadings:
-        scenario = get_scenario("paper-mnist", **FADINGS[fading])
-        real = sample_realisations(scenario, curve_seeds).repeat(len(args.nus))
-        optimal = OfflineOptimal(nu=curve_nus)
-        optimal.reset(scenario, channel_gains=real.channel_gains)
-        optimal_leakage = optimal.total_leakage()
-        curves[fading] = {}
-        extra = {}
-        for algo in args.algos:
-            run = out / "runs" / f"{fading}-{algo}"
-            if not _trained(run):
-                start = time.perf_counter()
-                train(algo, run_dir=run, seed=0, max_minutes=args.minutes, resume=latest_checkpoint(run) is not None,
-                      env_overrides=FADINGS[fading], progress=False, checkpoint_freq=200_000)
-                print(f"trained {run} in {time.perf_counter() - start:.0f} s", flush=True)
-            curve = curves[fading][algo.upper()] = _learning_curve(run, scenario, real, curve_nus, optimal_leakage)
-            # --select best: model selection on the validation realisations (SB3's best_model); final: the last
-            best = int(np.argmax(curve[1])) if args.select == "best" else len(curve[0]) - 1
-            chosen[f"{fading} {algo.upper()}"] = {"steps": curve[0][best], "validation_score": curve[1][best],
-                                                  "path": curve[2][best]}
-            model = load_model(curve[2][best])
-            kw = json.loads((run / "run.json").read_text())["env_kwargs"]
-            extra[algo.upper()] = PolicySpec(lambda nu, p, model=model, kw=kw: AgentPolicy(model, nu=nu,
-                                                                                           env_kwargs=kw))
-        start = time.perf_counter()
-        rows = compare("paper-mnist", tuple(args.nus), seeds, ANALYTIC, extra_policies=extra, progress=False,
-                       **FADINGS[fading])
-        print(f"evaluated {fading} on {len(seeds)} held-out realisations in {time.perf_counter() - start:.0f} s",
-              flush=True)
-        rows_by_fading[fading] = rows
-    table = _table(rows_by_fading)
-    table += (f"\n\nModels played ({args.select}; validation score = mean normalised score on seeds 20000-20007):\n"
-              + "\n".join(f"- {k}: {v['steps']} steps (validation score {v['validation_score']:.1f})"
-                           for k, v in chosen.items()))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=1.0, help="wall time per training run (default 1.0)")
+    p.add_argument("--seeds", type=int, default=5, help="training seeds per algorithm and task (default 5)")
+    p.add_argument("--algos", nargs="+", default=["ppo", "trpo"])
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--checkpoint-freq", type=int, default=100_000)
+    p.add_argument("--out", type=Path, default=Path("runs/rl_results"))
+    p.add_argument("--docs", action="store_true", help="copy the table and the plot into docs/")
+    p.add_argument("--zoo", action="store_true", help="ship each task's and algorithm's best model to agents/zoo")
+    args = p.parse_args(argv)
+    start = time.perf_counter()
+    results: dict[str, Any] = {}
+    curves: dict[str, dict[str, list]] = {}
+    lines: dict[str, dict[str, float]] = {}
+    raw: dict[str, Any] = {}
+    for task in args.tasks:
+        refs = {name: _cached(args.out / task / "references.json", name, lambda: scores(make, task, TEST_SEEDS))
+                for name, make in REFERENCES.items()}
+        val = {name: _cached(args.out / task / "references.json", f"validation {name}",
+                             lambda: scores(make, task, VALIDATION_SEEDS)) for name, make in REFERENCES.items()}
+        lines[task] = {name: float(np.mean([np.mean(v) for v in s.values()])) for name, s in val.items()}
+        runs = {algo: [train_and_score(task, algo, k, args.out, args.minutes, args.checkpoint_freq)
+                       for k in range(args.seeds)] for algo in args.algos}
+        curves[task] = {algo: [r["curve"] for r in rs] for algo, rs in runs.items()}
+        raw[task] = {"references": refs, "runs": runs}
+        results[task] = {}
+        for nu in NUS:
+            table = {name: np.array([s[str(nu)] if str(nu) in s else s[nu]]) for name, s in refs.items()}
+            for algo, rs in runs.items():
+                for label, key in ((algo.upper(), "deterministic"), (f"{algo.upper()} sampled", "stochastic"),
+                                   (f"{algo.upper()} after 2 updates", "early")):
+                    table[label] = np.array([r[key][str(nu)] if str(nu) in r[key] else r[key][nu] for r in rs])
+            results[task][str(nu)] = aggregate(table, "AdaScaleTrained")
+        if args.zoo:
+            for algo, rs in runs.items():
+                best = max(rs, key=lambda r: max(c[1] for c in r["curve"]))
+                target = ZOO / task / algo
+                target.mkdir(parents=True, exist_ok=True)
+                selected = Path(best["selected"])
+                shutil.copyfile(selected, target / "model.zip.tmp")
+                (target / "model.zip.tmp").replace(target / "model.zip")
+                run_json = json.loads((selected.parent if selected.name == "model.zip" else selected.parent.parent)
+                                      .joinpath("run.json").read_text())
+                run_json.update(selected=selected.name, selected_steps=best["selected_steps"])
+                write_json(target / "run.json", run_json)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(args.out / "rl_results.json", {"summary": results, "scores": raw, "curves": curves,
+                                              "validation_references": lines, "minutes": args.minutes,
+                                              "seeds": args.seeds, "wall_s": time.perf_counter() - start})
+    table = markdown(results, args.seeds, args.minutes)
+    write_text(args.out / "rl_results.md", table)
+    plot(curves, lines, args.out / "rl_learning_curves.png")
+    if args.docs:
+        docs = Path(__file__).resolve().parent.parent / "docs"
+        write_text(docs / "rl_results.md", table)
+        shutil.copyfile(args.out / "rl_learning_curves.png", docs / "rl_learning_curves.png")
     print(table)
-    meta = {"scenario": get_scenario("paper-mnist").to_dict(), "eval_seeds": list(seeds), "minutes": args.minutes,
-            "algos": args.algos, "rows": rows_by_fading, "learning_curves": curves,
-            "validation_seeds": list(curve_seeds), "chosen_checkpoints": chosen}
-    write_json(out / "rl_results.json", meta)
-    write_text(out / "rl_results.md", table + "\n")
-    reference = {f: float(np.mean([r["score"] for r in rows if r["policy"] == "AdaScale"]))
-                 for f, rows in rows_by_fading.items()}
-    _plot(curves, reference, args.nus, curve_seeds, out / "learning_curves.png")
-    print(f"wrote {out / 'rl_results.json'}, {out / 'rl_results.md'}, {out / 'learning_curves.png'}")
+    print(f"wall time {time.perf_counter() - start:.0f} s")
     return 0
 
 

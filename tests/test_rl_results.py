@@ -1,0 +1,42 @@
+"""benchmarks/rl_results.py's statistics: rliable's IQM and probability of improvement, wired as the report reads them
+(the training and evaluation it drives are the tested `otagym train`, AgentPolicy and the references)."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rliable")
+pytest.importorskip("stable_baselines3")
+
+_spec = importlib.util.spec_from_file_location(
+    "rl_results", Path(__file__).resolve().parent.parent / "benchmarks" / "rl_results.py")
+rl_results = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rl_results)
+
+
+def test_iqm_and_probability_of_improvement_against_closed_forms():
+    rng = np.random.default_rng(0)
+    runs = rng.normal(size=(5, 32))
+    table = {"agent": runs + 10.0, "ref": np.full((1, 32), 0.0), "worse": np.full((1, 32), -1.0)}
+    out = rl_results.aggregate(table, "ref", reps=200)
+    flat = np.sort((runs + 10.0).ravel())
+    n = flat.size
+    # IQM: the mean of the middle half (scipy's trim_mean at 25%, as rliable computes it)
+    from scipy import stats
+
+    assert out["agent"]["iqm"] == pytest.approx(stats.trim_mean(flat, 0.25), rel=1e-12)
+    assert out["agent"]["iqm_ci"][0] <= out["agent"]["iqm"] <= out["agent"]["iqm_ci"][1]
+    assert out["ref"]["iqm"] == 0.0 and out["ref"]["p_improve"] is None
+    assert out["agent"]["p_improve"] == pytest.approx(1.0) and out["worse"]["p_improve"] == pytest.approx(0.0)
+    assert n == 160
+
+
+def test_markdown_has_one_row_per_task_and_policy():
+    summary = {"iqm": 1.0, "iqm_ci": [0.5, 1.5], "mean": 1.0, "p_improve": 0.7, "p_improve_ci": [0.6, 0.8]}
+    results = {"iid": {str(nu): {"PPO": summary, "AdaScaleTrained": dict(summary, p_improve=None)}
+                       for nu in rl_results.NUS}}
+    text = rl_results.markdown(results, 5, 1.5)
+    rows = [line for line in text.splitlines() if line.startswith("| iid")]
+    assert len(rows) == 2 and "1.00 [0.50, 1.50]" in rows[0] and "0.70" in rows[0] and "–" in rows[1]
