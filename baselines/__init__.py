@@ -8,10 +8,14 @@ from baselines.anonymous import BatchEpisodes, CalibratedSigma, ConstantSigma, P
 from baselines.cdpb import CDPB, CDPB_POLICIES, CDPBPlan, GammaBased, HminBased, ISBased, NoiseFree, two_stage
 from baselines.core import Policy, minimize_round
 from baselines.evaluation import Realisations, calibrate, run_policy, sample_realisations
-from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
-                                LyapunovDPP, OfflineOptimal)
+from baselines.policies import (ActionPolicy, AdaScale, Budgeted, EqualAlloc, EstimFuture, FullPower, LiuSimeone,
+                                LyapunovDPBudget, LyapunovDPP, OfflineOptimal)
+from baselines.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
+                                  OnlineOptimal)
 
 __all__ = ["Policy", "AdaScale", "LyapunovDPP", "LyapunovDPBudget", "EqualAlloc", "EstimFuture", "OfflineOptimal",
            "LiuSimeone", "FullPower", "calibrate", "run_policy", "sample_realisations", "Realisations",
            "minimize_round", "CDPB", "GammaBased", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES", "CDPBPlan",
-           "two_stage", "ConstantSigma", "CalibratedSigma", "PaperSetting", "calibrate_sigma", "BatchEpisodes"]
+           "two_stage", "ConstantSigma", "CalibratedSigma", "PaperSetting", "calibrate_sigma", "BatchEpisodes",
+           "ActionPolicy", "Budgeted", "BestConstant", "AdaScaleTrained", "OnlineOptimal", "TRAIN_SEEDS",
+           "VALIDATION_SEEDS", "TEST_SEEDS"]
