@@ -113,3 +113,24 @@ def test_cli_trains_and_compares_the_agent_with_analytic_policies(tmp_path, caps
     with pytest.raises(SystemExit) as exc:  # refused before any cell runs, naming the field (issue 13)
         main(["compare", "--policies", f"PPO:{tmp_path / 'missing.zip'}", "--out", str(out)])
     assert exc.value.code == 2 and "policies[0].model must be an existing file" in capsys.readouterr().err
+
+
+ZOO = sorted((CONFIG_DIR.parent / "zoo").glob("*/*/model.zip"))
+
+
+@pytest.mark.parametrize("path", ZOO, ids=[f"{p.parent.parent.name}/{p.parent.name}" for p in ZOO])
+def test_shipped_agents_load_with_sb3_and_play_in_compare(path):
+    """agents/zoo/<task>/<algo>/: model.zip loads with the algorithm's own ``load``, run.json carries the env keyword
+    arguments, the training seed and the package version, and the model plays in the comparison on its task."""
+    from agents.policy import ALGO_CLASSES
+
+    meta = json.loads((path.parent / "run.json").read_text())
+    assert {"env_kwargs", "seed", "versions", "algo"} <= set(meta) and meta["versions"]["otagym"]
+    model = ALGO_CLASSES[meta["algo"]].load(path, device="cpu")
+    fading = {k: meta["env_kwargs"][k] for k in ("fading", "correlation", "coherence_rounds") if k in meta["env_kwargs"]}
+    rows = compare("paper-mnist", (0.04,), (10_000,), ("EqualAlloc",), progress=False, num_rounds=40,
+                   extra_policies={"agent": PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu,
+                                                                                 env_kwargs=meta["env_kwargs"]))},
+                   **fading)
+    agent = [r for r in rows if r["policy"] == "agent"][0]
+    assert agent["matched"] and np.isfinite(agent["score"])
