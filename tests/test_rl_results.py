@@ -20,7 +20,7 @@ def test_iqm_and_probability_of_improvement_against_closed_forms():
     rng = np.random.default_rng(0)
     runs = rng.normal(size=(5, 32))
     table = {"agent": runs + 10.0, "ref": np.full((1, 32), 0.0), "worse": np.full((1, 32), -1.0)}
-    out = rl_results.aggregate(table, "ref", reps=200)
+    out = rl_results.aggregate(table, "ref", reps=200, poi_reps=50)
     flat = np.sort((runs + 10.0).ravel())
     n = flat.size
     # IQM: the mean of the middle half (scipy's trim_mean at 25%, as rliable computes it)
