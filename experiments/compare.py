@@ -71,7 +71,8 @@ def _sweep_config(args: argparse.Namespace) -> dict[str, Any]:
     """The sweep that model A's ``otagym compare`` runs, from its options."""
     scenario: dict[str, Any] = {"preset": args.scenario or SCHEMES["receive_scaling"].default_preset}
     if getattr(args, "fading", None):
-        scenario.update(fading=args.fading, correlation=args.correlation or 0.0)
+        scenario.update(fading=args.fading, correlation=args.correlation or 0.0,
+                        coherence_rounds=args.coherence_rounds or 1)
     config = {"name": "compare", "scheme": "receive_scaling", "scenarios": [scenario],
               "policies": list(args.policies or DEFAULT_POLICIES), "nu": list(args.nu or (0.01, 0.04, 0.16)),
               "seeds": {"start": args.seed_start, "count": args.seeds}, "fidelity": args.fidelity}
@@ -123,7 +124,8 @@ class SchemeCommand:
 COMMANDS: dict[str, SchemeCommand] = {
     "receive_scaling": SchemeCommand(
         _run_receive_scaling, "matched-nu comparison (AdaScale paper)",
-        {"nu": None, "rounds": None, "fading": None, "correlation": None, "seed_start": 0, "fidelity": "analytic",
+        {"nu": None, "rounds": None, "fading": None, "correlation": None, "coherence_rounds": None, "seed_start": 0,
+         "fidelity": "analytic",
          "dataset": "digits", "data_dir": None, "workers": None, "ray": None}),
     "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}),
 }
@@ -148,6 +150,8 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error(f"--scheme {args.scheme} does not use " + ", ".join("--" + k.replace("_", "-") for k in given))
     if args.correlation is not None and args.fading != "gauss_markov":
         parser.error("--correlation needs --fading gauss_markov")
+    if args.coherence_rounds is not None and args.fading != "block":
+        parser.error("--coherence-rounds needs --fading block")
     if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None):
         parser.error("--dataset and --data-dir need --fidelity train")
     if args.dataset != "digits" and args.data_dir is None:
@@ -172,6 +176,8 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=positive_int, default=None, help="override T")
     p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None, help="override the fading")
     p.add_argument("--correlation", type=correlation, default=None, help="Gauss-Markov correlation with --fading")
+    p.add_argument("--coherence-rounds", type=positive_int, default=None,
+                   help="rounds per fading block with --fading block (default 1)")
     p.add_argument("--policies", nargs="+", default=None,
                    help=f"analytic: {sorted(POLICIES)} (cdpb: {sorted(CDPB_POLICIES)}); a trained agent: "
                         "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")

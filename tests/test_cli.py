@@ -1,6 +1,8 @@
 """Command-line input is refused before any computing, argparse style: one line naming the option, exit code 2
 (issue 9, class 5)."""
 
+import json
+
 import pytest
 
 from experiments.cli import main
@@ -42,3 +44,15 @@ def test_compare_reads_its_schemes_and_presets_from_the_registry():
     actions = {a.dest: a for a in sub.choices["compare"]._actions}
     assert actions["scheme"].choices == [name for name in SCHEMES if name in COMMANDS]
     assert sorted(actions["scenario"].choices) == sorted(p for name in COMMANDS for p in SCHEMES[name].presets)
+
+
+def test_compare_takes_the_block_coherence_with_block_fading_only(tmp_path, capsys):
+    from experiments.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["compare", "--coherence-rounds", "5", "--out", str(tmp_path)])
+    assert err.value.code == 2 and "--coherence-rounds needs --fading block" in capsys.readouterr().err
+    assert main(["compare", "--fading", "block", "--coherence-rounds", "5", "--rounds", "20", "--seeds", "1",
+                 "--nu", "0.04", "--policies", "EqualAlloc", "OnlineOptimal", "--out", str(tmp_path)]) == 0
+    scenario = json.loads((tmp_path / "compare.json").read_text())["scenario"]
+    assert scenario["fading"] == "block" and scenario["coherence_rounds"] == 5
