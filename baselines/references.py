@@ -53,21 +53,16 @@ def tune_on_training(make_policy: Callable[[NDArray, NDArray], Policy], scenario
     for _ in range(rounds):
         grid = np.linspace(lo, hi, points)
         nus = np.full(points * n, float(nu))
-        values = np.repeat(grid, n)
-        result = run_policy(make_policy(values, nus), scenario, _tile(real, points), dp=False, nu=nus)
-        score = normalized_score(result.leakage, result.equal_alloc_leakage, np.tile(optimal, points))
-        mean = score.reshape(points, n).mean(axis=1)
+        # env i * points + j plays value j on realisation i
+        result = run_policy(make_policy(np.tile(grid, n), nus), scenario, real.repeat(points), dp=False, nu=nus)
+        score = normalized_score(result.leakage, result.equal_alloc_leakage, np.repeat(optimal, points))
+        mean = score.reshape(n, points).mean(axis=0)
         k = int(np.argmax(mean))
         if mean[k] > best_score:
             best_v, best_score = float(grid[k]), float(mean[k])
         step = grid[1] - grid[0] if points > 1 else 0.0
         lo, hi = max(low, grid[k] - step), min(high, grid[k] + step)
     return best_v, best_score
-
-
-def _tile(real: Any, times: int) -> Any:
-    """The realisations repeated ``times`` times, one copy after the other (env j*N + i is realisation i)."""
-    return type(real)(np.tile(real.distances_m, (times, 1)), np.tile(real.channel_gains, (1, times, 1)))
 
 
 @functools.lru_cache(maxsize=256)

@@ -56,15 +56,16 @@ REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
 ZOO = Path(__file__).resolve().parent.parent / "agents" / "zoo"
 
 
-def scores(make: Callable[[np.ndarray], Policy], task: str, seeds: tuple[int, ...]) -> dict[float, list[float]]:
-    """Normalised score of ``make(nu)``'s policy on each realisation of ``seeds``, per nu (one batched episode each)."""
+def scores(make: Callable[[np.ndarray], Policy], task: str, seeds: tuple[int, ...]) -> dict[str, list[float]]:
+    """Normalised score of ``make(nu)``'s policy on each realisation of ``seeds``, per nu (keyed ``str(nu)``, as the
+    JSON caches store it; one batched episode each)."""
     out = {}
     for nu in NUS:
         scenario = get_scenario("paper-mnist", nu=nu, **TASKS[task])
         nus = np.full(len(seeds), nu)
         result = run_policy(make(nus), scenario, sample_realisations(scenario, seeds), dp=False, nu=nus)
         optimal = np.array([reference_leakage(scenario, nu, s) for s in seeds])
-        out[nu] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
+        out[str(nu)] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
     return out
 
 
@@ -214,11 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         raw[task] = {"references": refs, "runs": runs}
         results[task] = {}
         for nu in NUS:
-            table = {name: np.array([s[str(nu)] if str(nu) in s else s[nu]]) for name, s in refs.items()}
+            table = {name: np.array([s[str(nu)]]) for name, s in refs.items()}
             for algo, rs in runs.items():
                 for label, key in ((algo.upper(), "deterministic"), (f"{algo.upper()} sampled", "stochastic"),
                                    (f"{algo.upper()} after 2 updates", "early")):
-                    table[label] = np.array([r[key][str(nu)] if str(nu) in r[key] else r[key][nu] for r in rs])
+                    table[label] = np.array([r[key][str(nu)] for r in rs])
             compared = ("BestConstant", "OnlineOptimal") + tuple(algo.upper() for algo in runs)
             results[task][str(nu)] = aggregate(table, "AdaScaleTrained", compared=compared)
         if args.zoo:
