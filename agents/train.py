@@ -1,37 +1,45 @@
 """Training RL schedulers with stable-baselines3 on the native vector env (``otagym train``).
 
 Hyperparameters come from rl_zoo3-format YAML files (``agents/configs/<algo>.yml``, keyed by the env id), so the same
-file drives ``python -m rl_zoo3.train``. A run directory holds ``model.zip`` (the final policy), ``run.json`` (algo,
-hyperparameters, env keyword arguments, seed, package versions), ``checkpoints/`` (every ``checkpoint_freq`` steps,
-with the replay buffer for off-policy algorithms), ``monitor*.csv`` (one line per training episode: return, length,
-the episode's nu, its leakage and EqualAlloc's on the same channels) and ``tb/`` (TensorBoard, when installed).
-``resume=True`` continues from the newest checkpoint (and refuses to start when there is none). ``torch_threads``
+file drives ``python -m rl_zoo3.train``. A run directory belongs to one run and holds ``model.zip`` (the final
+policy), ``run.json`` (algo, hyperparameters, env keyword arguments, seed, package versions, the history of the run's
+segments), ``checkpoints/`` (every ``checkpoint_freq`` steps, with the replay buffer for off-policy algorithms),
+``monitor.csv`` (one line per training episode: return, length, the episode's nu, its leakage and EqualAlloc's on the
+same channels, the run's step count at its end) and ``tb/`` (TensorBoard, when installed). ``resume=True`` continues
+from the newest complete checkpoint with the run's own settings (see :func:`train`). ``torch_threads``
 (default 1) sets torch's thread count: the small MLP policies train far faster on one thread than on torch's default
 on a busy machine.
 """
 
 from __future__ import annotations
 
+import csv
 import json
-import os
 import re
+import shutil
+import sys
 import time
+import warnings
+import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
-from stable_baselines3.common.vec_env import VecMonitor
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.monitor import ResultsWriter
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor
 
 from agents import ALGOS, CONFIG_DIR
-from otagym._io import write_json
 from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
 from agents.policy import ALGO_CLASSES, action_semantics
 from otagym import ENV_ID, __version__
+from otagym._io import atomic_write, remove_stale_temporaries, write_json
 from otagym.sb3 import OTAPrivacySB3VecEnv
 
-__all__ = ["load_hyperparams", "make_vec_env", "train", "latest_checkpoint", "NoCheckpointError"]
+__all__ = ["load_hyperparams", "train", "latest_checkpoint", "checkpoint_files", "resume_conflicts",
+           "NoCheckpointError", "RunExistsError", "RunMismatchError"]
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
@@ -69,28 +77,170 @@ def load_hyperparams(algo: str, config: str | Path | None = None, env_id: str = 
     return hp
 
 
-def make_vec_env(n_envs: int, env_kwargs: dict[str, Any], seed: int, monitor_path: Path | None = None):
-    """The native vector env as an SB3 ``VecEnv``, wrapped in ``VecMonitor`` (episode stats, optional CSV)."""
-    venv = OTAPrivacySB3VecEnv(n_envs, **env_kwargs)
-    venv.seed(seed)
-    return VecMonitor(venv, filename=None if monitor_path is None else str(monitor_path), info_keywords=MONITOR_KEYS)
-
-
 class NoCheckpointError(FileNotFoundError):
-    """``train(..., resume=True)`` found no checkpoint to continue from."""
+    """``train(..., resume=True)`` found no complete checkpoint to continue from."""
 
 
-def latest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
-    """The newest ``checkpoints/model_<steps>_steps.zip`` of a run and its step count, or None."""
+class RunExistsError(FileExistsError):
+    """A fresh ``train`` was pointed at a folder that holds another run."""
+
+
+class RunMismatchError(ValueError):
+    """``train(..., resume=True)`` was asked for settings other than those the run was trained with."""
+
+
+#: What a run folder holds (the run's own files; anything else in the folder is left alone).
+RUN_ENTRIES = ("run.json", "model.zip", "checkpoints", "monitor.csv", "tb", "lagrange.json")
+#: Algorithms whose checkpoint is complete only with its replay buffer.
+OFF_POLICY = ("sac", "td3")
+#: Hyperparameters that may change between the segments of a run (the others must match to resume).
+RESUMABLE_KEYS = ("n_timesteps",)
+
+
+def checkpoint_files(run_dir: str | Path, steps: int) -> dict[str, Path]:
+    """The files of the checkpoint at ``steps`` env steps: ``model`` (SB3 zip), ``replay_buffer`` (off-policy
+    algorithms) and ``lagrange`` (PPO-Lagrangian's multiplier). The model is written last, so it marks the rest."""
+    folder = Path(run_dir) / "checkpoints"
+    return {"model": folder / f"model_{steps}_steps.zip",
+            "replay_buffer": folder / f"model_replay_buffer_{steps}_steps.pkl",
+            "lagrange": folder / f"model_lagrange_{steps}_steps.json"}
+
+
+def _needed_parts(algo: str | None) -> tuple[str, ...]:
+    return ("model",) + (("replay_buffer",) if algo in OFF_POLICY else ()) + (
+        ("lagrange",) if algo == "ppo_lagrangian" else ())
+
+
+def latest_checkpoint(run_dir: str | Path, algo: str | None = None) -> tuple[Path, int] | None:
+    """The newest *complete* checkpoint of a run (model zip readable as a zip, with its replay buffer for SAC/TD3
+    and its multiplier for PPO-Lagrangian) and its step count, or None. ``algo`` defaults to the one in the run's
+    ``run.json``. Incomplete checkpoints (a run killed by an older version mid-write, a deleted buffer) are skipped
+    with a warning naming them."""
+    run = Path(run_dir)
+    if algo is None and (run / "run.json").is_file():
+        algo = _read_run_json(run).get("algo")
     found = []
-    for path in (Path(run_dir) / "checkpoints").glob("model_*_steps.zip"):
+    for path in (run / "checkpoints").glob("model_*_steps.zip"):
         match = re.fullmatch(r"model_(\d+)_steps\.zip", path.name)
         if match:
             found.append((int(match.group(1)), path))
-    if not found:
+    for steps, path in sorted(found, reverse=True):
+        files = checkpoint_files(run, steps)
+        missing = [part for part in _needed_parts(algo) if not files[part].is_file()]
+        if not missing and zipfile.is_zipfile(files["model"]):
+            return path, steps
+        warnings.warn(f"skipping incomplete checkpoint {path} ({', '.join(missing) or 'model'} "
+                      f"{'missing' if missing else 'unreadable'})", stacklevel=2)
+    return None
+
+
+def _read_run_json(run: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((run / "run.json").read_text())
+    except (OSError, ValueError) as err:
+        raise RunMismatchError(f"{run / 'run.json'} cannot be read ({err}); the run cannot be resumed") from None
+    if not isinstance(meta, dict):
+        raise RunMismatchError(f"{run / 'run.json'} is not a run record (a JSON object); the run cannot be resumed")
+    return meta
+
+
+def _comparable(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def resume_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """What differs between a run's ``run.json`` and the settings asked for its continuation: the algorithm, the
+    seed, the env keyword arguments (as the env resolves them), the hyperparameters (all but
+    :data:`RESUMABLE_KEYS`) and the otagym version. Each difference as ``"key: run has X, asked Y"``."""
+    def fields(meta: dict[str, Any]) -> dict[str, Any]:
+        hp = {k: v for k, v in (meta.get("hyperparams") or {}).items() if k not in RESUMABLE_KEYS}
+        return {"algo": meta.get("algo"), "seed": meta.get("seed"), "env_kwargs": meta.get("env_kwargs"),
+                "hyperparams": hp, "otagym version": (meta.get("versions") or {}).get("otagym")}
+
+    old, new = fields(recorded), fields(wanted)
+    out = []
+    for key in old:
+        if isinstance(old[key], dict) and isinstance(new[key], dict):
+            for sub in sorted(set(old[key]) | set(new[key])):
+                a, b = (_comparable(d[sub]) if sub in d else "(default)" for d in (old[key], new[key]))
+                if a != b:
+                    out.append(f"{key}.{sub}: run has {a}, asked {b}")
+        elif _comparable(old[key]) != _comparable(new[key]):
+            out.append(f"{key}: run has {_comparable(old[key])}, asked {_comparable(new[key])}")
+    return out
+
+
+def _claim_run_folder(run: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds another run (:class:`RunExistsError`), or with ``overwrite`` remove that run's
+    files (:data:`RUN_ENTRIES` and older versions' ``monitor*.csv``), leaving anything else in the folder."""
+    held = [run / name for name in RUN_ENTRIES if (run / name).exists()] + sorted(run.glob("monitor.resumed-*.csv"))
+    if held and not overwrite:
+        raise RunExistsError(f"{run} holds a run ({', '.join(p.name for p in held)}): continue it with --resume "
+                             "(resume=True), replace it with --overwrite (overwrite=True), or choose another "
+                             "--run-dir")
+    for path in held:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+class _StepStamp(VecEnvWrapper):
+    """Adds ``info["total_timesteps"]`` (env steps of the run so far, all envs together) to each finished episode's
+    info, so that the monitor file says where in the run each episode ended."""
+
+    def __init__(self, venv: VecEnv, start: int) -> None:
+        super().__init__(venv)
+        self.steps = int(start)
+
+    def reset(self):
+        return self.venv.reset()
+
+    def step_wait(self):
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self.steps += self.num_envs
+        for i in np.flatnonzero(dones):
+            infos[i]["total_timesteps"] = self.steps
+        return obs, rewards, dones, infos
+
+
+class _RunMonitor(VecMonitor):
+    """SB3's ``VecMonitor`` writing the run's one ``monitor.csv`` (readable by ``load_results``), with the run's step
+    count at each episode's end. Resumed from a checkpoint at ``resumed_steps``, it first drops the episodes that
+    ended after the checkpoint (their training was discarded) and appends to the same file and clock."""
+
+    def __init__(self, venv: VecEnv, path: Path, resumed_steps: int = 0) -> None:
+        super().__init__(_StepStamp(venv, resumed_steps), info_keywords=MONITOR_KEYS + ("total_timesteps",))
+        kept = _truncate_monitor(path, resumed_steps) if resumed_steps else None
+        if kept is not None:
+            self.t_start = kept
+        self.results_writer = ResultsWriter(str(path), header={"t_start": self.t_start, "env_id": ENV_ID},
+                                            extra_keys=self.info_keywords, override_existing=kept is None)
+
+
+def _truncate_monitor(path: Path, steps: int) -> float | None:
+    """Keep the rows of a monitor file that ended at or before ``steps`` (written atomically); its ``t_start``, or
+    None when there is no readable monitor file with a step column (then a new one is started)."""
+    try:
+        with open(path, newline="") as fh:
+            header = json.loads(fh.readline().lstrip("#"))
+            reader = csv.DictReader(fh)
+            columns = reader.fieldnames or []
+            rows = [row for row in reader if _ended_by(row, steps)]
+    except (OSError, ValueError):
         return None
-    steps, path = max(found)
-    return path, steps
+    if "total_timesteps" not in columns or not isinstance(header, dict) or "t_start" not in header:
+        return None
+    with atomic_write(path, "w", newline="") as fh:
+        fh.write(f"#{json.dumps(header)}\n")
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return float(header["t_start"])
+
+
+def _ended_by(row: dict[str, str | None], steps: int) -> bool:
+    try:
+        return None not in row.values() and int(row["total_timesteps"]) <= steps
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def train(
@@ -102,6 +252,7 @@ def train(
     total_timesteps: int | None = None,
     checkpoint_freq: int = 100_000,
     resume: bool = False,
+    overwrite: bool = False,
     max_minutes: float | None = None,
     env_overrides: dict[str, Any] | None = None,
     progress: bool = True,
@@ -110,20 +261,33 @@ def train(
 ) -> Path:
     """Train ``algo`` on the native vector env and return the path of ``model.zip``.
 
+    A run folder belongs to one run. A fresh run refuses a folder that holds another (:class:`RunExistsError`)
+    unless ``overwrite``; ``resume`` continues the run in the folder only with the settings it was trained with
+    (:class:`RunMismatchError` lists every difference). ``run.json`` keeps the run's history: one entry per segment
+    (``segments``: first and last env step, wall time, start time, versions), updated at every checkpoint, so that
+    after a kill it says how far the run got; ``trained_timesteps`` and ``wall_s`` (all segments) are written when the
+    run ends. Checkpoints, the final model and every JSON are written atomically, the model last, so a checkpoint
+    whose model exists is complete.
+
     Args:
         algo: one of :data:`ALGOS`.
         config: rl_zoo3-format YAML (default ``agents/configs/<algo>.yml``).
         run_dir: where the model, checkpoints, monitor CSV and TensorBoard logs go.
         seed: seeds the env's generator and the learner.
         total_timesteps: env steps (default: the config's ``n_timesteps``); with ``resume``, the total including the
-            steps already done.
+            steps already done. Training stops there exactly (at the first multiple of ``n_envs`` at or above it),
+            also for on-policy algorithms whose rollouts would overshoot it.
         checkpoint_freq: env steps between checkpoints.
-        resume: continue from the newest checkpoint of ``run_dir``; raises :class:`NoCheckpointError` (a
-            ``FileNotFoundError``) before any work when ``run_dir/checkpoints`` has none.
+        resume: continue from the newest complete checkpoint of ``run_dir``; raises :class:`NoCheckpointError` (a
+            ``FileNotFoundError``) before any work when there is none, and :class:`RunMismatchError` when the
+            algorithm, seed, env settings, hyperparameters (but ``n_timesteps``) or otagym version differ from
+            ``run.json``'s. The monitor file then loses the episodes that ended after that checkpoint.
+        overwrite: a fresh run may replace the run in ``run_dir`` (its files in :data:`RUN_ENTRIES` are removed).
         max_minutes: stop after this many minutes of wall time (the model trained so far is saved).
         env_overrides: env keyword arguments on top of the config's ``env_kwargs`` (e.g. ``fading``).
         progress: a tqdm progress bar on stderr: env steps out of ``total_timesteps`` or, with ``max_minutes``,
-            seconds out of the time budget with the env steps as a postfix. False: silent.
+            seconds out of the time budget with the env steps as a postfix; a resumed run says which checkpoint
+            it continues. False: silent.
         verbose: SB3's verbosity (0: none, 1: training info).
         torch_threads: ``torch.set_num_threads(torch_threads)`` before the model is built (>= 1; default 1). This is
             process-wide and is not restored afterwards. None leaves torch's setting as it is. run.json records the
@@ -137,33 +301,62 @@ def train(
     if torch_threads is not None and (not isinstance(torch_threads, (int, np.integer))
                                       or isinstance(torch_threads, bool) or torch_threads < 1):
         raise ValueError(f"torch_threads must be an integer >= 1 or None; got {torch_threads!r}")
+    if resume and overwrite:
+        raise ValueError("resume and overwrite exclude each other: continue the run, or replace it")
     n_envs = int(hp.get("n_envs", 8))
     run = Path(run_dir)
-    previous = latest_checkpoint(run) if resume else None
+    previous = latest_checkpoint(run) if resume else None  # complete as the run's own algorithm needs
     if resume and previous is None:
-        raise NoCheckpointError(f"no checkpoint to resume in {run / 'checkpoints'}; "
+        raise NoCheckpointError(f"no complete checkpoint to resume in {run / 'checkpoints'}; "
                                 "run without --resume to start a new run")
+    if not resume:
+        _claim_run_folder(run, overwrite)
+    recorded = _read_run_json(run) if resume else {}
+    done_steps = previous[1] if previous else 0
+    if done_steps > total:
+        raise RunMismatchError(f"total_timesteps ({total:,}) is below the {done_steps:,} steps of the checkpoint "
+                               f"to resume in {run}")
     run.mkdir(parents=True, exist_ok=True)
     if torch_threads is not None:
         import torch
 
         torch.set_num_threads(int(torch_threads))
-    done_steps = previous[1] if previous else 0
-    monitor = run / ("monitor.csv" if not previous else f"monitor.resumed-{done_steps}.csv")
-    venv = make_vec_env(n_envs, env_kwargs, seed + done_steps, monitor)
-    callbacks = [CheckpointCallback(max(checkpoint_freq // n_envs, 1), str(run / "checkpoints"), "model",
-                                    save_replay_buffer=algo in ("sac", "td3"))]
+    native = OTAPrivacySB3VecEnv(n_envs, **env_kwargs)
+    meta = {
+        "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
+        "total_timesteps": total,
+        "env_kwargs": {**env_kwargs, **action_semantics(native.venv.scenario, env_kwargs)},
+        "hyperparams": json.loads(_comparable({k: v for k, v in hp.items() if not callable(v)})),
+        "versions": _versions(),
+        "resumed_from": done_steps, "torch_threads": _torch_threads(),
+    }
+    if resume:
+        conflicts = resume_conflicts(recorded, meta)
+        if conflicts:
+            native.close()
+            raise RunMismatchError(f"{run} was trained with other settings; resume with the run's own, or start a "
+                                   "new run elsewhere: " + "; ".join(conflicts))
+    meta["segments"] = _kept_segments(recorded.get("segments") or [], done_steps) + [{
+        "start_steps": done_steps, "end_steps": done_steps, "wall_s": 0.0,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": meta["versions"]}]
+    if algo == "ppo_lagrangian" and env_kwargs.get("reward_mode") != "cmdp":
+        native.close()
+        raise ValueError("ppo_lagrangian trains on the CMDP formulation: env_kwargs.reward_mode must be 'cmdp'")
+    native.seed(seed + done_steps)
+    remove_stale_temporaries(run / "checkpoints")
+    venv = _RunMonitor(native, run / "monitor.csv", done_steps)
+    callbacks = [_AtomicCheckpoint(max(checkpoint_freq // n_envs, 1), run, meta)]
     if algo == "ppo_lagrangian":
-        if env_kwargs.get("reward_mode") != "cmdp":
-            raise ValueError("ppo_lagrangian trains on the CMDP formulation: env_kwargs.reward_mode must be 'cmdp'")
         venv = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)))
-        if previous and (run / "lagrange.json").is_file():
-            venv.multiplier = float(json.loads((run / "lagrange.json").read_text())["multiplier"])
+        if previous:
+            venv.multiplier = float(json.loads(checkpoint_files(run, done_steps)["lagrange"].read_text())
+                                    ["multiplier"])
         callbacks.append(DualAscentCallback(venv, lr=float(hp.get("lagrange_lr", 0.5)), path=run / "lagrange.json"))
-    if progress:  # before the time limit: its clock starts first, so it reads the whole budget when the limit stops
+    if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
+        if previous:
+            print(f"resuming {run} from {previous[0].name} ({done_steps:,} env steps)", file=sys.stderr)
         callbacks.append(_ProgressBar(total, None if max_minutes is None else 60.0 * max_minutes, desc=algo))
-    if max_minutes is not None:
-        callbacks.append(_WallClockLimit(60.0 * max_minutes))
+    callbacks.append(_Budget(total, None if max_minutes is None else 60.0 * max_minutes))
     cls = ALGO_CLASSES[algo]
     tb = str(run / "tb") if _has_tensorboard() else None
     kwargs = {k: v for k, v in hp.items() if k not in ZOO_KEYS}
@@ -173,44 +366,79 @@ def train(
         kwargs["action_noise"] = NormalActionNoise(np.zeros(1), float(hp.get("noise_std", 0.1)) * np.ones(1))
     if previous:
         model = cls.load(previous[0], env=venv, tensorboard_log=tb)
-        buffer = previous[0].with_name(f"model_replay_buffer_{done_steps}_steps.pkl")
-        if hasattr(model, "load_replay_buffer") and buffer.is_file():
-            model.load_replay_buffer(buffer)
+        if algo in OFF_POLICY:
+            model.load_replay_buffer(checkpoint_files(run, done_steps)["replay_buffer"])
     else:
         model = cls(hp.get("policy", "MlpPolicy"), venv, seed=seed, tensorboard_log=tb, verbose=verbose, **kwargs)
-    write_json(run / "run.json", {
-        "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
-        "total_timesteps": total,
-        "env_kwargs": {**env_kwargs, **action_semantics(venv.get_attr("scenario")[0], env_kwargs)},
-        "hyperparams": {k: v for k, v in hp.items() if not callable(v)}, "versions": _versions(),
-        "resumed_from": done_steps, "torch_threads": _torch_threads(),
-    })
-    start = time.perf_counter()
-    model.learn(total_timesteps=max(total - done_steps, 0), callback=CallbackList(callbacks),
+    write_json(run / "run.json", meta)
+    model.learn(total_timesteps=total - done_steps, callback=CallbackList(callbacks),
                 reset_num_timesteps=not previous, tb_log_name=algo)
     final = run / "model.zip"
-    tmp = run / "model.tmp.zip"
-    model.save(tmp)
-    os.replace(tmp, final)
-    meta = json.loads((run / "run.json").read_text())
-    meta.update(trained_timesteps=int(model.num_timesteps), wall_s=time.perf_counter() - start)
+    with atomic_write(final, "wb") as fh:
+        model.save(fh)
+    callbacks[0].record_segment(model.num_timesteps)
+    meta.update(trained_timesteps=int(model.num_timesteps),
+                wall_s=float(sum(s["wall_s"] or 0.0 for s in meta["segments"])))
     write_json(run / "run.json", meta)
     venv.close()
     return final
 
 
-class _WallClockLimit(BaseCallback):
-    """Stops ``learn`` once ``seconds`` of wall time have passed since training started."""
+def _kept_segments(segments: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
+    """The segments of a run's history up to the checkpoint at ``steps`` that it resumes from: later ones are
+    dropped, and the last kept one ends at the checkpoint (its wall time then covers what was discarded too)."""
+    kept = [dict(s) for s in segments if s.get("start_steps", 0) < steps]
+    if kept and (kept[-1].get("end_steps") or 0) > steps:
+        kept[-1]["end_steps"] = steps
+    return kept
 
-    def __init__(self, seconds: float) -> None:
+
+class _AtomicCheckpoint(BaseCallback):
+    """Every ``save_freq`` calls: the replay buffer (SAC/TD3) and PPO-Lagrangian's multiplier, then the model, each
+    written atomically (:func:`checkpoint_files`); then the run's current segment in ``run.json`` is brought up to
+    the checkpoint."""
+
+    def __init__(self, save_freq: int, run: Path, meta: dict[str, Any]) -> None:
         super().__init__()
-        self.seconds = seconds
+        self.save_freq, self.run, self.meta = save_freq, run, meta
 
     def _on_training_start(self) -> None:
-        self.deadline = time.perf_counter() + self.seconds
+        self.start = time.perf_counter()
 
     def _on_step(self) -> bool:
-        return time.perf_counter() < self.deadline
+        if self.n_calls % self.save_freq == 0:
+            steps = int(self.model.num_timesteps)
+            files = checkpoint_files(self.run, steps)
+            if self.meta["algo"] in OFF_POLICY:
+                with atomic_write(files["replay_buffer"], "wb") as fh:
+                    self.model.save_replay_buffer(fh)
+            if self.meta["algo"] == "ppo_lagrangian":
+                write_json(files["lagrange"], {"multiplier": self.training_env.multiplier, "num_timesteps": steps})
+            with atomic_write(files["model"], "wb") as fh:
+                self.model.save(fh)
+            self.record_segment(steps)
+        return True
+
+    def record_segment(self, steps: int) -> None:
+        """The current segment ends at ``steps`` after the wall time so far (written to ``run.json``)."""
+        self.meta["segments"][-1].update(end_steps=int(steps), wall_s=time.perf_counter() - self.start)
+        write_json(self.run / "run.json", self.meta)
+
+
+class _Budget(BaseCallback):
+    """Stops ``learn`` once ``total_steps`` env steps are done (a rollout in progress is dropped, so on-policy
+    algorithms end where asked, not at the next rollout boundary) or ``seconds`` of wall time have passed."""
+
+    def __init__(self, total_steps: int, seconds: float | None = None) -> None:
+        super().__init__()
+        self.total_steps, self.seconds = int(total_steps), seconds
+
+    def _on_training_start(self) -> None:
+        self.deadline = None if self.seconds is None else time.perf_counter() + self.seconds
+
+    def _on_step(self) -> bool:
+        return self.model.num_timesteps < self.total_steps and (
+            self.deadline is None or time.perf_counter() < self.deadline)
 
 
 class _ProgressBar(BaseCallback):

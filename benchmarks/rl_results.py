@@ -96,8 +96,9 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
     run = out / task / algo / f"seed{seed}"
     meta = run / "run.json"
     if not ((run / "model.zip").is_file() and meta.is_file() and "wall_s" in json.loads(meta.read_text())):
+        resume = latest_checkpoint(run) is not None  # else a run killed before its first checkpoint: start again
         train(algo, run_dir=run, seed=seed, max_minutes=minutes, checkpoint_freq=checkpoint_freq,
-              env_overrides=TASKS[task], resume=latest_checkpoint(run) is not None, progress=False)
+              env_overrides=TASKS[task], resume=resume, overwrite=not resume, progress=False)
     cache = run / "scores.json"
     curve = []
     for steps, path in _checkpoints(run):
@@ -109,7 +110,7 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
     if not (early / "model.zip").is_file():
         hp = load_hyperparams(algo)
         train(algo, run_dir=early, seed=seed, total_timesteps=2 * int(hp["n_envs"]) * int(hp["n_steps"]),
-              checkpoint_freq=10**9, env_overrides=TASKS[task], progress=False)
+              checkpoint_freq=10**9, env_overrides=TASKS[task], overwrite=True, progress=False)
     return {
         "curve": curve, "selected": best[2], "selected_steps": best[0],
         "wall_s": json.loads(meta.read_text())["wall_s"],

@@ -19,8 +19,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--run-dir", default="runs/example-ppo")
     args = parser.parse_args()
-    path = train("ppo", run_dir=args.run_dir, seed=0, max_minutes=args.minutes,
-                 resume=latest_checkpoint(args.run_dir) is not None)
+    resume = latest_checkpoint(args.run_dir) is not None  # rerun: continue; else (re)start the example's own run
+    path = train("ppo", run_dir=args.run_dir, seed=0, max_minutes=args.minutes, resume=resume, overwrite=not resume)
     model = load_model(path)
     agent = {"PPO": PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu))}
     rows = compare("paper-mnist", (0.01, 0.04, 0.16), tuple(range(10_000, 10_004)), ("AdaScale", "EqualAlloc"),

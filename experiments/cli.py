@@ -54,7 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if hasattr(args, "check"):
         args.check(sub.choices[args.command], args)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except OSError as err:  # a full disk, a read-only folder: one line naming the file; what was written is kept
+        if err.filename is None:
+            raise
+        print(f"otagym {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+        return 1
 
 
 def _parse_env_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -74,14 +80,15 @@ _non_negative_int = _ranged(int, lambda v: v >= 0, "an integer >= 0")
 
 
 def _train(args: argparse.Namespace) -> int:
-    from agents.train import NoCheckpointError, train
+    from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, train
 
     try:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
                      total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
+                     overwrite=args.overwrite,
                      max_minutes=args.minutes, env_overrides=_parse_env_overrides(args.env),
                      progress=not args.no_progress, verbose=args.verbose, torch_threads=args.torch_threads or None)
-    except NoCheckpointError as err:  # raised before any work: one line and exit code 2, as argparse does
+    except (NoCheckpointError, RunExistsError, RunMismatchError) as err:  # before any work: one line, exit 2
         print(f"otagym train: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     print(f"saved {path}; compare it with the analytic policies on held-out channels:\n"
@@ -104,8 +111,12 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=positive_float, default=None,
                    help="stop after this many minutes of wall time (the progress bar then counts seconds of it)")
     p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from the newest checkpoint in --run-dir (an error if there is none)")
+    ownership = p.add_mutually_exclusive_group()
+    ownership.add_argument("--resume", action="store_true",
+                   help="continue the run in --run-dir from its newest complete checkpoint, with the run's own "
+                   "algorithm, seed, env settings and hyperparameters (an error if there is none or they differ)")
+    ownership.add_argument("--overwrite", action="store_true",
+                   help="replace the run in --run-dir (without it, a fresh run refuses a folder that holds one)")
     p.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
                    help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov correlation=0.9")
     p.add_argument("--no-progress", action="store_true")

@@ -34,7 +34,7 @@ def torch_threads():
 
 def test_resume_without_a_checkpoint_is_refused_before_any_work(tmp_path, small_ppo, capsys):
     run = tmp_path / "fresh"
-    with pytest.raises(FileNotFoundError, match="no checkpoint to resume in .*checkpoints; run without --resume"):
+    with pytest.raises(FileNotFoundError, match="no complete checkpoint to resume in .*checkpoints; run without --resume"):
         train("ppo", config=small_ppo, run_dir=run, total_timesteps=512, env_overrides=SHORT, progress=False,
               resume=True)
     assert not run.exists()
@@ -48,7 +48,7 @@ def test_resume_without_a_checkpoint_is_refused_before_any_work(tmp_path, small_
               "--no-progress", "--env", "num_rounds=25"])
     err = capsys.readouterr().err
     assert exc.value.code == 2
-    assert err == (f"otagym train: error: no checkpoint to resume in {run / 'checkpoints'}; "
+    assert err == (f"otagym train: error: no complete checkpoint to resume in {run / 'checkpoints'}; "
                    "run without --resume to start a new run\n")
     assert sorted(p.name for p in run.iterdir()) == ["checkpoints"]
 

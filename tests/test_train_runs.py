@@ -1,0 +1,184 @@
+"""A training run's folder belongs to one run, its files are written atomically, and a resume continues exactly that
+run: what a harsh user found (a fresh run destroying an old one, truncated checkpoints picked for resume, resumes
+with other settings accepted, overshooting step counts, monitor files of discarded segments), each reproduced."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+torch = pytest.importorskip("torch")
+
+from stable_baselines3.common import base_class, save_util  # noqa: E402
+from stable_baselines3.common.monitor import load_results  # noqa: E402
+
+from agents.policy import load_model  # noqa: E402
+from agents.train import (NoCheckpointError, RunExistsError, RunMismatchError, checkpoint_files,  # noqa: E402
+                          latest_checkpoint, train)
+from experiments.cli import main  # noqa: E402
+
+ROUNDS = 25  # episodes of 25 rounds: with 4 envs, 4 episodes end every 100 env steps
+SHORT = {"num_rounds": ROUNDS}
+PPO_YML = ("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  n_steps: 64\n  batch_size: 128\n  n_epochs: 1\n  gamma: 1.0\n"
+           "  policy_kwargs: \"dict(net_arch=[16])\"\n  env_kwargs:\n    dp_orders: null\n")
+SAC_YML = ("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  learning_starts: 16\n  batch_size: 16\n  buffer_size: 2000\n"
+           "  gamma: 0.99\n  policy_kwargs: \"dict(net_arch=[16])\"\n  env_kwargs:\n    dp_orders: null\n")
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def configs(tmp_path):
+    (tmp_path / "ppo.yml").write_text(PPO_YML)
+    (tmp_path / "sac.yml").write_text(SAC_YML)
+    return {"ppo": tmp_path / "ppo.yml", "sac": tmp_path / "sac.yml"}
+
+
+def _train(algo, configs, run, steps, **kw):
+    return train(algo, config=configs[algo], run_dir=run, total_timesteps=steps, env_overrides=SHORT,
+                 progress=False, **{"checkpoint_freq": 480, **kw})
+
+
+def _snapshot(run):
+    return {p.relative_to(run): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and "tb" not in p.parts}
+
+
+def test_a_fresh_run_refuses_a_folder_holding_another_and_overwrite_replaces_only_the_runs_files(tmp_path, configs,
+                                                                                                   capsys):
+    run = tmp_path / "run"
+    _train("ppo", configs, run, 1000)
+    (run / "notes.txt").write_text("mine")
+    before = _snapshot(run)
+    with pytest.raises(RunExistsError, match=r"holds a run \(run.json, model.zip, checkpoints, monitor.csv"):
+        _train("ppo", configs, run, 500, seed=1)
+    assert _snapshot(run) == before  # nothing truncated, replaced or removed
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--config", str(configs["ppo"]), "--run-dir", str(run), "--steps", "500", "--no-progress",
+              "--env", f"num_rounds={ROUNDS}"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"otagym train: error: {run} holds a run") and "--overwrite" in err and err.count("\n") == 1
+    assert _snapshot(run) == before
+    _train("ppo", configs, run, 500, seed=1, overwrite=True)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["seed"] == 1 and meta["trained_timesteps"] == 500
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["model_480_steps.zip"]  # the old 960 is gone
+    assert (run / "notes.txt").read_text() == "mine"
+    with pytest.raises(ValueError, match="resume and overwrite exclude each other"):
+        _train("ppo", configs, run, 500, resume=True, overwrite=True)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_a_checkpoint_interrupted_mid_write_leaves_no_file_and_resume_takes_the_newest_complete(tmp_path, configs,
+                                                                                                monkeypatch, algo):
+    run = tmp_path / "run"
+    calls = {"n": 0}
+    real_zip, real_save = base_class.save_to_zip_file, save_util.th.save
+
+    def interrupted_zip(*args, **kwargs):  # the second checkpoint is interrupted half-way through its zip
+        calls["n"] += 1
+        if calls["n"] == 2:
+            monkeypatch.setattr(save_util.th, "save", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+        return real_zip(*args, **kwargs)
+
+    monkeypatch.setattr(base_class, "save_to_zip_file", interrupted_zip)
+    with pytest.raises(KeyboardInterrupt):
+        _train(algo, configs, run, 2000, checkpoint_freq=240)
+    monkeypatch.setattr(save_util.th, "save", real_save)
+    zips = sorted((run / "checkpoints").glob("model_*_steps.zip"))
+    assert [p.name for p in zips] == ["model_240_steps.zip"]  # the interrupted one is not there, not even in part
+    assert all(zipfile.is_zipfile(p) for p in zips) and not list((run / "checkpoints").glob(".*.tmp"))
+    _train(algo, configs, run, 1000, checkpoint_freq=240, resume=True)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["resumed_from"] == 240 and meta["trained_timesteps"] == 1000
+
+
+def test_a_truncated_or_bufferless_checkpoint_is_skipped_loudly(tmp_path, configs):
+    run = tmp_path / "run"
+    _train("sac", configs, run, 1000)
+    assert latest_checkpoint(run) == (checkpoint_files(run, 960)["model"], 960)
+    checkpoint_files(run, 960)["replay_buffer"].unlink()  # SAC without its buffer is not a checkpoint
+    with pytest.warns(UserWarning, match=r"skipping incomplete checkpoint .*model_960_steps.zip \(replay_buffer"):
+        assert latest_checkpoint(run) == (checkpoint_files(run, 480)["model"], 480)
+    model = checkpoint_files(run, 480)["model"]
+    model.write_bytes(model.read_bytes()[:100])  # what a kill mid-write used to leave
+    with pytest.warns(UserWarning) as warned, pytest.raises(NoCheckpointError, match="no complete checkpoint"):
+        _train("sac", configs, run, 2000, resume=True)
+    assert [str(w.message).split("/")[-1] for w in warned] == ["model_960_steps.zip (replay_buffer missing)",
+                                                              "model_480_steps.zip (model unreadable)"]
+
+
+def test_resume_refuses_other_settings_by_name(tmp_path, configs, capsys):
+    run = tmp_path / "run"
+    _train("ppo", configs, run, 500)
+    before = _snapshot(run)
+    with pytest.raises(RunMismatchError, match=r"algo: run has \"ppo\", asked \"sac\""):
+        _train("sac", configs, run, 1000, resume=True)
+    with pytest.raises(RunMismatchError, match=r"env_kwargs.fading: run has \(default\), asked \"gauss_markov\""):
+        train("ppo", config=configs["ppo"], run_dir=run, total_timesteps=1000, resume=True, progress=False,
+              env_overrides={**SHORT, "fading": "gauss_markov", "correlation": 0.9}, checkpoint_freq=480)
+    with pytest.raises(RunMismatchError, match="seed: run has 0, asked 3"):
+        _train("ppo", configs, run, 1000, resume=True, seed=3)
+    with pytest.raises(RunMismatchError, match="below the 480 steps"):
+        _train("ppo", configs, run, 400, resume=True)
+    meta = json.loads((run / "run.json").read_text())
+    meta["versions"]["otagym"] = "0.0.1"
+    (run / "run.json").write_text(json.dumps(meta))
+    before[type(run)("run.json")] = (run / "run.json").read_bytes()
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--config", str(configs["ppo"]), "--run-dir", str(run), "--steps", "1000", "--resume",
+              "--no-progress", "--env", f"num_rounds={ROUNDS}"])
+    assert exc.value.code == 2
+    assert 'otagym version: run has "0.0.1"' in capsys.readouterr().err
+    assert _snapshot(run) == before  # a refused resume touches nothing
+
+
+def test_resume_ends_at_the_steps_asked_keeps_one_monitor_and_the_runs_history(tmp_path, configs):
+    run = tmp_path / "run"
+    _train("ppo", configs, run, 1000)  # PPO's rollouts are 256 steps: without the budget it would stop at 1024
+    assert json.loads((run / "run.json").read_text())["trained_timesteps"] == 1000
+    checkpoint_files(run, 960)["model"].unlink()  # continue from 480: the episodes that ended after it are discarded
+    _train("ppo", configs, run, 2000, resume=True)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["trained_timesteps"] == 2000 and load_model(run / "model.zip").num_timesteps == 2000
+    assert [(s["start_steps"], s["end_steps"]) for s in meta["segments"]] == [(0, 480), (480, 2000)]
+    assert meta["wall_s"] == pytest.approx(sum(s["wall_s"] for s in meta["segments"]))
+    assert sorted(p.name for p in run.glob("*monitor*")) == ["monitor.csv"]
+    episodes = load_results(str(run))
+    # 4 episodes every 100 steps: those ended by step 480 of the first segment, then the resumed segment's
+    assert len(episodes) == 4 * (480 // 100) + 4 * ((2000 - 480) // 100)
+    assert episodes["total_timesteps"].tolist() == sorted(episodes["total_timesteps"])
+    assert episodes["total_timesteps"].max() <= 2000 and (episodes["l"] == ROUNDS).all()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_sigkill_at_any_moment_leaves_a_resumable_run(tmp_path, configs, algo):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "experiments.cli", "train", "--algo", algo, "--config", str(configs[algo]),
+           "--run-dir", str(run), "--steps", "100000", "--checkpoint-freq", "40", "--no-progress",
+           "--env", f"num_rounds={ROUNDS}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len(list((run / "checkpoints").glob("model_*_steps.zip"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    newest = latest_checkpoint(run)
+    assert newest is not None, proc.stderr.read().decode()
+    assert all(zipfile.is_zipfile(p) for p in (run / "checkpoints").glob("model_*_steps.zip"))
+    meta = json.loads((run / "run.json").read_text())
+    assert "wall_s" not in meta and meta["segments"][-1]["end_steps"] >= newest[1]  # the record says how far it got
+    target = newest[1] + 200
+    _train(algo, configs, run, target, checkpoint_freq=40, resume=True)
+    assert json.loads((run / "run.json").read_text())["trained_timesteps"] == target
