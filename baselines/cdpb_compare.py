@@ -99,14 +99,13 @@ def format_cdpb_table(rows: list[dict[str, Any]], s: CDPBScenario) -> str:
 
 
 def save_cdpb(rows: list[dict[str, Any]], curves: dict[str, Any], s: CDPBScenario, out_dir: Path) -> list[Path]:
-    """Write ``compare_cdpb.csv``/``.json`` and ``compare_cdpb.png`` (each atomically): G(t) over iterations and RDP
-    over rounds."""
+    """Write ``compare_cdpb.png`` (G(t) over iterations and RDP over rounds), ``compare_cdpb.csv`` and last
+    ``compare_cdpb.json`` with the others' hashes (:func:`baselines.report.write_rows`), each atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = write_rows(rows, {"scenario": s.to_dict(), "curves": curves}, out_dir, "compare_cdpb")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     lam1, lam2 = s.lambda_convergence, s.lambda_privacy
     for name, c in curves["policies"].items():
@@ -126,4 +125,4 @@ def save_cdpb(rows: list[dict[str, Any]], curves: dict[str, Any], s: CDPBScenari
     fig.tight_layout()
     png = save_figure(fig, out_dir / "compare_cdpb.png", dpi=120)
     plt.close(fig)
-    return paths + [png]
+    return write_rows(rows, {"scenario": s.to_dict(), "curves": curves}, out_dir, "compare_cdpb", [png]) + [png]

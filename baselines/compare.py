@@ -255,15 +255,14 @@ def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
 
 def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path,
          extra: dict[str, Any] | None = None) -> list[Path]:
-    """Write ``compare.csv``, ``compare.json`` and ``compare.png`` (RDP and DP vs nu, shaded 95% CIs), each atomically;
-    ``extra`` goes into the JSON beside the scenario."""
+    """Write ``compare.png`` (RDP and DP vs nu, shaded 95% CIs; with the training fidelity also
+    ``compare_accuracy.png``), ``compare.csv`` and last ``compare.json`` (:func:`baselines.report.write_rows`: it
+    holds the hashes of the others), each atomically; ``extra`` goes into the JSON beside the scenario."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    csv_path, json_path = write_rows(rows, {"scenario": scenario.to_dict(), **(extra or {})}, out_dir,
-                                     "compare")
     png_path = out_dir / "compare.png"
     panels = [("rdp", f"average overall RDP (alpha={scenario.rdp_order})"),
               ("epsilon", f"average DP epsilon (delta={scenario.delta:g})")]
@@ -293,9 +292,9 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path,
     fig.tight_layout()
     save_figure(fig, png_path, dpi=120)
     plt.close(fig)
-    if "accuracy_curve" not in rows[0]:
-        return [csv_path, json_path, png_path]
-    return [csv_path, json_path, png_path, _save_accuracy_rounds(rows, scenario, out_dir / "compare_accuracy.png")]
+    figures = [png_path] + ([_save_accuracy_rounds(rows, scenario, out_dir / "compare_accuracy.png")]
+                            if "accuracy_curve" in rows[0] else [])
+    return write_rows(rows, {"scenario": scenario.to_dict(), **(extra or {})}, out_dir, "compare", figures) + figures
 
 
 def _save_accuracy_rounds(rows: list[dict[str, Any]], scenario: Scenario, path: Path) -> Path:

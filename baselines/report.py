@@ -7,8 +7,10 @@ each other.
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,7 +18,7 @@ from scipy import stats
 
 from otagym._io import atomic_write, write_json
 
-__all__ = ["ci95", "write_rows"]
+__all__ = ["ci95", "write_rows", "mismatched_outputs"]
 
 
 def ci95(values: NDArray) -> tuple[float, float]:
@@ -27,14 +29,31 @@ def ci95(values: NDArray) -> tuple[float, float]:
     return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
 
 
-def write_rows(rows: list[dict[str, Any]], extra: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
+def write_rows(rows: list[dict[str, Any]], extra: dict[str, Any], out_dir: Path, stem: str,
+               figures: Sequence[Path] = ()) -> list[Path]:
     """``<stem>.csv`` (scalar columns of ``rows``) and ``<stem>.json`` (``extra`` plus all rows) in ``out_dir``, each
-    written atomically."""
+    written atomically, the JSON last: its ``outputs`` holds the SHA-256 of the CSV and of ``figures`` (written
+    before), so the outputs of one run are one generation, checkable with :func:`mismatched_outputs` (a run killed
+    between two files leaves an earlier JSON whose hashes do not match). Returns [csv, json]."""
     csv_path, json_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.json"
     keys = [k for k in rows[0] if not isinstance(rows[0][k], list) and k != "param_values"]
     with atomic_write(csv_path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    write_json(json_path, {**extra, "rows": rows})
+    outputs = {p.name: _sha256(p) for p in (csv_path, *figures)}
+    write_json(json_path, {**extra, "outputs": outputs, "rows": rows})
     return [csv_path, json_path]
+
+
+def mismatched_outputs(json_path: Path) -> list[str]:
+    """The files named in a comparison JSON's ``outputs`` that are missing or differ from what that run wrote (empty:
+    the folder holds one run's outputs)."""
+    json_path = Path(json_path)
+    outputs = json.loads(json_path.read_text()).get("outputs") or {}
+    return [name for name, digest in outputs.items()
+            if not (json_path.parent / name).is_file() or _sha256(json_path.parent / name) != digest]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

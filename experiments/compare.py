@@ -6,8 +6,9 @@
 
 Model A's comparison is a sweep (:mod:`experiments.sweep`) named ``compare`` with a fixed table and plot on top: its
 cells are kept in ``OUT/compare/cells/`` (so a rerun resumes, and ``--workers``/``--ray`` run them in parallel) and
-``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, and a folder that holds
-an earlier comparison of another configuration is not overwritten without ``--overwrite``.
+``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, the JSON last with the
+hashes of the others (one generation: :func:`baselines.report.mismatched_outputs` finds files of another run), and a
+folder that holds an earlier comparison of another configuration is not overwritten without ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from baselines.cdpb import CDPB_POLICIES
 from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
 from baselines.compare import DEFAULT_POLICIES, POLICIES, format_table, save, summarize
 from baselines.evaluation import training_scenario
+from baselines.report import mismatched_outputs
 from experiments import sweep
 from experiments.argtypes import correlation, positive_float, positive_int, writable_dir
+from otagym._io import remove_stale_temporaries
 from otagym.schemes import SCHEMES
 
 __all__ = ["SchemeCommand", "COMMANDS", "add_compare_parser"]
@@ -40,17 +43,21 @@ def _error(message: str) -> None:
 def _refuse_to_overwrite(out: Path, stem: str, keys: list[str] | None, overwrite: bool) -> bool:
     """Whether ``out`` holds an earlier ``<stem>`` comparison of the same cells; exits (code 2) if it holds one of
     another configuration (or of unknown configuration) and ``overwrite`` is not set."""
+    if out.is_dir():
+        remove_stale_temporaries(out)  # what runs killed mid-write left
     earlier = [out / f"{stem}.{ext}" for ext in ("json", "csv", "png") if (out / f"{stem}.{ext}").exists()]
     if not earlier:
         return False
     try:
         same = keys is not None and json.loads((out / f"{stem}.json").read_text()).get("cells") == keys
+        mixed = mismatched_outputs(out / f"{stem}.json")
     except (OSError, ValueError):
-        same = False
+        same, mixed = False, []
     if same or overwrite:
         return same
     _error(f"{out} already holds an earlier comparison ({', '.join(p.name for p in earlier)}) of another "
-           "configuration; pass --overwrite to replace it, or choose another --out")
+           "configuration" + (f" (its {', '.join(mixed)} are of yet another run)" if mixed else "")
+           + "; pass --overwrite to replace it, or choose another --out")
     return False
 
 

@@ -34,6 +34,7 @@ import datetime as _dt
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -50,8 +51,9 @@ from otagym._io import atomic_write, remove_stale_temporaries, write_json
 from otagym.schemes import SCHEMES
 from otagym.validation import POSITIVE, Integer, Many, OneOf
 
-__all__ = ["ConfigError", "Plan", "Outcome", "load_config", "plan", "cell_key", "run_cell", "run_cells", "batch_key",
-           "batches", "run", "write_tables", "read_records", "add_sweep_parser", "SWEEP_SCHEMES"]
+__all__ = ["ConfigError", "Plan", "Outcome", "Records", "load_config", "plan", "cell_key", "run_cell", "run_cells",
+           "batch_key", "batches", "run", "write_tables", "read_records", "record_problem", "record_checksum",
+           "add_sweep_parser", "SWEEP_SCHEMES"]
 
 #: The schemes a sweep can run: those whose cell is computed here (model A's matched-nu comparison).
 SWEEP_SCHEMES = ("receive_scaling",)
@@ -459,9 +461,23 @@ def _lost_record(cell: Mapping[str, Any], key: str, err: BaseException) -> dict[
 
 
 # --- executors: each yields records as cells finish -----------------------------------------------------------------
-def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the driver, which stops them."""
+#: Seconds between a pool worker's checks that its driver is still alive.
+DRIVER_POLL_S = 0.5
+
+
+def _worker_init(driver: int) -> None:
+    """A pool worker leaves Ctrl-C to the driver, which stops it, and dies with the driver: a daemon thread exits the
+    worker once its parent is no longer ``driver`` (a driver killed by SIGKILL or the OOM killer runs no cleanup)."""
+    import threading
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(DRIVER_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="otagym-driver-watch", daemon=True).start()
 
 
 def _in_process(work: list[list[tuple[str, dict[str, Any]]]]) -> Iterator[dict[str, Any]]:
@@ -473,7 +489,8 @@ def _pool(work: list[list[tuple[str, dict[str, Any]]]], workers: int) -> Iterato
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint)
+    executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                                   initargs=(os.getpid(),))
     try:
         futures = [executor.submit(run_cells, batch) for batch in work]
         for future in as_completed(futures):
@@ -528,15 +545,91 @@ def _ray(work: list[list[tuple[str, dict[str, Any]]]], address: str | None,
 
 
 # --- the store --------------------------------------------------------------------------------------------------------
-def read_records(sweep_dir: Path, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """The records of ``keys`` found in ``sweep_dir/cells`` (a missing or unreadable record is left out)."""
-    out = {}
+#: Result fields that hold text (the name of a policy's calibrated parameter); all others hold numbers.
+TEXT_RESULTS = ("param",)
+#: Result fields that are non-negative wherever a record has them (privacy loss, cost, leakage).
+NON_NEGATIVE = ("rdp", "epsilon", "cost_mean", "leakage", "equal_alloc_leakage", "optimal_leakage")
+
+
+def record_checksum(record: Mapping[str, Any]) -> str:
+    """SHA-256 of a record's content (all but its ``checksum``), as canonical JSON: what the driver stores in the
+    record and what a reader recomputes, so that a record edited or mixed up after it was written is not trusted."""
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def record_problem(record: Any, key: str) -> str | None:
+    """Why ``record`` cannot be trusted as the record of cell ``key``, or None: not an object, a missing field, a
+    status other than ok/error, a cell whose content hash is not ``key`` (another cell's record), an ``ok`` result that
+    is not an object of finite numbers (privacy loss, cost and leakage >= 0), or a checksum that does not match."""
+    if not isinstance(record, dict):
+        return f"not a record (a JSON {type(record).__name__})"
+    missing = [k for k in ("key", "cell", "status", "result", "error", "checksum") if k not in record]
+    if missing:
+        return f"no {', '.join(missing)}"
+    if record["status"] not in ("ok", "error"):
+        return f"status {record['status']!r} is neither 'ok' nor 'error'"
+    try:
+        own = cell_key(record["cell"])
+    except Exception as err:  # noqa: BLE001 - any malformed cell is a bad record
+        return f"its cell is malformed ({type(err).__name__}: {err})"
+    if record["key"] != key or own != key:
+        return f"it is the record of another cell ({own})"
+    if record["status"] == "ok":
+        result = record["result"]
+        if not isinstance(result, dict):
+            return "an ok record without a result object"
+        for name, value in result.items():
+            bad = None if name in TEXT_RESULTS and isinstance(value, str) else _bad_number(value)
+            if bad:
+                return f"result {name} {bad}"
+            if name in NON_NEGATIVE and value is not None and not isinstance(value, bool) and value < 0:
+                return f"result {name} = {value} < 0"
+    if record["checksum"] != record_checksum(record):
+        return "its checksum does not match its content (edited after it was written)"
+    return None
+
+
+def _bad_number(value: Any) -> str | None:
+    """What is wrong with a result value (None, a bool, a finite number, or a list/object of them), or None."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return None if math.isfinite(value) else f"= {value} is not finite"
+    if isinstance(value, list):
+        return next((bad for bad in map(_bad_number, value) if bad), None)
+    if isinstance(value, dict):
+        return next((bad for bad in map(_bad_number, value.values()) if bad), None)
+    return f"= {value!r} is not a number"
+
+
+@dataclass
+class Records:
+    """The records of a sweep's cells found on disk: ``valid`` ones by key, and for each record that exists but cannot
+    be trusted, why (``invalid``: key -> reason); both are recomputed by a run like a missing one."""
+
+    valid: dict[str, dict[str, Any]] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)
+
+
+def read_records(sweep_dir: Path, keys: Iterable[str]) -> Records:
+    """The records of ``keys`` in ``sweep_dir/cells``, each checked by :func:`record_problem` (a missing one is left
+    out; an unreadable or untrustworthy one is listed with its reason)."""
+    out = Records()
     for key in keys:
         path = Path(sweep_dir) / "cells" / f"{key}.json"
         try:
-            out[key] = json.loads(path.read_text())
-        except (OSError, ValueError):
+            record = json.loads(path.read_text())
+        except FileNotFoundError:
             continue
+        except (OSError, ValueError) as err:
+            out.invalid[key] = f"unreadable ({type(err).__name__}: {err})"
+            continue
+        problem = record_problem(record, key)
+        if problem:
+            out.invalid[key] = problem
+        else:
+            out.valid[key] = record
     return out
 
 
@@ -574,7 +667,7 @@ def write_tables(p: Plan, sweep_dir: Path, records: Mapping[str, dict[str, Any]]
     from baselines.compare import summarize
 
     sweep_dir = Path(sweep_dir)
-    records = read_records(sweep_dir, p.keys) if records is None else records
+    records = read_records(sweep_dir, p.keys).valid if records is None else records
     present = [records[k] for k in p.keys if k in records]
     if not present:
         return []
@@ -606,8 +699,9 @@ def write_tables(p: Plan, sweep_dir: Path, records: Mapping[str, dict[str, Any]]
 # --- the driver -------------------------------------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    """What a run did: cells computed now, skipped (finished earlier), failed now, and why it stopped early if it
-    did (``"interrupted"`` by Ctrl-C, or a worker process that died)."""
+    """What a run did: cells computed now, skipped (finished earlier), failed now, records found invalid (key ->
+    reason; recomputed), and why it stopped early if it did (``"interrupted"`` by Ctrl-C, a worker process that
+    died, or ``"cannot write PATH: REASON"``)."""
 
     total: int
     skipped: int = 0
@@ -615,6 +709,7 @@ class Outcome:
     failed: list[str] = field(default_factory=list)
     stopped: str | None = None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)
     tables: list[Path] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -642,8 +737,9 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
     remove_stale_temporaries(cells_dir)
     write_json(sweep_dir / "sweep.json", {"name": p.name, "config": p.config, "version": __version__,
                                           "cells": len(p.cells), "written": _now()})
-    records = {k: r for k, r in read_records(sweep_dir, p.keys).items() if r.get("status") == "ok"}
-    outcome = Outcome(total=len(p.cells), skipped=len(records))
+    found = read_records(sweep_dir, p.keys)
+    records = {k: r for k, r in found.valid.items() if r["status"] == "ok"}
+    outcome = Outcome(total=len(p.cells), skipped=len(records), invalid=found.invalid)
     tasks = [(k, c) for k, c in zip(p.keys, p.cells) if k not in records]
     parallel = 2 * (workers or 1) if (ray or (workers and workers > 1)) else 1  # enough batches to keep them busy
     work = batches(tasks, max(1, min(BATCH_CELLS, -(-len(tasks) // parallel))))
@@ -659,11 +755,13 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
     if log:
         log(f"sweep {p.name}: {len(p.cells)} cells, {len(records)} already done, {len(tasks)} to run"
             f"{' ' + where if where else ''}; records in {cells_dir}")
+        for key, why in found.invalid.items():
+            log(f"  recomputing cells/{key}.json: {why}")
     bar = tqdm(total=len(tasks), desc=f"sweep {p.name}", disable=not progress or not tasks, unit="cell")
     try:
         with contextlib.closing(source) if hasattr(source, "close") else contextlib.nullcontext():
             for record in source:
-                write_json(cells_dir / f"{record['key']}.json", record)
+                write_json(cells_dir / f"{record['key']}.json", {**record, "checksum": record_checksum(record)})
                 outcome.computed += 1
                 if record["status"] == "ok":
                     records[record["key"]] = record
@@ -674,6 +772,10 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
                     bar.set_postfix(failed=len(outcome.failed))
     except KeyboardInterrupt:
         outcome.stopped = "interrupted"
+    except OSError as err:  # a full disk, a read-only or vanished folder: stop, keeping every record written
+        if err.filename is None:
+            raise
+        outcome.stopped = f"cannot write {err.filename}: {err.strerror}"
     except Exception as err:  # BrokenProcessPool: a worker process died; its cell and the queued ones have no record
         from concurrent.futures.process import BrokenProcessPool
 
@@ -683,7 +785,12 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
     finally:
         bar.close()
     outcome.records = records
-    outcome.tables = write_tables(p, sweep_dir, {**read_records(sweep_dir, p.keys), **records})
+    try:
+        outcome.tables = write_tables(p, sweep_dir, {**read_records(sweep_dir, p.keys).valid, **records})
+    except OSError as err:
+        if err.filename is None:
+            raise
+        outcome.stopped = outcome.stopped or f"cannot write {err.filename}: {err.strerror}"
     outcome.wall_s = time.perf_counter() - start
     return outcome
 

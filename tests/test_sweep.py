@@ -1,10 +1,12 @@
-"""``otagym sweep`` and ``otagym compare`` on it (issue 13): config errors before any cell runs, the same numbers
-in-process and on a process pool, resume, a failing cell, a killed sweep or worker, and compare's outputs.
+"""``otagym sweep`` and ``otagym compare`` on it: config errors before any cell runs, the same numbers in-process and on
+a process pool, resume, a failing cell, a killed sweep, worker or driver, records checked before they are trusted, a
+full disk, and compare's outputs as one generation.
 
 Grids are tiny (T = 20, two seeds); the Ray executor is tested in ``tests/test_sweep_ray.py`` (CI's rllib venv)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +23,7 @@ import yaml
 from baselines.compare import POLICIES, PolicySpec, compare
 from experiments import sweep
 from experiments.cli import main
+from otagym import _io
 from otagym._io import atomic_write, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,6 +187,27 @@ def _pool_workers(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the pool's workers")
+def test_pool_workers_die_with_a_killed_driver(tmp_path):
+    config = _write_config(tmp_path, {**TINY, "rounds": 2000, "seeds": list(range(8))})
+    proc = _sweep_process(config, tmp_path, "--workers", "2")
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _pool_workers(proc.pid)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "no pool workers"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # the driver only, as the OOM killer would: no cleanup runs
+        proc.wait()
+        deadline = time.monotonic() + 10 * sweep.DRIVER_POLL_S + 5
+        while any(Path(f"/proc/{w}").exists() and b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()
+                  for w in workers):
+            assert time.monotonic() < deadline, "pool workers outlived their killed driver"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the pool's workers")
 def test_a_killed_worker_loses_no_finished_cell_and_a_rerun_completes(reference, tmp_path):
     config = _write_config(tmp_path, TINY)
     proc = _sweep_process(config, tmp_path, "--workers", "2")
@@ -289,3 +313,115 @@ def test_atomic_write_leaves_the_old_file_when_the_writer_fails(tmp_path):
             raise RuntimeError("killed mid-write")
     assert json.loads(path.read_text()) == {"a": 1} and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
     np.testing.assert_equal(json.loads(write_json(path, {"a": [1, 2]}).read_text()), {"a": [1, 2]})
+
+
+# --- records are checked before they are trusted; a full disk stops a run cleanly --------------------------------------
+def _tamper(record: dict, how: str):
+    """A record that is valid JSON but must not be trusted, as a harsh user or a bad disk makes it."""
+    if how == "negative rdp":
+        record["result"]["rdp"] = -1.0
+        record["checksum"] = sweep.record_checksum(record)  # even with a matching checksum
+    elif how == "epsilon 1e9":
+        record["result"]["epsilon"] = 1e9
+    elif how == "nan":
+        record["result"]["leakage"] = float("nan")
+        record["checksum"] = sweep.record_checksum(record)
+    elif how == "garbage epsilon":
+        record["result"]["epsilon"] = "garbage"
+        record["checksum"] = sweep.record_checksum(record)
+    elif how == "no result":
+        del record["result"]
+    elif how in ("list", "null"):
+        return [] if how == "list" else None
+    return record
+
+
+@pytest.mark.parametrize("how,reason", [
+    ("negative rdp", "result rdp = -1.0 < 0"), ("epsilon 1e9", "checksum does not match"),
+    ("nan", "result leakage = nan is not finite"), ("garbage epsilon", "result epsilon = 'garbage' is not a number"),
+    ("no result", "no result"), ("list", "not a record (a JSON list)"), ("null", "not a record (a JSON NoneType)"),
+    ("another cell's", "it is the record of another cell")])
+def test_a_bad_record_is_named_and_recomputed(reference, tmp_path, how, reason):
+    shutil.copytree(reference, tmp_path / "tiny")
+    keys = sweep.plan(TINY).keys
+    bad = tmp_path / "tiny" / "cells" / f"{keys[2]}.json"
+    record = json.loads(bad.read_text())
+    if how == "another cell's":
+        bad.write_text((tmp_path / "tiny" / "cells" / f"{keys[3]}.json").read_text())
+    else:
+        bad.write_text(json.dumps(_tamper(record, how)))
+    said = []
+    outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", progress=False, log=said.append)
+    assert list(outcome.invalid) == [keys[2]] and reason in outcome.invalid[keys[2]]
+    assert any(f"recomputing cells/{keys[2]}.json: " in line and reason in line for line in said), said
+    assert (outcome.skipped, outcome.computed) == (N - 1, 1) and outcome.complete
+    assert numbers(tmp_path / "tiny") == numbers(reference)
+    assert cells_table(tmp_path / "tiny") == cells_table(reference)
+
+
+@pytest.mark.parametrize("failure", ["disk full", "read-only"])
+def test_a_full_disk_or_read_only_folder_stops_the_run_in_one_line_keeping_every_record(reference, tmp_path,
+                                                                                       monkeypatch, capsys, failure):
+    import errno
+
+    config = _write_config(tmp_path, {**TINY, "policies": ["EqualAlloc"], "seeds": [0, 1, 2, 3]})
+    assert main(["sweep", str(config), "--out", str(tmp_path), "--no-progress"]) == 0
+    first = {p.name: p.read_bytes() for p in (tmp_path / "tiny" / "cells").glob("*.json")}
+    config.write_text(yaml.safe_dump(TINY))  # three policies now: the new cells cannot be written
+    real_fsync, real_mkstemp = _io.os.fsync, _io.tempfile.mkstemp
+
+    def fsync(fd):  # the disk fills up while a record is written (no file name in the error)
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(tmp_path / "tiny" / "cells")):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    def mkstemp(*args, **kwargs):  # cells/ made read-only (root ignores chmod, so the error is raised here)
+        if str(kwargs["dir"]).endswith("cells"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(kwargs["dir"]))
+        return real_mkstemp(*args, **kwargs)
+
+    if failure == "disk full":
+        if not Path("/proc/self/fd").is_dir():
+            pytest.skip("needs Linux /proc to tell which file a descriptor writes")
+        monkeypatch.setattr(_io.os, "fsync", fsync)
+    else:
+        monkeypatch.setattr(_io.tempfile, "mkstemp", mkstemp)
+    capsys.readouterr()
+    assert main(["sweep", str(config), "--out", str(tmp_path), "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    stopped = [line for line in out.splitlines() if line.startswith("stopped: ")]
+    strerror = "No space left on device" if failure == "disk full" else "Permission denied"
+    assert len(stopped) == 1 and f"cannot write {tmp_path / 'tiny' / 'cells'}" in stopped[0], out
+    assert strerror in stopped[0] and "rerun the same command to resume" in stopped[0]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "tiny" / "cells").glob("*.json")} == first
+    assert not list((tmp_path / "tiny" / "cells").glob(".*.tmp"))
+    monkeypatch.undo()
+    assert main(["sweep", str(config), "--out", str(tmp_path), "--no-progress"]) == 0  # a rerun resumes
+    expected, found = numbers(reference), numbers(tmp_path / "tiny")
+    assert {k: found[k] for k in expected} == expected
+
+
+def test_compare_writes_one_generation_and_says_when_a_killed_run_mixed_two(tmp_path, capsys, monkeypatch):
+    from baselines import report
+
+    first = COMPARE + ["EqualAlloc", "--out", str(tmp_path)]
+    assert main(first) == 0
+    assert report.mismatched_outputs(tmp_path / "compare.json") == []
+    assert set(json.loads((tmp_path / "compare.json").read_text())["outputs"]) == {"compare.csv", "compare.png"}
+    before = (tmp_path / "compare.json").read_bytes()
+
+    def killed(*args, **kwargs):  # the run dies after its CSV and PNG, before its JSON
+        raise KeyboardInterrupt
+    monkeypatch.setattr(report, "write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        main(COMPARE + ["EqualAlloc", "AdaScale", "--out", str(tmp_path), "--overwrite"])
+    monkeypatch.undo()
+    assert (tmp_path / "compare.json").read_bytes() == before  # the JSON of the first run ...
+    assert report.mismatched_outputs(tmp_path / "compare.json") == ["compare.csv", "compare.png"]  # ... is told apart
+    (tmp_path / f".compare.csv.{_io._host()}-999999999.abcdefgh.tmp").write_text("left by a SIGKILL")
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(COMPARE + ["LiuSimeone", "--out", str(tmp_path)])
+    assert "(its compare.csv, compare.png are of yet another run)" in capsys.readouterr().err
+    assert not list(tmp_path.glob(".*.tmp"))  # a dead writer's temporary file is cleaned
+    assert main(first) == 0 and report.mismatched_outputs(tmp_path / "compare.json") == []
