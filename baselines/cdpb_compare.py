@@ -54,7 +54,7 @@ def compare_cdpb(scenario: str | CDPBScenario = "paper-cdpb", policies: tuple[st
     if unknown:
         raise ValueError(f"policies must be among {sorted(CDPB_POLICIES)}; got {unknown}")
     reference = CDPB()  # CDPB-i's tau_opt is the horizon of the CSI-based baselines
-    ref_tau = reference.configure(base.replace(strategy="idle")).num_rounds
+    ref_tau = reference.configure(base.replace(strategy="idle", portion=0.5)).num_rounds  # portion: idle ignores it
     planned = {}
     for name in policies:
         factory, fields = CDPB_POLICIES[name]

@@ -75,8 +75,9 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
     """
     n = realisations.num_envs
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
+    training = {"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir} if fidelity == "train" else {}
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
-                              eval_every=eval_every, dataset=dataset, data_dir=data_dir)
+                              **training)
     if env.scenario != scenario:
         raise ValueError("scenario: with fidelity='train' pass training_scenario(scenario), whose model_dim and "
                          "dataset_size are the trained model's and data's")

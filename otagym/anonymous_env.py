@@ -16,7 +16,8 @@ from otagym.anonymous import (AnonymousScenario, convergence_bound, convergence_
                               per_device_noise_var, received_noise_var, round_rdp, threshold_for_participation)
 from otagym.channel import ChannelModel, FadingState
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
-from otagym.validation import NUM_ENVS, POSITIVE, Many, OneOf, Real, Spec, action_array, check_args
+from otagym.validation import (NUM_ENVS, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array, bound,
+                               check_args, refuse_entries)
 
 __all__ = ["AnonymousRounds", "SigmaActionType"]
 
@@ -55,6 +56,8 @@ class AnonymousRounds:
         "noise_multiplier_range": Many(Real(1e-6, 1e6), length=2),
         "dp_orders": DP_ORDERS,
     }
+    #: The env arguments that have an effect only under another's value: none.
+    APPLIES_WITH: dict[str, AppliesWith] = {}
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
@@ -92,6 +95,10 @@ class AnonymousRounds:
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
         return spaces.Box(*self.sigma_range, shape=(1,), dtype=np.float64)
 
+    def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """The shapes of each ``reset`` option: none (anonymous OTA takes no reset options)."""
+        return {}
+
     # --- episode boundaries ----------------------------------------------------------------------------------
     def reset(self, rng: np.random.Generator, mask: NDArray | None = None) -> None:
         """Start new episodes where ``mask`` is True (all if None); draws the first round's channels."""
@@ -112,16 +119,13 @@ class AnonymousRounds:
         """sigma (gradient units, per coordinate) for each env from the action, validated (see the class docstring)."""
         a = action_array(action, self.num_envs)
         if self.action_type == "normalized":
-            if not (np.abs(a) <= 1.0).all():
-                raise ValueError(f"action (normalized) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1)][:3]}")
+            refuse_entries("action (normalized)", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
             lo, hi = self.sigma_range
             return lo * (hi / lo) ** (0.5 * (a + 1.0))
         # any physical sigma, and the whole action space (whose ends follow the scenario's units: a tiny clip norm
         # puts them below 1e-30)
         low, high = min(POSITIVE.low, self.sigma_range[0]), max(POSITIVE.high, self.sigma_range[1])
-        bad = ~((a >= low) & (a <= high))  # also catches NaN
-        if np.any(bad):
-            raise ValueError(f"action (sigma) must lie in [{low:g}, {high:g}]; got {a[bad][:3]}")
+        refuse_entries("action (sigma)", f"lie in [{bound(low)}, {bound(high)}]", a, ~((a >= low) & (a <= high)))
         return a
 
     # --- the round -------------------------------------------------------------------------------------------

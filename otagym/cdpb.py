@@ -27,11 +27,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.channel import FadingFields
 from otagym.privacy import rdp_sgm
-from otagym.validation import (PHYSICAL_RANGE, POSITIVE, Flag, Integer, Many, OneOf, Real, Text, arg, check_dataclass,
-                               from_preset)
+from otagym.validation import (PHYSICAL_RANGE, POSITIVE, AppliesWith, Flag, Integer, Many, OneOf, Real, Text, arg,
+                               check_dataclass, from_preset)
 
 __all__ = [
-    "CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency",
+    "CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency", "RHO_FLOOR_RATIO",
     "participation_probability", "expected_num_reliable", "expected_received_noise", "expected_noise_var",
     "RoundPowers", "round_powers", "convergence_term", "convergence_error", "rdp_theorem1", "noise_multiplier",
     "round_rdp", "aggregate_over_the_air", "expected_round_terms", "utility",
@@ -43,6 +43,12 @@ Adjacency = Literal["replace_one", "add_remove"]
 
 #: sigma_z^2 and lambda_2 may be 0 (the paper drops sigma_z^2 after eq. (53)).
 NON_NEGATIVE = Real(0.0, PHYSICAL_RANGE[1])
+#: The smallest rho the environments play, over rho_max = P/W^2: the bottom of the normalised action's range (its
+#: ``rho_min_ratio`` may go down to it) and the rho that a ``"rho"`` action below it (0 included) is played as. From it
+#: up, every result stays finite over the whole scenario space (sigma_q^2 / (K_t^2 rho), the estimate's noise,
+#: overflowed for rho <~ 1e-308); at it the threshold is h_th = 1e-12 and a reliable client sends its gradient at
+#: 1e-12 / h of its power, the rest as noise, so a smaller rho would only make the estimate noisier still.
+RHO_FLOOR_RATIO = 1e-12
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,8 @@ class CDPBScenario(FadingFields):
         max_rounds: the longest training the planner may choose (caps the feasible set T, >= 1). Under the SGM
             accounting G(rho, tau) keeps decreasing as rho -> 0 and tau -> infinity (docs/cdpb.md), so the cap binds.
         strategy: what unreliable clients do: ``"noisy"`` (CDPB-n), ``"idle"`` (CDPB-i) or ``"mixed"``.
-        portion: Bernoulli probability that an unreliable client sends noise under ``"mixed"`` (in [0, 1]).
+        portion: Bernoulli probability that an unreliable client sends noise under ``"mixed"`` (in [0, 1]); under
+            another strategy it has no effect and must keep its default (0.5).
         artificial_noise: False for the paper's Noise-Free baseline (sigma_r^2 = 0: reliable clients send only their
             gradient, unreliable ones stay silent whatever the strategy).
         client_sampling: probability that a client takes part in a round at all (independent sampling, 1 = always).
@@ -95,7 +102,7 @@ class CDPBScenario(FadingFields):
     num_rounds: int = arg(100, Integer(1, 10**6))
     max_rounds: int = arg(1000, Integer(1, 10**6))
     strategy: Strategy = arg("idle", OneOf(get_args(Strategy)))
-    portion: float = arg(0.5, Real(0.0, 1.0))
+    portion: float = arg(0.5, Real(0.0, 1.0), applies_with=AppliesWith("strategy", ("mixed",)))
     artificial_noise: bool = arg(True, Flag())
     client_sampling: float = arg(1.0, Real(0.0, 1.0, low_open=True))
     csi_feedback: bool = arg(False, Flag())

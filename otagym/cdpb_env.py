@@ -13,11 +13,13 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from otagym.cdpb import (CDPBScenario, convergence_term, participation_probability, round_powers, round_rdp)
+from otagym.cdpb import (RHO_FLOOR_RATIO, CDPBScenario, convergence_term, participation_probability, round_powers,
+                         round_rdp)
 from otagym.channel import ChannelModel, FadingState
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
-from otagym.validation import NUM_ENVS, PHYSICAL_RANGE, Integer, OneOf, Real, Spec, action_array, check_args
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, AppliesWith, Integer, OneOf, Real, Spec, action_array, bound,
+                               check_args, refuse_entries, refuse_without_effect, signature_defaults)
 
 __all__ = ["CDPBRounds", "RhoActionType"]
 
@@ -34,14 +36,18 @@ class CDPBRounds:
         scenario: the deployment (:class:`~otagym.cdpb.CDPBScenario`).
         num_envs: N.
         action_type: ``"normalized"`` (a in [-1, 1] -> rho = rho_max (r + (1 - r)(a + 1)/2), linear, r =
-            ``rho_min_ratio``) or ``"rho"`` (rho in (0, P/W^2] directly).
-        rho_min_ratio: rho(a = -1) / rho_max, in (0, 1) (rho = 0 would make every client reliable and silent).
+            ``rho_min_ratio``) or ``"rho"`` (rho in [0, P/W^2] directly, the closed action space; a rho below
+            :data:`~otagym.cdpb.RHO_FLOOR_RATIO` P/W^2, 0 included, is played as that floor, and ``info["rho"]`` is
+            the rho played).
+        rho_min_ratio: rho(a = -1) / rho_max, in [1e-12, 1) (:data:`~otagym.cdpb.RHO_FLOOR_RATIO`: rho = 0 would
+            make every client reliable and silent, and the estimate's noise infinite).
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
         fidelity, dataset, data_dir, data_split, data_seed, eval_every: the training fidelity, as for model A
             (:class:`otagym.receive_scaling_env.Rounds`): under ``"train"`` each round also runs Algorithm 1 on a real
             model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d
-            follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
+            follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The other training arguments apply
+            only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults.
         local_steps, local_learning_rate: L full-batch gradient steps per round and their step size, on each reliable
             client under ``fidelity="train"``.
     """
@@ -49,12 +55,15 @@ class CDPBRounds:
     #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
     ARGS: dict[str, Spec] = {
         "action_type": OneOf(get_args(RhoActionType)),
-        "rho_min_ratio": Real(1e-12, 1.0, high_open=True),
+        "rho_min_ratio": Real(RHO_FLOOR_RATIO, 1.0, high_open=True),
         "dp_orders": DP_ORDERS,
         **TRAINING_ARGS,
         "local_steps": Integer(1, 10_000),
         "local_learning_rate": Real(0.0, PHYSICAL_RANGE[1], low_open=True),
     }
+    #: The env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
+    APPLIES_WITH: dict[str, AppliesWith] = AppliesWith("fidelity", ("train",)).for_each(
+        (*(k for k in TRAINING_ARGS if k != "fidelity"), "local_steps", "local_learning_rate"))
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
@@ -68,6 +77,7 @@ class CDPBRounds:
                           fidelity=fidelity, dataset=dataset, data_dir=data_dir, data_split=data_split,
                           data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
                           local_learning_rate=local_learning_rate)
+        refuse_without_effect(args, signature_defaults(CDPBRounds.__init__), self.APPLIES_WITH)
         action_type, rho_min_ratio, dp_orders = args["action_type"], args["rho_min_ratio"], args["dp_orders"]
         num_envs = NUM_ENVS("num_envs", num_envs)
         self.fidelity = args["fidelity"]
@@ -111,6 +121,10 @@ class CDPBRounds:
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
         return spaces.Box(0.0, self.scenario.rho_max, shape=(1,), dtype=np.float64)
 
+    def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """The shapes of each ``reset`` option: none (CDPB takes no reset options)."""
+        return {}
+
     # --- episode boundaries ----------------------------------------------------------------------------------
     def reset(self, rng: np.random.Generator, mask: NDArray | None = None) -> None:
         """Start new episodes where ``mask`` is True (all if None)."""
@@ -144,18 +158,18 @@ class CDPBRounds:
 
     # --- actions ---------------------------------------------------------------------------------------------
     def action_to_rho(self, action: NDArray) -> NDArray:
-        """rho for each env from the action, validated (see the class docstring for the mapping)."""
+        """rho for each env from the action, validated (see the class docstring for the mapping): a ``"rho"`` action
+        may be any rho of the closed action space [0, P/W^2] (up to 1e-9 above it, rounding in a policy, is played as
+        P/W^2); below ``RHO_FLOOR_RATIO`` P/W^2 it is played as that floor, where every result stays finite."""
         a = action_array(action, self.num_envs)
         rho_max = self.scenario.rho_max
         if self.action_type == "normalized":
-            if not (np.abs(a) <= 1.0).all():
-                raise ValueError(f"action (normalized) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1)][:3]}")
+            refuse_entries("action (normalized)", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
             r = self.rho_min_ratio
             return rho_max * (r + (1.0 - r) * 0.5 * (a + 1.0))
-        bad = ~((a > 0) & (a <= rho_max * (1 + 1e-9)))  # also catches NaN
-        if np.any(bad):
-            raise ValueError(f"action (rho) must lie in (0, P/W^2 = {rho_max:.6g}]; got {a[bad][:3]}")
-        return np.minimum(a, rho_max)
+        refuse_entries("action (rho)", f"lie in [0, P/W^2 = {bound(rho_max)}] (a rho below {RHO_FLOOR_RATIO:g} "
+                       "P/W^2 is played as that floor)", a, ~((a >= 0) & (a <= rho_max * (1 + 1e-9))))  # NaN too
+        return np.clip(a, RHO_FLOOR_RATIO * rho_max, rho_max)
 
     def participation(self, rho: NDArray, reliable: NDArray) -> NDArray:
         """The sampling rate the accountant may use per client (N, K): p_k(rho) times the client sampling rate when

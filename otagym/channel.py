@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.validation import Integer, OneOf, Real, arg
+from otagym.validation import AppliesWith, Integer, OneOf, Real, arg
 
 __all__ = ["path_loss_db", "mean_channel_gain", "rayleigh_coefficients", "FadingState", "ChannelModel", "FadingModel",
            "FadingFields", "DISTANCE"]
@@ -37,11 +37,14 @@ DISTANCE = Real(1.0, 1e7)
 class FadingFields:
     """The fading fields of a scenario dataclass (its base): ``fading`` (``"iid"``, ``"block"`` or
     ``"gauss_markov"``), ``coherence_rounds`` (rounds per block of ``"block"``) and ``correlation`` (the Gauss-Markov
-    coefficient in [0, 1)); :class:`ChannelModel` reads them."""
+    coefficient in [0, 1)); :class:`ChannelModel` reads them. ``coherence_rounds`` applies only with
+    ``fading="block"`` and ``correlation`` only with ``fading="gauss_markov"``: under another fading a value other
+    than the default (1, 0.0) is refused."""
 
     fading: FadingModel = arg("iid", OneOf(get_args(FadingModel)))
-    coherence_rounds: int = arg(1, Integer(1, 10**6))
-    correlation: float = arg(0.0, Real(0.0, 1.0, high_open=True))
+    coherence_rounds: int = arg(1, Integer(1, 10**6), applies_with=AppliesWith("fading", ("block",)))
+    correlation: float = arg(0.0, Real(0.0, 1.0, high_open=True),
+                             applies_with=AppliesWith("fading", ("gauss_markov",)))
 
 
 def path_loss_db(distance_m: ArrayLike) -> NDArray:

@@ -9,6 +9,7 @@ AdaScale paper §IV-V).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -18,6 +19,7 @@ from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
 from otagym.schemes import Core, Scheme, get_scheme
+from otagym.validation import Integer, OfType, check_args, real_array
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds"]
 
@@ -34,24 +36,27 @@ def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, 
     return info.core(info.scenario(scenario, **overrides), num_envs, **env_kwargs)
 
 
-def _reset_options(rounds: Core, options: dict[str, Any] | None, single: bool) -> dict[str, Any]:
+def _reset_options(rounds: Core, options: Mapping[str, Any] | None, single: bool) -> dict[str, Any]:
+    """``reset``'s ``options`` (a dict or None) as the core's keyword arguments. The single env checks each option
+    against the core's shapes less the batch axis (so that a message names the shape the single env accepts) and
+    inserts that axis."""
+    allowed = sorted(rounds.OPTION_AXES)
+    OfType((Mapping, type(None)), f"a dict of reset options (keys among {allowed}) or None")("options", options)
     opts = dict(options or {})
     unknown = set(opts) - set(rounds.OPTION_AXES)
     if unknown:
-        raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: {sorted(rounds.OPTION_AXES)}")
+        raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: {allowed}")
     if single:
-        opts = {k: _insert_axis(v, rounds.OPTION_AXES[k]) for k, v in opts.items()}
+        shapes = rounds.option_shapes()
+        opts = {k: _single_option(k, v, shapes[k], rounds.OPTION_AXES[k]) for k, v in opts.items()}
     return opts
 
 
-def _insert_axis(value: Any, axis: int) -> Any:
-    """A single env's option with the batch axis inserted; a value that is not a real array is passed on as it is, to
-    be refused, naming the option, by the core's check."""
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError):
-        return value
-    return np.expand_dims(arr, axis) if arr.dtype.kind in "iuf" else value
+def _single_option(name: str, value: Any, shapes: tuple[tuple[int, ...], ...], axis: int) -> NDArray:
+    """A single env's reset option, checked against the core's ``shapes`` (N = 1) without the batch ``axis`` (a
+    shape without that axis is taken as it is: ``nu``'s ()), as a float array with the axis inserted."""
+    unbatched = tuple(dict.fromkeys(s[:axis] + s[axis + 1:] if len(s) > axis else s for s in shapes))
+    return np.expand_dims(real_array(f"reset option {name}", value, unbatched), axis)
 
 
 class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
@@ -208,16 +213,21 @@ class OTAPrivacyVectorEnv(VectorEnv):
     observation and the info of the ending step. Every other info entry is an array over envs with an all-True
     ``"_key"`` mask, except the episode-end keys (the core's ``EPISODE_END_KEYS``), masked by ``terminated``.
     ``reset(options=...)`` accepts ``distances_m`` (N, M), ``channel_gains`` (T, N, M) and ``nu`` (N,) or a scalar.
+    ``max_episode_steps`` is what ``gym.make_vec`` passes from a registered id's spec (as to ``CartPoleVectorEnv``):
+    an episode ends after its T rounds (``num_rounds`` sets T), so it must be at least T (no effect) or None.
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, num_envs: int = 8, scenario: Any = None, render_mode: str | None = None, *,
-                 scheme: Scheme = "receive_scaling", **kwargs: Any):
+                 scheme: Scheme = "receive_scaling", max_episode_steps: int | None = None, **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
         self.scheme = scheme
         self.rounds = make_rounds(scheme, scenario, num_envs, kwargs)
+        # an episode ends after its num_rounds: a limit at or above them has no effect, one below is refused
+        check_args({"max_episode_steps": Integer(self.rounds.num_rounds, optional=True)},
+                   max_episode_steps=max_episode_steps)
         self.scenario = self.rounds.scenario
         self.model = getattr(self.rounds, "model", None)
         self.num_envs = self.rounds.num_envs

@@ -76,8 +76,10 @@ class Scenario(FadingFields):
         nu_grid: the nu values the paper sweeps (used by ``otagym compare``).
         fading: ``"iid"`` (default, the paper's), ``"block"`` (constant for ``coherence_rounds``) or
             ``"gauss_markov"`` (first-order AR on the complex gain with ``correlation``).
-        coherence_rounds: block length in rounds for ``fading="block"`` (>= 1).
-        correlation: AR(1) coefficient in [0, 1) of the complex gain for ``fading="gauss_markov"``.
+        coherence_rounds: block length in rounds for ``fading="block"`` (>= 1; under another fading it has no
+            effect and must keep its default, 1).
+        correlation: AR(1) coefficient in [0, 1) of the complex gain for ``fading="gauss_markov"`` (under another
+            fading it must keep its default, 0.0).
         name: label.
     """
 

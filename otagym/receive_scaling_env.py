@@ -20,8 +20,8 @@ from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, RDPLedger
 from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, Scenario, budget_action_cost,
                                     normalized_x)
-from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, Many, OneOf, Real, Spec, action_array, check_args,
-                               real_array)
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array,
+                               bound, check_args, real_array, refuse_entries, refuse_without_effect, signature_defaults)
 
 __all__ = ["Rounds", "ActionType", "RewardMode", "OBS_BOUND"]
 
@@ -73,6 +73,9 @@ class Rounds:
             per device), and the seed of the split.
         eval_every: rounds between evaluations (test loss and accuracy, ||grad f||^2) under ``fidelity="train"``.
         momentum, weight_decay: of the model update (12) under ``fidelity="train"``.
+
+    The training arguments (``dataset`` ... ``weight_decay``) apply only under ``fidelity="train"``
+    (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults (else ``ValueError``: no effect).
     """
 
     #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
@@ -90,7 +93,10 @@ class Rounds:
         "momentum": Real(0.0, 1.0, high_open=True),
         "weight_decay": Real(0.0, 1.0),
     }
-    #: Batch axis of each ``reset`` option (a single env inserts it).
+    #: The env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
+    APPLIES_WITH: dict[str, AppliesWith] = AppliesWith("fidelity", ("train",)).for_each(
+        (*(k for k in TRAINING_ARGS if k != "fidelity"), "momentum", "weight_decay"))
+    #: Batch axis of each ``reset`` option (a single env inserts it; :meth:`option_shapes` has the shapes).
     OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "leakage_total", "equal_alloc_leakage")
 
@@ -119,9 +125,11 @@ class Rounds:
     ) -> None:
         args = check_args(self.ARGS, reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
                           reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
-                          price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range, dp_orders=dp_orders, fidelity=fidelity,
-                          dataset=dataset, data_dir=data_dir, data_split=data_split, data_seed=data_seed,
-                          eval_every=eval_every, momentum=momentum, weight_decay=weight_decay)
+                          price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range,
+                          dp_orders=dp_orders, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
+                          data_split=data_split, data_seed=data_seed, eval_every=eval_every, momentum=momentum,
+                          weight_decay=weight_decay)
+        refuse_without_effect(args, signature_defaults(Rounds.__init__), self.APPLIES_WITH)
         reward_mode, action_type, reward_lambda = args["reward_mode"], args["action_type"], args["reward_lambda"]
         if reward_mode is None:
             reward_mode = "budget" if action_type is None or action_type in BUDGET_ACTIONS else "cmdp"
@@ -203,24 +211,25 @@ class Rounds:
         and nu, so ``mean_channel_gain`` keeps matching the gains); ``nu`` (N,) or a scalar sets this episode's
         budget (else the scenario's, or a log-uniform draw from ``nu_range``).
         """
-        n, m, big_t = self.num_envs, self.scenario.num_devices, self.scenario.num_rounds
+        n, big_t = self.num_envs, self.scenario.num_rounds
         rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        shapes = self.option_shapes()
         if channel_gains is not None:
             if mask is not None:
                 raise ValueError("channel_gains can only be replayed on a full reset")
-            self.trace = _option_array("channel_gains", channel_gains, (big_t, n, m), PHYSICAL_RANGE)
+            self.trace = _option_array("channel_gains", channel_gains, shapes["channel_gains"], PHYSICAL_RANGE)
         elif mask is None:
             self.trace = None
         replay = mask is not None and self.trace is not None  # an autoreset replays the trace with its placement, nu
         if nu is not None:
-            nu = np.broadcast_to(_option_array("nu", nu, ((), (n,)), PHYSICAL_RANGE), (n,))
+            nu = np.broadcast_to(_option_array("nu", nu, shapes["nu"], PHYSICAL_RANGE), (n,))
         elif self.nu_range is not None and not replay:
             lo, hi = np.log(self.nu_range)
             nu = np.exp(rng.uniform(lo, hi, size=n))
         if nu is not None:
             self.nu = np.where(rows, nu, self.nu)
         if distances_m is not None:
-            dist = _option_array("distances_m", distances_m, (n, m), DISTANCE_RANGE)
+            dist = _option_array("distances_m", distances_m, shapes["distances_m"], DISTANCE_RANGE)
         else:
             dist = self.distances_m if replay else self.channel.draw_distances(rng, (n,))
         fresh = self.channel.initial(rng, (n,))
@@ -271,8 +280,7 @@ class Rounds:
         a = action_array(action, self.num_envs)
         model, x_max = self.model, self.model.x_max
         if self.action_type in BUDGET_ACTIONS + ("normalized",):
-            if not (np.abs(a) <= 1.0).all():
-                raise ValueError(f"action ({self.action_type}) must lie in [-1, 1]; got {a[~(np.abs(a) <= 1.0)][:3]}")
+            refuse_entries(f"action ({self.action_type})", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
             if self.action_type in BUDGET_ACTIONS:
                 cost = budget_action_cost(model, self.action_type, a, self.h_min2,
                                           self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
@@ -284,15 +292,11 @@ class Rounds:
             return x, model.convergence_cost(x, self.h_min2)
         x_floor = X_FLOOR_RATIO * x_max
         if self.action_type == "x":
-            bad = ~((a >= x_floor) & (a <= x_max * (1 + 1e-9)))
-            if np.any(bad):
-                raise ValueError(f"action (x) must lie in [{x_floor:.6g}, x_max={x_max:.6g}] (1e-12 x_max to x_max); "
-                                 f"got {a[bad][:3]}")
+            refuse_entries("action (x)", f"lie in [{bound(x_floor)}, x_max={bound(x_max)}] (1e-12 x_max to x_max)", a,
+                           ~((a >= x_floor) & (a <= x_max * (1 + 1e-9))))
             x = np.minimum(a, x_max)
         else:
-            bad = ~((a >= 0) & np.isfinite(a))
-            if np.any(bad):
-                raise ValueError(f"action (eta) must be finite and >= 0; got {a[bad][:3]}")
+            refuse_entries("action (eta)", "be finite and >= 0", a, ~((a >= 0) & np.isfinite(a)))
             with np.errstate(over="ignore"):  # a huge eta: inf, clipped to x_max
                 x = np.clip(a / self.h_min2, x_floor, x_max)
         return x, model.convergence_cost(x, self.h_min2)
@@ -362,6 +366,13 @@ class Rounds:
     def observation_space(self) -> spaces.Box:
         return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)
 
+    def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """The shapes each ``reset`` option takes (N envs, M devices, T rounds): ``distances_m`` (N, M),
+        ``channel_gains`` (T, N, M), ``nu`` () or (N,). The single env takes them less the batch axis
+        (:attr:`OPTION_AXES`)."""
+        n, m, big_t = self.num_envs, self.scenario.num_devices, self.scenario.num_rounds
+        return {"distances_m": ((n, m),), "channel_gains": ((big_t, n, m),), "nu": ((), (n,))}
+
     def action_space(self) -> spaces.Box:
         if self.action_type in BUDGET_ACTIONS + ("normalized",):
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
@@ -402,12 +413,10 @@ class Rounds:
                 "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
 
 
-def _option_array(name: str, value: ArrayLike, shapes: tuple | tuple[tuple[int, ...], ...],
+def _option_array(name: str, value: ArrayLike, shapes: tuple[tuple[int, ...], ...],
                   bounds: tuple[float, float]) -> NDArray:
     """A ``reset`` option as a float array of one of ``shapes`` with every entry in ``bounds`` (closed)."""
-    shapes = shapes if isinstance(shapes[0], tuple) else (shapes,)
     arr = real_array(f"reset option {name}", value, shapes)
-    if not np.all((arr >= bounds[0]) & (arr <= bounds[1])):
-        bad = arr[~((arr >= bounds[0]) & (arr <= bounds[1]))]
-        raise ValueError(f"reset option {name} must lie in [{bounds[0]:g}, {bounds[1]:g}]; got {bad.ravel()[:3]}")
+    refuse_entries(f"reset option {name}", f"lie in [{bound(bounds[0])}, {bound(bounds[1])}]", arr,
+                   ~((arr >= bounds[0]) & (arr <= bounds[1])))
     return arr

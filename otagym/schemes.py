@@ -23,7 +23,7 @@ from otagym.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
 from otagym.receive_scaling import PRESETS, Scenario, get_scenario
 from otagym.receive_scaling_env import Rounds
-from otagym.validation import OneOf, Spec
+from otagym.validation import AppliesWith, OneOf, Spec
 
 __all__ = ["Scheme", "SchemeInfo", "SCHEMES", "get_scheme", "Core"]
 
@@ -41,6 +41,8 @@ class Core(Protocol):
     OPTION_AXES: ClassVar[dict[str, int]]
     #: Info keys present only at the end of an episode (the vector env masks them by ``terminated``).
     EPISODE_END_KEYS: ClassVar[tuple[str, ...]]
+    #: Env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
+    APPLIES_WITH: ClassVar[dict[str, AppliesWith]]
     scenario: Any
     num_envs: int
     num_rounds: int
@@ -53,6 +55,7 @@ class Core(Protocol):
     def observation_space(self) -> spaces.Space: ...
     def action_space(self) -> spaces.Space: ...
     def reset_info(self) -> dict[str, NDArray]: ...
+    def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]: ...
     def next_channel_info(self) -> dict[str, NDArray]: ...
 
 

@@ -7,8 +7,15 @@ wrong type raises ``TypeError``, a value of the right type outside its range rai
 ``"<argument> must be <allowed>; got <value>"``.
 
 Numbers are Python or numpy integers and floats (``np.float32(0.04)`` is a number); ``bool`` is not a number, strings
-are never parsed, NaN and infinities are refused. Integers accept integral floats (``1e3``) and refuse the rest
-(nothing is truncated). Flags accept only ``True``/``False``.
+are never parsed, NaN and infinities are refused, and so are Python ints beyond float64 (``10**400``) or, for integers,
+beyond int64: all with the same ``ValueError`` naming the range. Integers accept integral floats (``1e3``) and refuse
+the rest (nothing is truncated). Flags accept only ``True``/``False``. Messages quote numbers in full (the shortest
+repr that reads back the same float: a bound and a value just past it never print alike), huge ints abbreviated.
+
+A setting that has an effect only under another setting's value (``correlation`` only with
+``fading="gauss_markov"``, the training options only with ``fidelity="train"``, ...) declares it
+(:class:`AppliesWith`); set to anything but its default elsewhere, it is refused (:func:`refuse_without_effect`)
+rather than silently ignored.
 
 Physical quantities are bounded to :data:`PHYSICAL_RANGE` in their unit (W, m, model units): inside it every product
 the models form stays well inside float64, so observations, rewards and info stay finite (the fuzz suite,
@@ -18,20 +25,27 @@ the models form stays well inside float64, so observations, rewards and info sta
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["PHYSICAL_RANGE", "POSITIVE", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text", "Many",
-           "NUM_ENVS", "real_array", "action_array", "arg", "check_args", "check_dataclass", "refuse_unknown_fields",
+__all__ = ["PHYSICAL_RANGE", "POSITIVE", "INT64_MAX", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text",
+           "Many", "NUM_ENVS", "shown", "bound", "refuse_entries", "real_array", "action_array", "AppliesWith", "arg",
+           "check_args", "check_dataclass", "refuse_without_effect", "signature_defaults", "refuse_unknown_fields",
            "from_preset"]
 
 #: The range (closed) of every positive physical quantity of a scenario in its unit.
 PHYSICAL_RANGE = (1e-30, 1e30)
+#: The largest integer any integer argument may take (numpy's int64), whatever its spec says.
+INT64_MAX = 2**63 - 1
+#: Python ints beyond this do not fit float64 (``float(value)`` raises ``OverflowError``).
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 class Spec(Protocol):
@@ -39,8 +53,45 @@ class Spec(Protocol):
         """The value, converted (floats, ints, tuples); raises TypeError/ValueError naming ``where``."""
 
 
+def _is_huge_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and abs(value) > _FLOAT_MAX
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error message quotes it: ``repr``, with floats (numpy's too, and float arrays entry by entry) in
+    full precision, so that a value just past a bound does not print as the bound, and Python ints beyond float64
+    abbreviated (``~1e400``) rather than printed in hundreds of digits."""
+    if _is_huge_int(value):
+        return _huge(value) + " (an int beyond float64)"
+    if isinstance(value, np.floating):
+        return repr(float(value))
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf" and value.ndim <= 1:
+        return "[" + ", ".join(map(repr, value.tolist())) + "]"
+    if isinstance(value, (list, tuple)) and any(map(_is_huge_int, value)):
+        inner = ", ".join(_huge(v) if _is_huge_int(v) else repr(v) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
+    return repr(value)
+
+
+def _huge(value: int) -> str:
+    return f"{'-' if value < 0 else ''}~1e{int(math.log10(abs(value)))}"
+
+
+def bound(x: float) -> str:
+    """A bound for a message: ``:g`` where that is exact (``1e-30``, ``1``), else in full (``518967.72916133993``)."""
+    text = f"{x:g}"
+    return text if float(text) == x else repr(float(x))
+
+
 def _fail(error: type[Exception], where: str, allowed: str, value: Any) -> None:
-    raise error(f"{where} must be {allowed}; got {value!r}")
+    raise error(f"{where} must be {allowed}; got {shown(value)}")
+
+
+def refuse_entries(where: str, allowed: str, values: NDArray, bad: NDArray) -> None:
+    """Raise ``ValueError`` ``"<where> must <allowed>; got <the first bad entries, in full>"`` if any of ``bad``
+    (a mask over ``values``, e.g. a batch of actions) is True. ``allowed`` reads after "must" ("lie in [0, 1]")."""
+    if np.any(bad):
+        raise ValueError(f"{where} must {allowed}; got {shown(np.asarray(values)[bad].ravel()[:3])}")
 
 
 def _is_number(value: Any) -> bool:
@@ -49,10 +100,10 @@ def _is_number(value: Any) -> bool:
 
 def _interval(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
     if high is None:
-        return f"{'>' if low_open else '>='} {low:g}"
+        return f"{'>' if low_open else '>='} {bound(low)}"
     if low is None:
-        return f"{'<' if high_open else '<='} {high:g}"
-    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        return f"{'<' if high_open else '<='} {bound(high)}"
+    return f"in {'(' if low_open else '['}{bound(low)}, {bound(high)}{')' if high_open else ']'}"
 
 
 @dataclass(frozen=True)
@@ -76,7 +127,10 @@ class Real:
             return None
         if not _is_number(value):
             _fail(TypeError, where, self.allowed, value)
-        v = float(value)
+        try:
+            v = float(value)
+        except OverflowError:  # a Python int (or Fraction) beyond float64
+            _fail(ValueError, where, self.allowed, value)
         lo, hi = self.low, self.high
         if not (math.isfinite(v) and (lo is None or (v > lo if self.low_open else v >= lo))
                 and (hi is None or (v < hi if self.high_open else v <= hi))):
@@ -84,9 +138,19 @@ class Real:
         return v
 
 
+def _is_integral(value: Any) -> bool:
+    """Whether a number is a whole number (an int of any size, or an integral float; NaN, inf: no)."""
+    if isinstance(value, numbers.Integral):
+        return True
+    try:
+        return math.isfinite(value) and int(value) == value
+    except OverflowError:  # a Fraction beyond float64
+        return False
+
+
 @dataclass(frozen=True)
 class Integer:
-    """An integer in ``[low, high]``."""
+    """An integer in ``[low, high]`` (``high=None``: up to :data:`INT64_MAX`, so that it fits numpy's int64)."""
 
     low: int
     high: int | None = None
@@ -94,7 +158,7 @@ class Integer:
 
     @property
     def allowed(self) -> str:
-        bounds = f">= {self.low}" if self.high is None else f"in [{self.low}, {self.high}]"
+        bounds = f">= {self.low} (and <= 2**63 - 1)" if self.high is None else f"in [{self.low}, {self.high}]"
         return f"an integer {bounds}" + (" or None" if self.optional else "")
 
     def __call__(self, where: str, value: Any) -> int | None:
@@ -102,8 +166,8 @@ class Integer:
             return None
         if not _is_number(value):
             _fail(TypeError, where, self.allowed, value)
-        if not (math.isfinite(value) and int(value) == value and value >= self.low
-                and (self.high is None or value <= self.high)):
+        high = INT64_MAX if self.high is None else min(self.high, INT64_MAX)
+        if not (_is_integral(value) and self.low <= value <= high):
             _fail(ValueError, where, self.allowed, value)
         return int(value)
 
@@ -188,7 +252,7 @@ class Many:
             try:
                 out.append(self.element(where, v))
             except (TypeError, ValueError) as err:
-                raise type(err)(f"{where} must be {self.allowed}; got {value!r}") from None
+                raise type(err)(f"{where} must be {self.allowed}; got {shown(value)}") from None
         return tuple(out)
 
 
@@ -198,9 +262,18 @@ NUM_ENVS = Integer(1, 1_000_000)
 POSITIVE = Real(*PHYSICAL_RANGE)
 
 
+def _as_float(value: Any) -> float:
+    """A real number as a float; a Python int beyond float64 as +-inf (which every range check refuses)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def real_array(where: str, value: Any, shapes: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """``value`` as a float64 array of one of ``shapes``: integer or float dtype only (no bool, complex, string or
-    object arrays, no masked arrays). Ranges are the caller's to check, NaN and infinities included."""
+    masked arrays; an object array only of numbers, i.e. Python ints beyond int64, which become floats and, beyond
+    float64, +-inf). Ranges are the caller's to check, NaN and infinities included."""
     allowed = "real numbers (an int or float array) of shape " + " or ".join(map(str, shapes))
     if isinstance(value, np.ma.MaskedArray):
         _fail(TypeError, where, allowed + ", not a masked array", value)
@@ -208,6 +281,8 @@ def real_array(where: str, value: Any, shapes: tuple[tuple[int, ...], ...]) -> n
         arr = np.asarray(value)
     except (TypeError, ValueError):
         arr = np.empty(0, dtype=object)
+    if arr.dtype == object and arr.size and all(map(_is_number, arr.flat)):
+        arr = np.array([_as_float(v) for v in arr.flat]).reshape(arr.shape)
     if arr.dtype.kind not in "iuf":
         _fail(TypeError, where, allowed, value)
     if arr.shape not in shapes:
@@ -222,23 +297,84 @@ def action_array(action: ArrayLike, num_envs: int) -> NDArray:
     return real_array("action", action, shapes).reshape(num_envs)
 
 
+@dataclass(frozen=True)
+class AppliesWith:
+    """Where a setting has an effect: only while the setting ``setting`` is one of ``values``. Elsewhere the setting
+    must keep its default (:func:`refuse_without_effect`), which is what "not set" means.
+
+    Declared per scenario field with :func:`arg` (``applies_with=``) and per env argument in a core's
+    ``APPLIES_WITH`` (``AppliesWith("fidelity", ("train",)).for_each(names)``).
+    """
+
+    setting: str
+    values: tuple[Any, ...]
+
+    def holds(self, settings: Mapping[str, Any]) -> bool:
+        """Whether a setting under this condition has an effect given every setting's value (``settings``)."""
+        return settings[self.setting] in self.values
+
+    @property
+    def where(self) -> str:
+        """The condition as a message reads it: ``fading='block'``."""
+        return " or ".join(f"{self.setting}={v!r}" for v in self.values)
+
+    def for_each(self, names: Iterable[str]) -> dict[str, "AppliesWith"]:
+        """This condition for each of ``names`` (the declaration of a core's ``APPLIES_WITH``)."""
+        return {name: self for name in names}
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays and such: not a default
+        return False
+
+
+def refuse_without_effect(settings: Mapping[str, Any], defaults: Mapping[str, Any],
+                          applies: Mapping[str, AppliesWith], owner: str = "") -> None:
+    """Raise ``ValueError`` for a setting of ``applies`` that differs from its default in ``defaults`` while its
+    condition does not hold (it would be silently ignored), naming it, where it applies and both values.
+    ``settings`` holds every setting's (checked) value; ``owner`` prefixes the names (``"Scenario"``)."""
+    prefix = f"{owner}." if owner else ""
+    for name, condition in applies.items():
+        value, default = settings[name], defaults[name]
+        if not condition.holds(settings) and not _equal(value, default):
+            raise ValueError(f"{prefix}{name} applies only with {condition.where} (elsewhere it has no effect: leave "
+                             f"it at its default, {shown(default)}); got {name}={shown(value)} with "
+                             f"{condition.setting}={settings[condition.setting]!r}")
+
+
+def signature_defaults(func: Callable[..., Any]) -> dict[str, Any]:
+    """The default of every parameter of ``func`` that has one (a core's env arguments, for
+    :func:`refuse_without_effect`)."""
+    return {name: p.default for name, p in inspect.signature(func).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
 def check_args(specs: dict[str, Spec], **values: Any) -> dict[str, Any]:
     """Every keyword argument checked and converted by its spec in ``specs`` (named by its keyword)."""
     return {name: specs[name](name, value) for name, value in values.items()}
 
 
-def arg(default: Any, spec: Spec) -> Any:
-    """A dataclass field with ``default`` whose value :func:`check_dataclass` checks and converts with ``spec``."""
-    return dataclasses.field(default=default, metadata={"spec": spec})
+def arg(default: Any, spec: Spec, applies_with: AppliesWith | None = None) -> Any:
+    """A dataclass field with ``default`` whose value :func:`check_dataclass` checks and converts with ``spec``;
+    ``applies_with``: the condition under which it has an effect (elsewhere it must keep ``default``)."""
+    return dataclasses.field(default=default, metadata={"spec": spec, "applies_with": applies_with})
 
 
 def check_dataclass(obj: Any) -> None:
-    """Check and convert every field of the (frozen) dataclass ``obj`` that declares a spec with :func:`arg`."""
+    """Check and convert every field of the (frozen) dataclass ``obj`` that declares a spec with :func:`arg`, then
+    refuse the fields set where they have no effect (their ``applies_with``)."""
     owner = type(obj).__name__
-    for f in dataclasses.fields(obj):
+    fields = dataclasses.fields(obj)
+    for f in fields:
         spec = f.metadata.get("spec")
         if spec is not None:
             object.__setattr__(obj, f.name, spec(f"{owner}.{f.name}", getattr(obj, f.name)))
+    applies = {f.name: f.metadata["applies_with"] for f in fields if f.metadata.get("applies_with") is not None}
+    if applies:
+        refuse_without_effect({f.name: getattr(obj, f.name) for f in fields}, {f.name: f.default for f in fields},
+                              applies, owner)
 
 
 def refuse_unknown_fields(cls: type, overrides: dict[str, Any]) -> None:

@@ -281,8 +281,8 @@ def test_bad_normalized_action_raises(action):
 def test_bad_rho_and_scenario_raise_with_the_parameter_name():
     env = OTAPrivacyEnv(scheme="cdpb", num_rounds=5, action_type="rho")
     env.reset(seed=0)
-    for rho in (0.0, -0.1, 1.5, np.inf):
-        with pytest.raises(ValueError, match=r"rho.*\(0, P/W\^2"):
+    for rho in (-0.1, -1e-320, 1.5, np.inf, np.nan):
+        with pytest.raises(ValueError, match=r"action \(rho\) must lie in \[0, P/W\^2 = 1\]"):
             env.step(np.array([rho]))
     for field, value in (("portion", 1.5), ("channel_scale", -1.0), ("strategy", "lazy"), ("num_clients", 0),
                          ("accounting", "rdp"), ("client_sampling", 0.0), ("max_rounds", 0)):
@@ -300,3 +300,22 @@ def test_no_nan_at_extreme_actions():
     for t in range(20):
         obs, r, *_ = venv.step(np.where(np.arange(50)[:, None] % 2 == 0, -1.0, 1.0).astype(np.float32))
         assert np.isfinite(obs).all() and np.isfinite(r).all()
+
+
+@pytest.mark.parametrize("fidelity", ["analytic", "train"])
+@pytest.mark.parametrize("rho", [0.0, 5e-324, 1e-320, 1e-308, 1e-300, 1e-13])
+def test_rho_actions_down_to_zero_play_the_floor_and_stay_finite(rho, fidelity):
+    """Issue: rho <= ~1e-308 (inside Box(0, P/W^2)) gave reward -inf and inf utility, gamma, convergence_term and
+    estimate_noise_var; rho = 0 (the box's lower edge) was refused. Every rho of the closed box is now played, those
+    below the floor 1e-12 P/W^2 as the floor (info["rho"] is the rho played)."""
+    kwargs = dict(num_clients=4, noise_power_w=0.5, num_rounds=3, action_type="rho", fidelity=fidelity)
+    env = OTAPrivacyEnv(scheme="cdpb", power_max_w=2.0, grad_bound=0.5, **kwargs)  # rho_max = 8
+    floor = 1e-12 * env.scenario.rho_max
+    assert env.action_space.contains(np.array([rho]))
+    env.reset(seed=0)
+    for _ in range(3):
+        obs, reward, _, _, info = env.step(np.array([rho]))
+        assert np.isfinite(reward) and np.isfinite(obs).all()
+        assert info["rho"] == floor
+        for key, value in info.items():
+            assert np.isfinite(value).all(), key

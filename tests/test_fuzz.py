@@ -4,8 +4,10 @@
 The strategies are derived from the specs the code itself declares (the scenario dataclasses' field metadata and
 the cores' ``ARGS``, for every scheme in the registry ``otagym.schemes.SCHEMES``), so a new field, argument or scheme
 is fuzzed without touching this file. Valid values span each spec's whole range (hypothesis favours its ends: 1e-30
-and 1e30 W, 1 m and 10,000 km, ...); a fifth of the drawn values are invalid ones. Sizes are capped (``SIZE_CAPS``) so
-an example is one short episode.
+and 1e30 W, 1 m and 10,000 km, ...); a fifth of the drawn values are invalid ones, huge numbers among them (Python ints
+beyond float64 and int64). A valid draw leaves out the settings that would have no effect (``AppliesWith``). Sizes are
+capped (``SIZE_CAPS``) so an example is one short episode. Besides: every numeric argument against huge numbers, CDPB's
+rho at the edges of its action space (0, subnormals, P/W^2), and reset options of every shape and kind.
 
 On failure hypothesis prints the falsifying example (the seed is one of its arguments) and a ``@reproduce_failure``
 blob; ``pytest --hypothesis-seed=N`` replays a whole run. ``OTAGYM_FUZZ_SCALE=20`` multiplies the examples.
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.schemes import SCHEMES as REGISTRY
-from otagym.validation import Integer, Many, OfType, OneOf, Real
+from otagym.validation import AppliesWith, Integer, Many, OfType, OneOf, Real, signature_defaults
 
 #: A numerical warning (overflow, divide by zero, invalid) is a failure: nothing may silently become inf or NaN.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -41,8 +43,10 @@ SIZE_CAPS = {"num_devices": 6, "num_clients": 6, "num_rounds": 4, "max_rounds": 
 #: Integer dp_orders up to 300: fractional orders are valid, but their series can need 1e5-1e6 terms (q near 1/2,
 #: as Opacus's); they are checked against Opacus, mpmath and their integer neighbours in test_privacy.py.
 ORDERS_FUZZED = Many(Integer(2, 300), optional=True)
+#: Huge numbers: Python ints beyond float64 and int64, the largest floats (issue: 10**400 raised OverflowError).
+HUGE_VALUES = [10**400, -10**400, 2**64, -(2**63) - 1, 1.7976931348623157e308, -1.7976931348623157e308]
 BAD_VALUES = [None, "1", "iid", True, np.nan, np.inf, -np.inf, 1 + 1j, [], {}, -1, 0, 1e308, -1e-300, (1.0,),
-              np.float32(np.nan), np.bool_(False)]
+              np.float32(np.nan), np.bool_(False), (10**400,), *HUGE_VALUES]
 #: Every registered scheme: its Scenario class and its batched core.
 SCHEMES = {name: (info.scenario_type, info.core) for name, info in REGISTRY.items()}
 #: The schemes with a training fidelity.
@@ -94,6 +98,34 @@ def field_specs(cls: type) -> dict[str, Any]:
     return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata}
 
 
+def numeric_arguments() -> list[tuple[str, str, Any]]:
+    """(scheme, argument, spec) of every number-valued scenario field and env argument of every scheme."""
+    out = []
+    for scheme, (scenario_cls, core) in sorted(SCHEMES.items()):
+        for name, spec in {**field_specs(scenario_cls), **core.ARGS}.items():
+            element = spec.element if isinstance(spec, Many) else spec
+            if isinstance(element, (Real, Integer)):
+                out.append((scheme, name, spec))
+    return out
+
+
+def conditions(scheme: str) -> tuple[dict[str, AppliesWith], dict[str, Any]]:
+    """The settings of ``scheme`` that apply only with another (:class:`~otagym.validation.AppliesWith`: scenario
+    fields and env arguments) and every setting's default."""
+    scenario_cls, core = SCHEMES[scheme]
+    fields = dataclasses.fields(scenario_cls)
+    applies = {f.name: f.metadata["applies_with"] for f in fields if f.metadata.get("applies_with") is not None}
+    defaults = {f.name: f.default for f in fields}
+    return {**applies, **core.APPLIES_WITH}, {**defaults, **signature_defaults(core.__init__)}
+
+
+def without_inapplicable(scheme: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` less the settings that would have no effect (refused, which a valid draw must not be)."""
+    applies, defaults = conditions(scheme)
+    values = {**defaults, **kwargs}
+    return {k: v for k, v in kwargs.items() if k not in applies or applies[k].holds(values)}
+
+
 def _scheme_kwargs(scheme: str, broken: bool, fidelity: str = "analytic") -> st.SearchStrategy[dict[str, Any]]:
     scenario_cls, core = SCHEMES[scheme]
     fields = field_specs(scenario_cls)
@@ -104,8 +136,9 @@ def _scheme_kwargs(scheme: str, broken: bool, fidelity: str = "analytic") -> st.
         fixed["fidelity"] = st.just(fidelity)
     if fidelity == "train":  # the embedded digits: MNIST and CIFAR-10 need files (their loaders are tested alone)
         fixed.update(dataset=st.just("digits"), data_dir=st.none())
-    return st.tuples(fuzzed(fields, broken), fuzzed(core.ARGS, broken), st.fixed_dictionaries(fixed)).map(
+    merged = st.tuples(fuzzed(fields, broken), fuzzed(core.ARGS, broken), st.fixed_dictionaries(fixed)).map(
         lambda parts: {**parts[0], **parts[1], **parts[2]})
+    return merged if broken else merged.map(lambda kwargs: without_inapplicable(scheme, kwargs))
 
 
 def _finite(name: str, value: Any) -> None:
@@ -135,6 +168,10 @@ def _play(env: Any, seed: int, rounds: int, vector: bool) -> None:
 def _names_an_argument(err: Exception, kwargs: dict[str, Any]) -> bool:
     msg = str(err)
     return any(k in msg for k in kwargs) or "reward_lambda" in msg
+
+
+def _make(scheme: str, vector: bool, **kwargs: Any) -> Any:
+    return OTAPrivacyVectorEnv(2, scheme=scheme, **kwargs) if vector else OTAPrivacyEnv(scheme=scheme, **kwargs)
 
 
 @fuzz(600)
@@ -222,3 +259,98 @@ def test_step_before_reset_is_a_runtime_error(scheme, vector):
     env = OTAPrivacyVectorEnv(2, scheme=scheme) if vector else OTAPrivacyEnv(scheme=scheme)
     with pytest.raises(RuntimeError, match="reset"):
         env.step(env.action_space.sample())
+
+
+# --- huge numbers, rho at its boundary, shapes of reset options ---------------------------------------------------
+@pytest.mark.parametrize("value", HUGE_VALUES[:2] + HUGE_VALUES[4:], ids=["1e400", "-1e400", "max", "-max"])
+@pytest.mark.parametrize("scheme,name,spec", numeric_arguments(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_numeric_argument_refuses_huge_numbers_naming_itself_and_its_range(scheme, name, spec, value):
+    """10**400 fits neither float64 nor int64 (it raised a bare OverflowError); +-1.8e308 lie outside every range."""
+    element = spec.element if isinstance(spec, Many) else spec
+    given = value if not isinstance(spec, Many) or spec.scalar else (value,) * (spec.length or 1)
+    with pytest.raises(ValueError) as info:
+        _make(scheme, False, **{name: given})
+    msg = str(info.value)
+    assert f"{name} must be" in msg and element.allowed in msg and "; got " in msg, msg
+    assert len(msg) < 600, msg
+
+
+@fuzz(60)
+@given(data=st.data(), rho=st.sampled_from([0.0, 5e-324, 1e-320, 1e-308, 1e-300, 1e-13, 1.0, np.inf]),
+       seed=st.integers(0, 2**32 - 1), vector=st.booleans())
+def test_rho_at_its_boundary_plays_finite_episodes(data, rho, seed, vector):
+    """Every rho of the action space Box(0, P/W^2), the edges and the subnormals included, plays finite rounds (rho
+    below the floor 1e-12 P/W^2 is played as the floor); ``inf`` stands for P/W^2 itself."""
+    kwargs = data.draw(_scheme_kwargs("cdpb", broken=False), label="kwargs")
+    kwargs["action_type"] = "rho"
+    try:
+        env = _make("cdpb", vector, **kwargs)
+    except (TypeError, ValueError) as err:
+        assert _names_an_argument(err, kwargs), err
+        return
+    rho_max = env.scenario.rho_max
+    action = np.full(env.action_space.shape, min(rho, rho_max))
+    assert env.action_space.contains(action)
+    env.reset(seed=seed)
+    for _ in range(env.scenario.num_rounds + vector):
+        obs, reward, _, _, info = env.step(action)
+        assert np.isfinite(reward).all() and env.observation_space.contains(obs)
+        assert np.all(info["rho"] >= 1e-12 * rho_max) and np.all(info["rho"] <= rho_max)
+        for k, v in info.items():
+            _finite(k, v)
+    event("played")
+
+
+@fuzz(8)
+@given(rho=st.sampled_from([0.0, 1e-320, 1e-308, 1.0]), seed=st.integers(0, 2**32 - 1))
+def test_rho_at_its_boundary_trains_with_finite_results(rho, seed):
+    env = OTAPrivacyEnv(scheme="cdpb", action_type="rho", fidelity="train", num_clients=3, num_rounds=2,
+                        eval_every=1)
+    env.reset(seed=seed)
+    for _ in range(2):
+        obs, reward, _, _, info = env.step(np.array([rho]))
+        assert np.isfinite(reward) and np.isfinite(obs).all()
+        for k, v in info.items():
+            _finite(k, v)
+
+
+#: Entries of a reset option array: valid ones, ones out of range, and kinds that are not real numbers.
+OPTION_DTYPES = [np.float64, np.float32, np.int64, np.bool_, np.complex128, np.str_, object]
+
+
+def _option_value(shape: tuple[int, ...], dtype: Any, fill: float) -> Any:
+    if dtype is object:
+        return np.full(shape, None, dtype=object)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN or 1e31 as an int: whatever the cast gives
+        return np.full(shape, fill).astype(dtype)
+
+
+@fuzz(150)
+@given(option=st.sampled_from(["distances_m", "channel_gains", "nu"]), vector=st.booleans(),
+       shape=st.lists(st.integers(0, 4), max_size=4).map(tuple), right_shape=st.booleans(),
+       dtype=st.sampled_from(OPTION_DTYPES), fill=st.sampled_from([50.0, 1e-3, 0.0, -1.0, 1e31, np.nan]),
+       as_list=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_reset_options_of_any_shape_and_kind_are_refused_naming_the_accepted_shape(option, vector, shape, right_shape,
+                                                                                  dtype, fill, as_list, seed):
+    """A reset option of the wrong ndim, shape or kind is refused naming the option and the shapes *this* env accepts
+    (the single env's are the batched ones less the batch axis: it named "(T, 1, M)"); a right one plays."""
+    n, m, big_t = (2 if vector else 1), 3, 3
+    accepted = {"distances_m": ((n, m),) if vector else ((m,),),
+                "channel_gains": ((big_t, n, m),) if vector else ((big_t, m),),
+                "nu": ((), (n,)) if vector else ((),)}[option]
+    shape = accepted[-1] if right_shape else shape
+    value = _option_value(shape, dtype, fill)
+    value = value.tolist() if as_list and dtype is not object else value
+    env = _make("receive_scaling", vector, num_devices=m, num_rounds=big_t)
+    try:
+        env.reset(seed=seed, options={option: value})
+    except (TypeError, ValueError) as err:
+        msg = str(err)
+        assert f"reset option {option} must" in msg, msg
+        if "shape" in msg:
+            assert " or ".join(map(str, accepted)) in msg, msg
+        event(f"refused: {type(err).__name__}")
+        return
+    assert np.shape(value) in accepted
+    _play(env, seed, big_t, vector)
+    event("played")

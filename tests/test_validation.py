@@ -131,3 +131,105 @@ def test_noise_of_the_others_has_no_cancellation():
     for _ in range(2):
         _, reward, _, _, info = env.step(np.array([1.0], dtype=np.float32))
         assert np.isfinite(reward) and np.isfinite(info["rdp_round"]).all()
+
+
+# --- issue: huge numbers, reset option shapes, x bound digits, settings without effect ------------------------------
+@pytest.mark.parametrize("kwargs,name,allowed", [
+    ({"num_devices": 10**400}, "Scenario.num_devices", "an integer in [1, 10000]"),
+    ({"nu": 10**400}, "Scenario.nu", "a finite number in [1e-30, 1e+30]"),
+    ({"nu": -10**400}, "Scenario.nu", "a finite number in [1e-30, 1e+30]"),
+    ({"batch_size": (10**400,) * 10}, "Scenario.batch_size", "in [1e-30, 1e+30]"),
+    ({"dataset_size": 10**400}, "Scenario.dataset_size", "an integer in [1, 1000000000000]"),
+    ({"num_envs": 10**400}, "num_envs", "an integer in [1, 1000000]"),
+    ({"x_min_ratio": 10**400}, "x_min_ratio", "a finite number in [1e-12, 1)"),
+    ({"scheme": "cdpb", "channel_scale": 10**400}, "CDPBScenario.channel_scale", "in [1e-30, 1e+30]"),
+    ({"scheme": "anonymous", "dataset_size": -10**400}, "AnonymousScenario.dataset_size", "an integer in [1, "),
+])
+def test_huge_python_numbers_are_refused_naming_the_argument_and_range(kwargs, name, allowed):
+    """10**400 fits neither float64 nor int64: it raised a bare OverflowError."""
+    with pytest.raises(ValueError) as info:
+        OTAPrivacyVectorEnv(**kwargs) if "num_envs" in kwargs else OTAPrivacyEnv(**kwargs)
+    msg = str(info.value)
+    assert f"{name} must be" in msg and allowed in msg and "got " in msg, msg
+    assert len(msg) < 400, msg  # the 401-digit value is abbreviated
+
+
+@pytest.mark.parametrize("option,value,shape", [
+    ("channel_gains", np.ones((4, 3, 3)), r"\(4, 3\); got shape \(4, 3, 3\)"),
+    ("channel_gains", np.ones((4, 1, 3)), r"\(4, 3\); got shape \(4, 1, 3\)"),
+    ("distances_m", np.ones((4, 3)), r"\(3,\); got shape \(4, 3\)"),
+    ("distances_m", np.ones((1, 3)), r"\(3,\); got shape \(1, 3\)"),
+    ("nu", np.ones(3), r"\(\); got shape \(3,\)"),
+    ("nu", [0.04], r"\(\); got shape \(1,\)"),
+    ("distances_m", np.array(["a"] * 3), r"of shape \(3,\); got"),
+])
+def test_single_env_reset_options_name_the_shape_the_single_env_accepts(option, value, shape):
+    """The single env inserted the batch axis, then named the batched shape ("(4, 1, 3)"), which it refuses."""
+    env = OTAPrivacyEnv(num_devices=3, num_rounds=4)
+    with pytest.raises((TypeError, ValueError), match=f"reset option {option} must .*{shape}"):
+        env.reset(seed=0, options={option: value})
+
+
+def test_vector_env_reset_options_name_the_batched_shape():
+    env = OTAPrivacyVectorEnv(2, num_devices=3, num_rounds=4)
+    with pytest.raises(ValueError, match=r"reset option channel_gains must have shape \(4, 2, 3\); got shape \(4, 3\)"):
+        env.reset(seed=0, options={"channel_gains": np.ones((4, 3))})
+    with pytest.raises(ValueError, match=r"reset option nu must have shape \(\) or \(2,\); got shape \(3,\)"):
+        env.reset(seed=0, options={"nu": np.ones(3)})
+
+
+def test_x_action_error_prints_the_bound_and_the_value_in_full():
+    """x_max (1 + 2e-9) read "x_max=518968; got [518967.72916134]": both rounded, the value looked in range."""
+    env = OTAPrivacyEnv(action_type="x", num_rounds=3)
+    env.reset(seed=0)
+    x_max = env.model.x_max
+    bad = x_max * (1 + 2e-9)
+    with pytest.raises(ValueError) as info:
+        env.step(np.array([bad]))
+    msg = str(info.value)
+    assert repr(float(x_max)) in msg and repr(float(bad)) in msg, msg
+
+
+@pytest.mark.parametrize("make,setting,applies", [
+    (lambda: Scenario(correlation=0.9), "Scenario.correlation", "fading='gauss_markov'"),
+    (lambda: Scenario(coherence_rounds=10), "Scenario.coherence_rounds", "fading='block'"),
+    (lambda: Scenario(fading="block", correlation=0.5), "Scenario.correlation", "fading='gauss_markov'"),
+    (lambda: Scenario(fading="gauss_markov", coherence_rounds=3), "Scenario.coherence_rounds", "fading='block'"),
+    (lambda: CDPBScenario(correlation=0.9), "CDPBScenario.correlation", "fading='gauss_markov'"),
+    (lambda: CDPBScenario(portion=0.3), "CDPBScenario.portion", "strategy='mixed'"),
+    (lambda: CDPBScenario(strategy="noisy", portion=1.0), "CDPBScenario.portion", "strategy='mixed'"),
+    (lambda: OTAPrivacyEnv(eval_every=5), "eval_every", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(dataset="mnist"), "dataset", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(data_dir="/tmp"), "data_dir", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(data_split="classes"), "data_split", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(data_seed=3), "data_seed", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(momentum=0.9), "momentum", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(weight_decay=0.1), "weight_decay", "fidelity='train'"),
+    (lambda: OTAPrivacyVectorEnv(2, scheme="cdpb", local_steps=3), "local_steps", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(scheme="cdpb", local_learning_rate=0.5), "local_learning_rate", "fidelity='train'"),
+    (lambda: OTAPrivacyEnv(scheme="cdpb", fidelity="analytic", data_seed=1), "data_seed", "fidelity='train'"),
+])
+def test_settings_without_effect_are_refused_naming_where_they_apply(make, setting, applies):
+    with pytest.raises(ValueError) as info:
+        make()
+    msg = str(info.value)
+    assert f"{setting} applies only with " in msg and applies in msg, msg
+
+
+def test_settings_at_their_defaults_and_where_they_apply_are_accepted():
+    assert Scenario(correlation=0.0, coherence_rounds=1).fading == "iid"
+    assert Scenario(fading="gauss_markov", correlation=0.9).correlation == 0.9
+    assert Scenario(fading="block", coherence_rounds=10).coherence_rounds == 10
+    assert CDPBScenario(strategy="mixed", portion=0.3).portion == 0.3
+    assert CDPBScenario(portion=0.5).strategy == "idle"
+    OTAPrivacyEnv(eval_every=10, dataset="digits", data_dir=None, data_split="iid", data_seed=0, momentum=0.0)
+    OTAPrivacyEnv(scheme="cdpb", local_steps=1, local_learning_rate=0.1)
+
+
+@pytest.mark.parametrize("options", [[], (), [("nu", 0.04)], "nu"])
+@pytest.mark.parametrize("vector", [False, True])
+def test_reset_options_must_be_a_dict(options, vector):
+    env = OTAPrivacyVectorEnv(2, num_rounds=3) if vector else OTAPrivacyEnv(num_rounds=3)
+    with pytest.raises(TypeError, match=r"options must be a dict .*or None; got"):
+        env.reset(seed=0, options=options)
+    env.reset(seed=0, options={})
