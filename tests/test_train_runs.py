@@ -182,3 +182,30 @@ def test_sigkill_at_any_moment_leaves_a_resumable_run(tmp_path, configs, algo):
     target = newest[1] + 200
     _train(algo, configs, run, target, checkpoint_freq=40, resume=True)
     assert json.loads((run / "run.json").read_text())["trained_timesteps"] == target
+
+
+def test_a_full_disk_ends_training_in_one_line_naming_the_file_and_keeps_the_checkpoints_written(tmp_path, configs,
+                                                                                                 monkeypatch, capsys):
+    import errno
+
+    from otagym import _io
+
+    run, real = tmp_path / "run", _io.tempfile.mkstemp
+    written = []
+
+    def mkstemp(*args, **kwargs):  # the disk fills up at the third checkpoint
+        if kwargs["prefix"].startswith(".model_") and len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        if kwargs["prefix"].startswith(".model_"):
+            written.append(kwargs["prefix"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_io.tempfile, "mkstemp", mkstemp)
+    code = main(["train", "--config", str(configs["ppo"]), "--run-dir", str(run), "--steps", "2000",
+                 "--checkpoint-freq", "240", "--no-progress", "--env", f"num_rounds={ROUNDS}"])
+    err = capsys.readouterr().err
+    assert code == 1 and err == (f"otagym train: error: {checkpoint_files(run, 720)['model']}: "
+                                 "No space left on device\n")
+    assert latest_checkpoint(run) == (checkpoint_files(run, 480)["model"], 480)
+    monkeypatch.undo()
+    _train("ppo", configs, run, 1000, checkpoint_freq=240, resume=True)  # and the run resumes from there
