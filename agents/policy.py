@@ -18,24 +18,11 @@ from sb3_contrib import TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
 from baselines.policies import ActionPolicy
-from otagym.receive_scaling import Scenario
-from otagym.receive_scaling_env import Rounds
 
-__all__ = ["AgentPolicy", "ALGO_CLASSES", "action_semantics", "load_model", "run_metadata"]
+__all__ = ["AgentPolicy", "ALGO_CLASSES", "load_model", "run_metadata"]
 
-#: Env keyword arguments that decide what an action means (:class:`otagym.receive_scaling_env.Rounds` resolves their
-#: defaults).
-ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "price_buffer_sd",
-               "x_min_ratio")
 #: Algorithm classes by the names ``otagym train`` uses.
 ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
-
-
-def action_semantics(scenario: Scenario, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (defaults and validation included)."""
-    given = {k: v for k, v in (env_kwargs or {}).items() if k in ACTION_KEYS}
-    rounds = Rounds(scenario, 1, dp_orders=None, **given)
-    return {k: getattr(rounds, k) for k in ACTION_KEYS}
 
 
 def load_model(path: str | Path):
@@ -76,23 +63,13 @@ class AgentPolicy(ActionPolicy):
 
     def __init__(self, model: Any, nu: ArrayLike | None = None, env_kwargs: dict[str, Any] | None = None,
                  deterministic: bool = True) -> None:
-        super().__init__(nu)
         if isinstance(model, (str, Path)):
             meta = run_metadata(Path(model))
             model = load_model(model)
             env_kwargs = env_kwargs if env_kwargs is not None else meta.get("env_kwargs")
+        super().__init__(nu, env_kwargs=env_kwargs or {})
         self.agent = model
-        self.env_kwargs = env_kwargs
         self.deterministic = deterministic
-
-    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
-        kw = action_semantics(scenario, self.env_kwargs)
-        if kw["action_type"] not in ("price", "share", "normalized"):
-            raise ValueError(f"AgentPolicy handles price, share and normalized actions; got {kw['action_type']!r}")
-        self.action_type, self.price_decades = kw["action_type"], kw["price_decades"]
-        self.multiplier_max, self.x_min_ratio = kw["budget_multiplier_max"], kw["x_min_ratio"]
-        self.price_buffer_sd = kw["price_buffer_sd"]
-        super().reset(scenario, seed, **offline)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         action, _ = self.agent.predict(np.asarray(observation, dtype=np.float32), deterministic=self.deterministic)

@@ -11,11 +11,11 @@ from baselines.evaluation import Realisations, calibrate, run_policy, sample_rea
 from baselines.policies import (ActionPolicy, AdaScale, Budgeted, EqualAlloc, EstimFuture, FullPower, LiuSimeone,
                                 LyapunovDPBudget, LyapunovDPP, OfflineOptimal)
 from baselines.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
-                                  OnlineOptimal)
+                                  OnlineOptimal, UniformRandom)
 
 __all__ = ["Policy", "AdaScale", "LyapunovDPP", "LyapunovDPBudget", "EqualAlloc", "EstimFuture", "OfflineOptimal",
            "LiuSimeone", "FullPower", "calibrate", "run_policy", "sample_realisations", "Realisations",
            "minimize_round", "CDPB", "GammaBased", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES", "CDPBPlan",
            "two_stage", "ConstantSigma", "CalibratedSigma", "PaperSetting", "calibrate_sigma", "BatchEpisodes",
-           "ActionPolicy", "Budgeted", "BestConstant", "AdaScaleTrained", "OnlineOptimal", "TRAIN_SEEDS",
+           "ActionPolicy", "Budgeted", "UniformRandom", "BestConstant", "AdaScaleTrained", "OnlineOptimal", "TRAIN_SEEDS",
            "VALIDATION_SEEDS", "TEST_SEEDS"]

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from baselines.core import Policy
 from baselines.evaluation import (calibrate, normalized_score, reference_leakage, run_policy, sample_realisations,

@@ -16,9 +16,10 @@ from numpy.typing import ArrayLike, NDArray
 from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
 from otagym.privacy import tail_bound_budget
 from otagym.receive_scaling import BUDGET_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost, normalized_x
+from otagym.receive_scaling_env import Rounds
 
 __all__ = ["FullPower", "EqualAlloc", "AdaScale", "LyapunovDPP", "EstimFuture", "OfflineOptimal", "LiuSimeone",
-           "LyapunovDPBudget", "ActionPolicy", "Budgeted"]
+           "LyapunovDPBudget", "ActionPolicy", "Budgeted", "ACTION_KEYS", "action_semantics"]
 
 
 class _PolicyBase:
@@ -319,6 +320,19 @@ class LyapunovDPBudget(_DPBudget):
         return x
 
 
+#: Env keyword arguments that decide what an action means (:class:`otagym.receive_scaling_env.Rounds` resolves their
+#: defaults).
+ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "price_buffer_sd",
+               "x_min_ratio")
+
+
+def action_semantics(scenario: Scenario, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (defaults and validation included)."""
+    given = {k: v for k, v in (env_kwargs or {}).items() if k in ACTION_KEYS}
+    rounds = Rounds(scenario, 1, dp_orders=None, **given)
+    return {k: getattr(rounds, k) for k in ACTION_KEYS}
+
+
 class ActionPolicy(_PolicyBase):
     """A policy that chooses the env's own action a in [-1, 1] (``price``, ``share`` or ``normalized``) and plays it
     as x_t through the same pure functions as the env: :func:`~otagym.receive_scaling.budget_action_cost` then the
@@ -329,16 +343,31 @@ class ActionPolicy(_PolicyBase):
         nu: the budget per round (array over envs allowed); default: the scenario's.
         action_type: ``"price"`` (the env's default), ``"share"`` or ``"normalized"``.
         price_decades, price_buffer_sd, budget_multiplier_max, x_min_ratio: the env's arguments of the same names.
+        env_kwargs: instead of the five above, the env keyword arguments the actions are meant for (a trained
+            agent's ``run.json``, a task's settings), resolved with the env's defaults at ``reset``.
     """
 
     def __init__(self, nu: ArrayLike | None = None, *, action_type: str = "price", price_decades: float = 2.0,
-                 price_buffer_sd: float = 1.0, budget_multiplier_max: float = 100.0, x_min_ratio: float = 1e-3) -> None:
+                 price_buffer_sd: float = 1.0, budget_multiplier_max: float = 100.0, x_min_ratio: float = 1e-3,
+                 env_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__(nu)
+        self._semantics(action_type, price_decades, price_buffer_sd, budget_multiplier_max, x_min_ratio)
+        self.env_kwargs = env_kwargs
+
+    def _semantics(self, action_type: str, price_decades: float, price_buffer_sd: float,
+                   budget_multiplier_max: float, x_min_ratio: float) -> None:
         if action_type not in BUDGET_ACTIONS + ("normalized",):
             raise ValueError(f"action_type must be one of {BUDGET_ACTIONS + ('normalized',)}; got {action_type!r}")
         self.action_type, self.price_decades = action_type, price_decades
         self.multiplier_max, self.x_min_ratio = budget_multiplier_max, x_min_ratio
         self.price_buffer_sd = price_buffer_sd
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        if self.env_kwargs is not None:
+            kw = action_semantics(scenario, self.env_kwargs)
+            self._semantics(kw["action_type"], kw["price_decades"], kw["price_buffer_sd"],
+                            kw["budget_multiplier_max"], kw["x_min_ratio"])
+        super().reset(scenario, seed, **offline)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> ArrayLike:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -27,16 +27,18 @@ from baselines.core import Policy
 from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
 from baselines.policies import ActionPolicy, AdaScale, Budgeted, _PolicyBase
 from otagym.receive_scaling import ReceiveScalingModel, Scenario, cost_slope_of_leakage, reference_price
+from otagym.tasks import EVALUATION_SEEDS
 
-__all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "BestConstant", "AdaScaleTrained", "OnlineOptimal",
-           "tune_on_training", "solve_online_optimal", "OnlinePrices"]
+__all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "BestConstant", "AdaScaleTrained",
+           "OnlineOptimal", "tune_on_training", "solve_online_optimal", "OnlinePrices"]
 
 #: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned.
 TRAIN_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
 #: Realisations for checkpoint selection and learning curves of trained agents.
 VALIDATION_SEEDS: tuple[int, ...] = tuple(range(20_000, 20_016))
-#: Held-out realisations on which results are reported (never used in training or selection).
-TEST_SEEDS: tuple[int, ...] = tuple(range(10_000, 10_032))
+#: Held-out realisations on which results are reported (never used in training or selection): the benchmark tasks'
+#: frozen evaluation set.
+TEST_SEEDS: tuple[int, ...] = EVALUATION_SEEDS
 
 
 def tune_on_training(make_policy: Callable[[NDArray, NDArray], Policy], scenario: Scenario, nu: float,
@@ -94,6 +96,26 @@ class _Constant(ActionPolicy):
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         return self.value
+
+
+class UniformRandom(ActionPolicy):
+    """Env actions drawn uniformly from [-1, 1], independently per env and round, from ``default_rng(seed)`` of
+    ``reset``: the floor of every task's reference scores (a random policy of the task's own action space).
+
+    Args:
+        nu: the budget per round (array over envs allowed); default: the scenario's.
+        action_type, price_decades: the env's action semantics (default: the env's).
+    """
+
+    def __init__(self, nu: ArrayLike | None = None, *, action_type: str = "price", price_decades: float = 2.0) -> None:
+        super().__init__(nu, action_type=action_type, price_decades=price_decades)
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed, **offline)
+        self.rng = np.random.default_rng(seed)
+
+    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        return self.rng.uniform(-1.0, 1.0, np.shape(info["next_h_min2"]))
 
 
 class BestConstant(_Constant):

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -39,14 +38,15 @@ import numpy as np
 
 from agents.policy import AgentPolicy, load_model
 from agents.train import latest_checkpoint, load_hyperparams, train
+from baselines.benchmark import aggregate, task_scores
 from baselines.core import Policy
-from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
 from baselines.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
-from otagym import get_scenario
-from otagym._io import save_figure, write_json, write_text
+from otagym._io import copy_file, save_figure, write_json, write_text
+from otagym.tasks import TASKS as BENCHMARK_TASKS
 
-TASKS: dict[str, dict[str, Any]] = {"iid": {}, "gauss_markov_0.9": {"fading": "gauss_markov", "correlation": 0.9},
-                                    "block_10": {"fading": "block", "coherence_rounds": 10}}
+#: The tasks by the short names of the run folders and of ``agents/zoo/<task>/``.
+TASKS: dict[str, str] = {"iid": "otagym/ReceiveScalingIID-v0", "gauss_markov_0.9": "otagym/ReceiveScalingGaussMarkov-v0",
+                         "block_10": "otagym/ReceiveScalingBlock-v0"}
 NUS = (0.01, 0.04, 0.16)
 REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
     "BestConstant": lambda nu: BestConstant(nu=nu),
@@ -57,16 +57,8 @@ ZOO = Path(__file__).resolve().parent.parent / "agents" / "zoo"
 
 
 def scores(make: Callable[[np.ndarray], Policy], task: str, seeds: tuple[int, ...]) -> dict[str, list[float]]:
-    """Normalised score of ``make(nu)``'s policy on each realisation of ``seeds``, per nu (keyed ``str(nu)``, as the
-    JSON caches store it; one batched episode each)."""
-    out = {}
-    for nu in NUS:
-        scenario = get_scenario("paper-mnist", nu=nu, **TASKS[task])
-        nus = np.full(len(seeds), nu)
-        result = run_policy(make(nus), scenario, sample_realisations(scenario, seeds), dp=False, nu=nus)
-        optimal = np.array([reference_leakage(scenario, nu, s) for s in seeds])
-        out[str(nu)] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
-    return out
+    """Normalised score of ``make(nu)``'s policy on each realisation of ``seeds``, per nu (keyed ``str(nu)``)."""
+    return task_scores(make, TASKS[task], seeds, NUS)
 
 
 def _cached(path: Path, key: str, compute: Callable[[], Any]) -> Any:
@@ -91,6 +83,12 @@ def _checkpoints(run: Path) -> list[tuple[int, Path]]:
     return sorted(found + [(int(meta["trained_timesteps"]), run / "model.zip")])
 
 
+def _task_settings(task: str) -> dict[str, Any]:
+    """The env settings of a task that the training config does not already fix (its fading)."""
+    kwargs = BENCHMARK_TASKS[TASKS[task]].kwargs
+    return {k: kwargs[k] for k in ("fading", "correlation", "coherence_rounds") if k in kwargs}
+
+
 def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, checkpoint_freq: int) -> dict[str, Any]:
     """One training run, its learning curve on the validation realisations, and its best checkpoint's test scores."""
     run = out / task / algo / f"seed{seed}"
@@ -98,7 +96,7 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
     if not ((run / "model.zip").is_file() and meta.is_file() and "wall_s" in json.loads(meta.read_text())):
         resume = latest_checkpoint(run) is not None  # else a run killed before its first checkpoint: start again
         train(algo, run_dir=run, seed=seed, max_minutes=minutes, checkpoint_freq=checkpoint_freq,
-              env_overrides=TASKS[task], resume=resume, overwrite=not resume, progress=False)
+              env_overrides=_task_settings(task), resume=resume, overwrite=not resume, progress=False)
     cache = run / "scores.json"
     curve = []
     for steps, path in _checkpoints(run):
@@ -110,7 +108,7 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
     if not (early / "model.zip").is_file():
         hp = load_hyperparams(algo)
         train(algo, run_dir=early, seed=seed, total_timesteps=2 * int(hp["n_envs"]) * int(hp["n_steps"]),
-              checkpoint_freq=10**9, env_overrides=TASKS[task], overwrite=True, progress=False)
+              checkpoint_freq=10**9, env_overrides=_task_settings(task), overwrite=True, progress=False)
     return {
         "curve": curve, "selected": best[2], "selected_steps": best[0],
         "wall_s": json.loads(meta.read_text())["wall_s"],
@@ -120,29 +118,6 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
         "early": _cached(cache, "test after 2 updates",
                          lambda: scores(_agent(early / "model.zip"), task, TEST_SEEDS)),
     }
-
-
-def aggregate(table: dict[str, np.ndarray], baseline: str, reps: int = 2000, compared: tuple[str, ...] | None = None,
-              poi_reps: int = 200) -> dict[str, dict[str, Any]]:
-    """rliable's IQM with its stratified-bootstrap 95% CI for each entry of ``table`` (name -> (runs, realisations)),
-    and the probability of improvement over ``baseline`` with its CI for the entries in ``compared`` (default: all);
-    the bootstrap resamples training runs within each realisation and the realisations themselves
-    (``task_bootstrap``), so a reference of one run has a CI too. The probability's bootstrap runs one Mann-Whitney
-    test per realisation and resample (``poi_reps`` = 200 resamples: 2000 took 15 minutes per task)."""
-    from rliable import library as rly
-    from rliable import metrics
-
-    iqm, iqm_ci = rly.get_interval_estimates(table, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
-                                             task_bootstrap=True)
-    pairs = {name: (x, table[baseline]) for name, x in table.items()
-             if name != baseline and (compared is None or name in compared)}
-    poi, poi_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=poi_reps,
-                                             task_bootstrap=True)
-    return {name: {"iqm": float(iqm[name][0]), "iqm_ci": [float(v) for v in iqm_ci[name][:, 0]],
-                   "mean": float(table[name].mean()),
-                   "p_improve": float(poi[name]) if name in pairs else None,
-                   "p_improve_ci": [float(v) for v in np.ravel(poi_ci[name])] if name in pairs else None}
-            for name in table}
 
 
 def markdown(results: dict[str, Any], seeds: int, minutes: float) -> str:
@@ -229,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 target = ZOO / task / algo
                 target.mkdir(parents=True, exist_ok=True)
                 selected = Path(best["selected"])
-                shutil.copyfile(selected, target / "model.zip.tmp")
-                (target / "model.zip.tmp").replace(target / "model.zip")
+                copy_file(selected, target / "model.zip")
                 run_json = json.loads((selected.parent if selected.name == "model.zip" else selected.parent.parent)
                                       .joinpath("run.json").read_text())
                 run_json.update(selected=selected.name, selected_steps=best["selected_steps"])
@@ -245,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         docs = Path(__file__).resolve().parent.parent / "docs"
         write_text(docs / "rl_results.md", table)
-        shutil.copyfile(args.out / "rl_learning_curves.png", docs / "rl_learning_curves.png")
+        copy_file(args.out / "rl_learning_curves.png", docs / "rl_learning_curves.png")
     print(table)
     print(f"wall time {time.perf_counter() - start:.0f} s")
     return 0

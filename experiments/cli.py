@@ -1,5 +1,6 @@
 """Command line: ``otagym rollout`` (a seeded rollout, per-round leakage and cost), ``otagym compare`` (analytic
-policies and trained agents on the same channels, :mod:`experiments.compare`), ``otagym sweep`` (a grid of such
+policies and trained agents on the same channels, :mod:`experiments.compare`), ``otagym evaluate`` (a policy on a
+benchmark task's frozen evaluation set, :mod:`experiments.evaluate`), ``otagym sweep`` (a grid of such
 cells from a YAML file, resumable, on a process pool or Ray: :mod:`experiments.sweep`) and ``otagym train`` (an RL
 scheduler with stable-baselines3).
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from experiments.argtypes import _ranged, positive_float, positive_int
 from experiments.compare import add_compare_parser
+from experiments.evaluate import add_evaluate_parser
 from experiments.sweep import add_sweep_parser
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ro.add_argument("--seed", type=int, default=0)
     ro.set_defaults(func=_rollout)
     add_compare_parser(sub)
+    add_evaluate_parser(sub)
     add_sweep_parser(sub)
     _add_train_parser(sub)
     args = parser.parse_args(argv)

@@ -1,7 +1,8 @@
 """otagym: a Gymnasium environment for privacy in over-the-air federated learning.
 
 Importing ``otagym`` registers ``otagym/OTAPrivacy-v0`` (entry point :class:`otagym.env.OTAPrivacyEnv`, vector entry
-point :class:`otagym.env.OTAPrivacyVectorEnv`).
+point :class:`otagym.env.OTAPrivacyVectorEnv`; every scheme and setting through keyword arguments) and the benchmark
+tasks of :data:`otagym.tasks.TASKS` (versioned ids with fixed settings).
 """
 
 from gymnasium.envs.registration import register, registry
@@ -10,9 +11,11 @@ from otagym.anonymous import ANONYMOUS_PRESETS, AnonymousScenario, get_anonymous
 from otagym.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.receive_scaling import PRESETS, Scenario, get_scenario
+from otagym.tasks import TASKS, register_tasks
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scenario", "PRESETS", "get_scenario", "ENV_ID", "CDPBScenario",
-           "CDPB_PRESETS", "get_cdpb_scenario", "AnonymousScenario", "ANONYMOUS_PRESETS", "get_anonymous_scenario"]
+           "CDPB_PRESETS", "get_cdpb_scenario", "AnonymousScenario", "ANONYMOUS_PRESETS", "get_anonymous_scenario",
+           "TASKS"]
 __version__ = "0.1.0"
 
 ENV_ID = "otagym/OTAPrivacy-v0"
@@ -23,3 +26,4 @@ if ENV_ID not in registry:
         entry_point="otagym.env:OTAPrivacyEnv",
         vector_entry_point="otagym.env:OTAPrivacyVectorEnv",
     )
+register_tasks()

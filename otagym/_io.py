@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-__all__ = ["atomic_write", "write_json", "write_text", "save_figure", "remove_stale_temporaries"]
+__all__ = ["atomic_write", "write_json", "write_text", "copy_file", "save_figure", "remove_stale_temporaries"]
 
 
 #: The process's umask, read once (reading it means setting it).
@@ -84,6 +84,13 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 1) -> Path:
     """Write ``data`` as JSON atomically (values JSON cannot hold are written with ``str``)."""
     return write_text(path, json.dumps(data, indent=indent, default=str))
+
+
+def copy_file(source: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Copy the bytes of ``source`` to ``path`` atomically."""
+    with atomic_write(path, "wb") as fh:
+        fh.write(Path(source).read_bytes())
+    return Path(path)
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **savefig_kwargs: Any) -> Path:

@@ -1,0 +1,84 @@
+"""Recompute the reference scores stored with the package (``otagym/data/reference_scores.json``).
+
+For every benchmark task (:data:`otagym.tasks.TASKS`) and evaluation budget nu: the normalised score of each reference
+policy on every evaluation realisation (:data:`otagym.tasks.EVALUATION_SEEDS`) and OfflineOptimal's episode return
+there (what :func:`otagym.tasks.normalized_score` divides by). The references, floor to ceiling: ``UniformRandom``,
+``EqualAlloc`` (0 by definition), ``BestConstant`` and ``AdaScaleTrained`` (tuned on training channels, never the
+evaluation ones), ``OnlineOptimal`` (dynamic programming). Tasks already stored for this package version are kept
+unless ``--force``; the file is written atomically after each task, so an interrupted run resumes.
+
+    python benchmarks/reference_scores.py            # about 15 minutes on 2 cores for the three tasks
+    python benchmarks/reference_scores.py --markdown # also print the README's task table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from baselines.benchmark import aggregate, offline_returns, task_scores
+from baselines.core import Policy
+from baselines.policies import EqualAlloc
+from baselines.references import AdaScaleTrained, BestConstant, OnlineOptimal, UniformRandom
+from otagym import __version__
+from otagym._io import write_json
+from otagym.tasks import EVALUATION_SEEDS, REFERENCE_SCORES_PATH, TASKS
+
+#: The reference policies of every task, floor to ceiling (OfflineOptimal is 100 by definition of the score).
+REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
+    "UniformRandom": lambda nu: UniformRandom(nu=nu),
+    "EqualAlloc": lambda nu: EqualAlloc(nu=nu),
+    "BestConstant": lambda nu: BestConstant(nu=nu),
+    "AdaScaleTrained": lambda nu: AdaScaleTrained(nu=nu),
+    "OnlineOptimal": lambda nu: OnlineOptimal(nu=nu),
+}
+
+
+def compute(task_id: str) -> dict[str, Any]:
+    """The stored record of one task: version, seeds, budgets, every reference's scores and OfflineOptimal's returns."""
+    task = TASKS[task_id]
+    return {"version": __version__, "seeds": list(EVALUATION_SEEDS), "nus": list(task.eval_nus),
+            "scores": {name: task_scores(make, task_id) for name, make in REFERENCES.items()},
+            "offline_return": {str(float(nu)): offline_returns(task_id, nu) for nu in task.eval_nus}}
+
+
+def markdown(stored: dict[str, Any]) -> str:
+    """The task table: each reference's IQM [95% CI] per budget (rliable, over the evaluation realisations)."""
+    lines = ["| task | reference | " + " | ".join(f"nu = {nu}" for nu in next(iter(stored.values()))["nus"]) + " |",
+             "|---|---|" + "---|" * len(next(iter(stored.values()))["nus"])]
+    for task_id, record in stored.items():
+        for name, per_nu in record["scores"].items():
+            cells = []
+            for nu in record["nus"]:
+                s = aggregate({name: np.array([per_nu[str(float(nu))]])}, reps=500)[name]
+                cells.append(f"{s['iqm']:.2f} [{s['iqm_ci'][0]:.2f}, {s['iqm_ci'][1]:.2f}]")
+            lines.append(f"| `{task_id}` | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--force", action="store_true", help="recompute tasks already stored for this version")
+    p.add_argument("--markdown", action="store_true", help="print the task table of reference IQMs")
+    args = p.parse_args(argv)
+    stored = json.loads(REFERENCE_SCORES_PATH.read_text()) if REFERENCE_SCORES_PATH.is_file() else {}
+    for task_id in args.tasks:
+        if not args.force and stored.get(task_id, {}).get("version") == __version__:
+            print(f"{task_id}: stored for otagym {__version__}, kept (--force recomputes it)")
+            continue
+        start = time.perf_counter()
+        stored[task_id] = compute(task_id)
+        write_json(REFERENCE_SCORES_PATH, stored)
+        print(f"{task_id}: computed in {time.perf_counter() - start:.0f} s")
+    if args.markdown:
+        print(markdown({k: stored[k] for k in TASKS if k in stored}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

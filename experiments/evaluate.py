@@ -1,0 +1,154 @@
+"""``otagym evaluate TASK POLICY``: a policy's normalised score on a benchmark task's frozen evaluation set, beside the
+task's stored reference scores.
+
+POLICY is an analytic policy's name (``baselines.compare.POLICIES``), an SB3 ``model.zip`` (``otagym train``'s, with
+its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO model of the task's action space), an rl_zoo3 log folder (its
+``best_model.zip``, else the one ``.zip`` in it) or ``module:function``, a Python callable from the observation batch
+(N, obs_dim) to the env's actions (N,) or (N, 1). Every (nu, seed) of the task's evaluation set is a cell computed by
+:func:`baselines.compare.evaluate_cells`, the computation of ``otagym compare``, so the numbers are the same as
+``otagym compare``'s on the same seeds. The summary per nu is rliable's interquartile mean with a stratified-bootstrap
+95% CI over the realisations and the probability of improvement over ``BestConstant`` (the learnability floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from baselines.benchmark import aggregate
+from baselines.compare import POLICIES, PolicySpec, evaluate_cells
+from baselines.policies import ActionPolicy
+from experiments.argtypes import _ranged, positive_int
+from otagym._io import write_json
+from otagym.tasks import EVALUATION_SEEDS, TASKS, reference_scores, task_scenario
+
+__all__ = ["FunctionPolicy", "resolve_policy", "evaluate", "add_evaluate_parser"]
+
+
+class FunctionPolicy(ActionPolicy):
+    """A Python callable from the observation batch (N, obs_dim) to env actions (N,) or (N, 1), played with the
+    action semantics of ``env_kwargs`` (a task's settings)."""
+
+    def __init__(self, function: Callable[[NDArray], Any], nu: Any = None,
+                 env_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(nu, env_kwargs=env_kwargs or {})
+        self.function = function
+
+    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        return np.asarray(self.function(np.asarray(observation, dtype=np.float32)), dtype=float)
+
+
+def _model_file(path: Path) -> Path:
+    """An SB3 model file, or the model of an rl_zoo3 log folder (``best_model.zip``, else its one ``.zip``)."""
+    if path.is_file():
+        return path
+    best = sorted(path.rglob("best_model.zip"))
+    found = best or sorted(p for p in path.rglob("*.zip") if "checkpoint" not in p.name and "rl_model" not in p.name)
+    if len(found) != 1:
+        raise ValueError(f"policy {str(path)!r}: expected one best_model.zip or one model .zip in the folder; found "
+                         f"{[str(p) for p in found] or 'none'}")
+    return found[0]
+
+
+def resolve_policy(text: str, task_id: str) -> tuple[str, PolicySpec]:
+    """The name and :class:`~baselines.compare.PolicySpec` of POLICY (see the module docstring); ``ValueError``
+    naming what was looked for when it is none of the forms."""
+    if text in POLICIES:
+        return text, POLICIES[text]
+    path = Path(text)
+    if path.exists():
+        from agents.policy import AgentPolicy, load_model, run_metadata
+
+        model_path = _model_file(path)
+        model = load_model(model_path)
+        kw = run_metadata(model_path).get("env_kwargs") or dict(TASKS[task_id].kwargs)
+        return model_path.stem, PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
+    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
+        module, _, name = text.partition(":")
+        try:
+            function = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as err:
+            raise ValueError(f"policy {text!r}: cannot import {name} from {module} ({err})") from None
+        if not callable(function):
+            raise ValueError(f"policy {text!r}: {module}.{name} is not callable")
+        return name, PolicySpec(lambda nu, p: FunctionPolicy(function, nu, dict(TASKS[task_id].kwargs)))
+    raise ValueError(f"policy must be an analytic policy {sorted(POLICIES)}, an existing model .zip or rl_zoo3 log "
+                     f"folder, or module:function; got {text!r}")
+
+
+def evaluate(task_id: str, spec: PolicySpec, seeds: tuple[int, ...] = EVALUATION_SEEDS,
+             batched: bool = True) -> dict[str, list[float]]:
+    """The normalised score of ``spec``'s policy on each evaluation realisation, per budget (keyed ``str(nu)``).
+    ``batched``: all realisations of a budget in one vector env (analytic policies, whose numbers are the same bits
+    either way); else one at a time, as ``otagym compare`` plays trained models and callables (a network's forward
+    pass over a batch may round differently from one over a single observation)."""
+    scenario = task_scenario(task_id)
+    out = {}
+    for nu in TASKS[task_id].eval_nus:
+        cells = [(nu, s) for s in seeds]
+        results = (evaluate_cells(scenario, spec, cells) if batched else
+                   [evaluate_cells(scenario, spec, [cell])[0] for cell in cells])
+        out[str(float(nu))] = [r["score"] for r in results]
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        name, spec = resolve_policy(args.policy, args.task)
+    except ValueError as err:
+        print(f"otagym evaluate: error: {err}", file=sys.stderr)
+        return 2
+    seeds = EVALUATION_SEEDS[:args.seeds]
+    scores = evaluate(args.task, spec, seeds, batched=args.policy in POLICIES)
+    stored = reference_scores(args.task)
+    index = [stored["seeds"].index(s) for s in seeds]
+    summary, lines = {}, []
+    header = f"{'nu':>5}  {name + ' IQM [95% CI]':>30} {'mean':>8} {'P(>BestConstant)':>17}"
+    refs = [r for r in stored["scores"] if r != name]
+    lines.append(header + "".join(f" {r:>16}" for r in refs))
+    for nu in TASKS[args.task].eval_nus:
+        key = str(float(nu))
+        table = {r: np.array([stored["scores"][r][key]])[:, index] for r in refs} | {name: np.array([scores[key]])}
+        stats = aggregate(table, "BestConstant", compared=(name,), reps=args.reps)
+        summary[key] = stats
+        own = stats[name]
+        ci = f"{own['iqm']:.2f} [{own['iqm_ci'][0]:.2f}, {own['iqm_ci'][1]:.2f}]"
+        p = "-" if own["p_improve"] is None else f"{own['p_improve']:.2f}"
+        lines.append(f"{nu:>5g}  {ci:>30} {own['mean']:8.2f} {p:>17}"
+                     + "".join(f" {stats[r]['iqm']:16.2f}" for r in refs))
+    print(f"{args.task}: {name} on {len(seeds)} evaluation realisations per nu (normalised score: 0 = EqualAlloc, "
+          "100 = OfflineOptimal on the same channels; the references' columns are their IQMs on the same realisations)"
+          + ("" if len(seeds) == len(EVALUATION_SEEDS) else f"; a quick look: the benchmark's number is on all "
+             f"{len(EVALUATION_SEEDS)}"))
+    print("\n".join(lines))
+    out = Path(args.out) if args.out else Path("results") / "evaluate" / args.task.split("/")[-1] / f"{name}.json"
+    write_json(out, {"task": args.task, "policy": args.policy, "name": name, "seeds": list(seeds),
+                     "scores": scores, "summary": summary})
+    print(f"wrote {out}")
+    return 0
+
+
+#: The number of evaluation realisations to play: 2 (the fewest a CI needs) to all of them.
+_evaluation_count = _ranged(int, lambda v: 2 <= v <= len(EVALUATION_SEEDS),
+                            f"an integer in [2, {len(EVALUATION_SEEDS)}]")
+
+
+def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="score a policy on a benchmark task's frozen evaluation set")
+    p.add_argument("task", choices=sorted(TASKS), help="the benchmark task id")
+    p.add_argument("policy", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
+                   "module:function (observation batch -> actions)")
+    p.add_argument("--out", default=None, help="the JSON to write (default results/evaluate/<task>/<policy>.json)")
+    p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples of the CIs (default 2000)")
+    p.add_argument("--seeds", type=_evaluation_count, default=len(EVALUATION_SEEDS),
+                   help=f"play only the first K evaluation realisations, a quick look (default all "
+                   f"{len(EVALUATION_SEEDS)}: trained models and callables play one realisation at a time, as in "
+                   "otagym compare, about 1 s each per nu)")
+    p.set_defaults(func=_run)

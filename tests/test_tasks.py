@@ -1,0 +1,127 @@
+"""The benchmark tasks: registered versioned ids with fixed settings, a frozen evaluation set any client can play,
+stored reference scores that a recomputation reproduces, and ``otagym evaluate`` agreeing with ``otagym compare``."""
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.wrappers import TimeAwareObservation
+
+import otagym  # noqa: F401 - registers the tasks
+from baselines.benchmark import offline_returns, task_scores
+from baselines.evaluation import sample_realisations
+from baselines.references import BestConstant, OnlineOptimal, UniformRandom
+from experiments.cli import main
+from otagym.tasks import (EVALUATION_SEEDS, TASKS, evaluation_options, normalized_score, reference_scores,
+                          task_scenario)
+
+ROOT = Path(__file__).resolve().parents[1]
+IID, BLOCK = "otagym/ReceiveScalingIID-v0", "otagym/ReceiveScalingBlock-v0"
+
+
+def zero_action(observation):
+    """A ``module:function`` policy for ``otagym evaluate``: the price action a = 0 for every env."""
+    return np.zeros(len(observation))
+
+
+@pytest.mark.parametrize("task_id", sorted(TASKS))
+def test_every_task_is_registered_with_its_settings_and_horizon(task_id):
+    task = TASKS[task_id]
+    env = gym.make(task_id)
+    assert env.spec.max_episode_steps == task.max_episode_steps == env.unwrapped.scenario.num_rounds == 500
+    assert env.unwrapped.scenario == task_scenario(task_id, env.unwrapped.scenario.nu)
+    assert env.unwrapped.rounds.reward_mode == "budget" and env.unwrapped.rounds.action_type == "price"
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = TimeAwareObservation(gym.make(task_id)).reset(seed=0)  # needs max_episode_steps from the spec alone
+    assert obs.shape == (env.observation_space.shape[0] + 1,)
+    vec = gym.make_vec(task_id, num_envs=3)  # the native vector env, given the spec's max_episode_steps
+    assert vec.unwrapped.scenario == env.unwrapped.scenario and vec.num_envs == 3
+    with pytest.raises(ValueError, match=r"max_episode_steps must be an integer >= 500 \(and <= 2\*\*63 - 1\) or None"):
+        gym.make_vec(task_id, num_envs=2, max_episode_steps=100)
+
+
+def test_the_evaluation_set_is_the_realisations_of_its_seeds_and_bad_requests_are_named():
+    scenario = task_scenario(BLOCK)
+    real = sample_realisations(scenario, EVALUATION_SEEDS[3:5])
+    for i, seed in enumerate(EVALUATION_SEEDS[3:5]):
+        options = evaluation_options(BLOCK, 0.04, seed)
+        np.testing.assert_array_equal(options["distances_m"], real.distances_m[i])
+        np.testing.assert_array_equal(options["channel_gains"], real.channel_gains[:, i])
+    with pytest.raises(ValueError, match=r"nu must be one of \(0.01, 0.04, 0.16\)"):
+        evaluation_options(BLOCK, 0.05, EVALUATION_SEEDS[0])
+    with pytest.raises(ValueError, match="seed must be one of the evaluation seeds 10000..10031; got 7"):
+        evaluation_options(BLOCK, 0.04, 7)
+    with pytest.raises(ValueError, match="task must be one of"):
+        evaluation_options("otagym/Nope-v0", 0.04, EVALUATION_SEEDS[0])
+
+
+def test_a_plain_gymnasium_loop_scores_what_the_batched_evaluation_scores():
+    seeds, nu, action = EVALUATION_SEEDS[:3], 0.04, 0.125  # an action float32 holds exactly
+    batched = task_scores(lambda nus: BestConstant(nu=nus, action=action), BLOCK, seeds, nus=[nu])[str(nu)]
+    env = gym.make(BLOCK)
+    returns = []
+    for seed in seeds:
+        env.reset(seed=123, options=evaluation_options(BLOCK, nu, seed))
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(np.array([action], dtype=np.float32))
+            total, done = total + reward, terminated or truncated
+        returns.append(total)
+    np.testing.assert_allclose(normalized_score(BLOCK, nu, seeds, returns), batched, rtol=0, atol=1e-8)
+
+
+def test_a_sample_of_the_stored_reference_scores_is_recomputed():
+    stored = reference_scores(BLOCK)
+    assert stored["seeds"] == list(EVALUATION_SEEDS) and stored["nus"] == [0.01, 0.04, 0.16]
+    assert set(stored["scores"]) == {"UniformRandom", "EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal"}
+    for per_nu in stored["scores"]["EqualAlloc"].values():
+        np.testing.assert_allclose(per_nu, 0.0, atol=1e-9)  # 0 by definition of the score
+    seeds, nu = EVALUATION_SEEDS[:2], 0.16
+    index = [stored["seeds"].index(s) for s in seeds]
+    np.testing.assert_allclose(offline_returns(BLOCK, nu, seeds),
+                               np.array(stored["offline_return"][str(nu)])[index], rtol=1e-12)
+    online = task_scores(lambda nus: OnlineOptimal(nu=nus), BLOCK, seeds, nus=[nu])[str(nu)]
+    np.testing.assert_allclose(online, np.array(stored["scores"]["OnlineOptimal"][str(nu)])[index], rtol=1e-9)
+    random = task_scores(lambda nus: UniformRandom(nu=nus), BLOCK, EVALUATION_SEEDS, nus=[nu])[str(nu)]
+    np.testing.assert_allclose(random, stored["scores"]["UniformRandom"][str(nu)], rtol=1e-9)
+    # the floor is below the references and the ceiling above them, realisation by realisation in the mean
+    means = {name: np.mean(v[str(nu)]) for name, v in stored["scores"].items()}
+    assert means["UniformRandom"] < means["BestConstant"] < means["OnlineOptimal"] < 100
+
+
+def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_compare_does(tmp_path, capsys):
+    out = tmp_path / "equal.json"
+    assert main(["evaluate", IID, "EqualAlloc", "--reps", "50", "--seeds", "4", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["task"] == IID and len(record["scores"]["0.04"]) == 4
+    np.testing.assert_allclose(record["scores"]["0.04"], 0.0, atol=1e-9)
+    assert "EqualAlloc IQM [95% CI]" in capsys.readouterr().out
+
+    quick = ["--reps", "50", "--seeds", "2", "--out", str(out)]  # trained models and callables play cell by cell
+    assert main(["evaluate", IID, "tests.test_tasks:zero_action", *quick]) == 0
+    zero = json.loads(out.read_text())
+    expected = task_scores(lambda nus: BestConstant(nu=nus, action=0.0), IID, EVALUATION_SEEDS[:2], nus=[0.01])
+    assert zero["seeds"] == list(EVALUATION_SEEDS[:2])
+    np.testing.assert_allclose(zero["scores"]["0.01"], expected["0.01"], rtol=1e-12)
+
+    model = ROOT / "agents" / "zoo" / "iid" / "ppo" / "model.zip"
+    pytest.importorskip("stable_baselines3")
+    assert main(["evaluate", IID, str(model), *quick]) == 0
+    agent = json.loads(out.read_text())["scores"]["0.04"]
+    assert main(["compare", "--policies", f"PPO:{model}", "--nu", "0.04", "--seeds", "2", "--seed-start",
+                 str(EVALUATION_SEEDS[0]), "--out", str(tmp_path / "cmp"), "--no-progress"]) == 0
+    rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"]
+    np.testing.assert_allclose(rows[0]["score_seeds"], agent[:2], rtol=1e-12)
+
+
+@pytest.mark.parametrize("policy,message", [
+    ("Nope", "policy must be an analytic policy"), ("tests.test_tasks:missing", "cannot import missing"),
+    ("tests/", "expected one best_model.zip or one model .zip")])
+def test_evaluate_names_a_policy_it_cannot_play(policy, message, capsys):
+    assert main(["evaluate", IID, policy]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("otagym evaluate: error: ") and message in err and err.count("\n") == 1
+
