@@ -105,9 +105,11 @@ def main() -> None:
 
         def ours(orders=orders) -> np.ndarray:
             return rdp_sgm(q=q, noise_multiplier=sigma, orders=orders)
-        # Same numbers: 1e-9 relative, or 1e-12 absolute where Opacus's log-space sum of the alternating fractional
-        # series drifts (RDP < 1e-3 at orders near 1; tests/test_privacy.py checks ours against mpmath there).
-        np.testing.assert_allclose(ours(), theirs(), rtol=1e-9, atol=1e-12)
+        # Same numbers up to Opacus's own error: its truncated fractional series is off by up to 1e-6 relative on
+        # its grid (5.9e-8 too high at q = 1e-3, sigma = 0.524, alpha = 1.1), where ours is an upper bound within
+        # 1e-11 of the exact value (tests/test_privacy.py checks ours against 50-digit mpmath); integer orders 1e-9.
+        tolerance = {"rtol": 1e-9} if "integer" in label else {"rtol": 1e-6, "atol": 1e-12}
+        np.testing.assert_allclose(ours(), theirs(), **tolerance)
         t_ref = best_of(theirs, max(2, rep // 2))
         t = best_of(ours, rep)
         rows.append((f"accounting {q.size} (q, sigma) x {label}", t * 1e3, t_ref / t, "goal >= 100"))

@@ -8,9 +8,10 @@ Sources
 * SGM RDP for integer orders: Lemma 1, eq. (9) of the AdaScale paper (seed 000), computed in log space, all orders
   at once from one shared set of exponentials per (q, sigma), terms that provably cannot matter skipped.
 * SGM RDP for fractional orders: Mironov, Talwar, Zhang (2019), Section 3.3, the series of Opacus
-  (``opacus.accountants.analysis.rdp._compute_log_a_frac``) with the same terms and stopping point, every order and
-  (q, sigma) on one shared pass over the terms, summed in linear space (closer to the exact series than Opacus's
-  term-by-term log-space sum where its alternating tail cancels).
+  (``opacus.accountants.analysis.rdp._compute_log_a_frac``) rearranged to sum A - 1, its alternating tail summed by
+  Cohen, Rodriguez Villegas & Zagier (2000), every rounding and truncation error bounded: an upper bound on the exact
+  RDP, every order and (q, sigma) on shared passes over the terms; the chord between integer orders (log A is convex
+  in the order) where that bound is loose.
 * RDP -> (eps, delta)-DP: eq. (6) of the AdaScale paper (Balle et al. 2020, Thm. 21), minimised over orders.
 * Gaussian privacy-loss tail bound ``R_dp(eps, delta)``: appendix of seed 004 (Liu-Simeone style).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -51,13 +53,6 @@ OPACUS_ORDERS: tuple[float, ...] = tuple(1 + x / 10.0 for x in range(1, 100)) + 
 #: Spec of an ``orders`` argument: a non-empty sequence of orders in (1, 10000]; ``dp_orders`` may also be None.
 ORDERS = Many(Real(1.0, 1e4, low_open=True))
 DP_ORDERS = Many(ORDERS.element, optional=True)
-
-#: Terms past alpha after which the fractional series gives up. Near q = 1/2 its tail decays only polynomially,
-#: ~i^-(alpha+1), and Opacus's loop (no cap) runs ~6e5 terms at alpha = 1.25 to reach e^-30; beyond 1e6 we bound.
-_FRAC_EXTRA_TERMS = 1_000_000
-
-_LOG_HALF = float(np.log(0.5))
-_LOG_TWO = float(np.log(2.0))
 
 
 def _validate_q_sigma(q: NDArray, sigma: NDArray) -> None:
@@ -275,113 +270,285 @@ _FRAC_CHUNK = 16
 _FRAC_CHUNK_MAX = 256
 #: Elements per sub-batch of the fractional series (times the number of fractional orders: the entries of a pass).
 _FRAC_SUB_BATCH = 128
-#: Floor (nats below the running maximum) of the exponentials of the fractional series; see :data:`_FLOOR`.
+#: Floor (nats below the running maximum) of the exponentials of the fractional series; see :data:`_FLOOR`. A floored
+#: term is off by at most e^-700 of that maximum, which the error bound counts.
 _FRAC_FLOOR = -700.0
+#: Unit roundoff of float64, and its smallest normal number.
+_U = 2.0**-53
+_TINY = float(np.finfo(float).tiny)
+_SMALLEST = float(np.nextafter(0.0, 1.0))
+#: Absolute error allowed for a log-CDF on top of _KU: where it is subnormal (a CDF within 1e-308 of 1), its error
+#: is absolute.
+_SUBNORMAL = 1e-300
+#: Noise multipliers where the fractional series is summed; beyond, sigma^2 nears over- or underflow and the
+#: Gaussian bound alpha / (2 sigma^2) is taken (within 1e-180 of exact below 1e-100).
+_SERIES_SIGMA = (1e-100, 1e150)
+#: Rounding model of the fractional series' error bound: a computed quantity of magnitude m (an exponent, a log-CDF, a
+#: logarithm, a sum of them) is within _KU * m of its exact value, a ratio within 16 ulp (relative, so _KU in its log),
+#: and each term's last exp, log and product within 12 ulp: numpy's and scipy's exp, log, log1p, expm1 and log_ndtr
+#: are within a few ulp and no quantity passes through more than a few roundings. Against 50-digit mpmath, the
+#: computed values used at most 1/40 of the margin this gives.
+_KU = 16 * _U
+#: Terms of the alternating tail summed with the weights of Cohen, Rodriguez Villegas & Zagier (2000, Algorithm 1),
+#: which leave an error of at most the tail's first magnitude / d_n, d_n = ((3 + sqrt 8)^n + (3 - sqrt 8)^n) / 2.
+_CRVZ_TERMS = 32
 
 
-def _frac_coefficients(alpha: NDArray, i: NDArray) -> tuple[NDArray, NDArray]:
-    """log |C(alpha, i)| and sign C(alpha, i), shape (orders, terms), for real alpha > 1 and integer i >= 0.
+def _crvz_weights(n: int) -> tuple[NDArray, float]:
+    """Weights of the n-term algorithm of Cohen, Rodriguez Villegas & Zagier on the signed terms, and 1/d_n.
 
-    ``binom`` where it is finite (Opacus's precision, which the alternating tail needs), log-gamma where it overflows
-    (large orders); the sign is that of Gamma(alpha - i + 1).
+    Their recurrence (b <- (k+n)(k-n) b / ((k+1/2)(k+1)), c <- b - c) in exact rationals, d_n an integer
+    (d_{k+1} = 6 d_k - d_{k-1}); each weight is |c_k| / d_n in (0, 1], rounded once.
     """
-    a = alpha[:, None]
-    with np.errstate(divide="ignore", over="ignore"):
-        log_coef = np.log(np.abs(special.binom(a, i)))
-    huge = ~np.isfinite(log_coef)
-    if huge.any():
-        log_coef[huge] = _log_binom(*(arr[huge] for arr in np.broadcast_arrays(a, i)))
-    return log_coef, special.gammasgn(a - i + 1)
+    d_prev, d = 1, 3
+    for _ in range(n - 1):
+        d_prev, d = d, 6 * d - d_prev
+    b, c, weights = Fraction(-1), Fraction(-d), []
+    for k in range(n):
+        c = b - c
+        weights.append(float(abs(c) / d))
+        b = b * (k + n) * (k - n) / (Fraction(2 * k + 1, 2) * (k + 1))
+    return np.array(weights), 1.0 / d
 
 
-def _log_a_frac_batch(q: NDArray, sigma: NDArray, alpha: NDArray) -> NDArray:
-    """log A_alpha at fractional orders (Mironov, Talwar, Zhang 2019, Sec. 3.3), shape (elements, orders).
+_CRVZ_WEIGHTS, _CRVZ_ERROR = _crvz_weights(_CRVZ_TERMS)
+#: Where the series' error bound exceeds this fraction of its value (heavy cancellation), the chord between the
+#: neighbouring integer orders, a bound of its own, is computed too and the smaller bound kept.
+_FRAC_CHORD = 2.0**-30
 
-    The series of Opacus's ``_compute_log_a_frac``: A = A0 + A1 with, for i = 0, 1, ... and j = alpha - i,
-    A0 = sum_i C(alpha,i) q^i (1-q)^j e^{(i^2-i)/(2 sigma^2)} erfc((i - z0)/(sqrt2 sigma))/2,
-    A1 = sum_i C(alpha,i) q^j (1-q)^i e^{(j^2-j)/(2 sigma^2)} erfc((z0 - j)/(sqrt2 sigma))/2,
-    z0 = sigma^2 log(1/q - 1) + 1/2. Every (element, order) entry runs on the same i, in passes of 16, 32, ... terms;
-    with lambda = log(q/(1-q)) a term is log C(alpha,i) + alpha log(1-q) + G(t), t = i in A0 and t = j in A1,
-    G(t) = t lambda + (t^2-t)/(2 sigma^2) + log(erfc(-+(z0 - t)/(sqrt2 sigma))/2), computed once per element and
-    distinct t (Opacus's grid: 258 distinct j for its 90 fractional orders x 16 terms). Each entry keeps exactly the
-    terms of the sequential loop: it stops after the first i with both terms below e^-30 *and* i > alpha (Opacus
-    stops at the first such pair, which for large sigma is already i = 0 and returns a negative RDP: q = 0.3,
-    sigma = 50, alpha = 100.5 gave -0.36 where the neighbouring integer orders give 0.0018; past alpha the binomial
-    bulk is summed and the terms only decay). The terms are summed in linear space relative to a running maximum. An entry
-    whose partial sum goes negative (the alternating tail lost precision: q near the smallest float; Opacus raises)
-    or that has not stopped ``_FRAC_EXTRA_TERMS`` terms past alpha gets NaN, which the caller bounds.
+
+def _frac_moments(z0: NDArray, sigma: NDArray, dz0: NDArray, minus: NDArray, e: NDArray, t: NDArray,
+                  t_exact: NDArray, side: float) -> tuple[NDArray, ...]:
+    """What the terms of one side of the series need from the moments, elements ``e`` (rows) x exponents ``t``.
+
+    ``y = x_t + log Phi(side (z0 - t) / sigma)``, ``x_t = t (t - 1) / (2 sigma^2)``: e^y is the integral of L^t over
+    z < z0 (side +1) or z > z0 (side -1) under N(0, sigma^2), L = e^{(2z - 1) / (2 sigma^2)} the likelihood ratio of
+    N(1, sigma^2) to N(0, sigma^2). A term is c e^y, or c (e^y - 1) on the rows where ``minus``. ``dz0`` bounds the
+    error of z0 and ``t_exact`` says which t carry none (else |t| u). log Phi's slope at a is the inverse Mills ratio
+    phi(a)/Phi(a): below |a| + 1 for a < -1 (Gordon's inequality), else computed (it falls with a, and its log moves
+    by at most |a| + 2 per unit of a).
+
+    Returns:
+        Stacked: log |e^y| or log |e^y - 1|; its sign; a bound on that log's error, less the coefficient's (dy where
+        the term is c e^y, plus the last rounding); log(e^{y + dy} dy), which bounds how far e^y - 1 may lie from its
+        computed value, where the term is c (e^y - 1) (-inf elsewhere); log of a bound on e^y (+ 1 where ``minus``),
+        the magnitude of the series past a term.
     """
-    log_1mq = np.log1p(-q)
-    lam = np.log(q) - log_1mq
-    z0 = sigma**2 * np.log(1 / q - 1) + 0.5
-    sqrt2_sigma = np.sqrt(2) * sigma
-    two_s2 = 2 * sigma**2
+    ee = e[:, None]
+    m = minus[ee]
+    a = side * (z0[ee] - t) / sigma[ee]
+    log_phi = special.log_ndtr(a)
+    x = t * (t - 1) / (2 * sigma[ee] ** 2)
+    dt = np.where(t_exact, 0.0, _U * np.abs(t))
+    d_a = (dz0[ee] + dt + _KU * np.abs(z0[ee] - t)) / sigma[ee] + _KU * np.abs(a)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        mills = np.where(a < -1, -a + d_a + 1, np.minimum(
+            np.exp(np.minimum(-0.5 * a * a - 0.5 * np.log(2 * np.pi) - log_phi + d_a * (np.abs(a) + 2), 700.0))
+            * (1 + 1e-6), np.maximum(-a, 0.0) + d_a + 2))  # the last: the slope is below max(-a, 0) + 2 anywhere
+        y = x + log_phi
+        dy = (_KU * (np.abs(x) + np.abs(log_phi) + np.abs(y)) + dt * np.abs(2 * t - 1) / sigma[ee] ** 2 + mills * d_a
+              + _SUBNORMAL)
+        log_m = np.where(m, np.where(y > 0, y + np.log(-np.expm1(-y)), np.log(-np.expm1(y))), y)  # log|e^y (- 1)|
+        sign_m, log_dm = np.where(m, np.sign(y), 1.0), np.where(m, y + dy + np.log(dy), -np.inf)
+        d_m = _KU * np.abs(np.where(np.isfinite(log_m), log_m, 0.0)) + 12 * _U + np.where(m, 0.0, dy)
+        # t = 0, 1 (x = 0) on the -1 side: e^y - 1 = -Phi(-a) exactly, in log space (y itself can be subnormal)
+        zero = np.flatnonzero((t == 0) | (t == 1))
+        if zero.size:
+            at = (np.flatnonzero(minus[e])[:, None], zero)
+            a0 = a[at]
+            log_m[at] = special.log_ndtr(-a0)
+            sign_m[at], log_dm[at] = -1.0, -np.inf
+            d_m[at] = _KU * np.abs(log_m[at]) + 12 * _U + (np.abs(a0) + d_a[at] + 2) * d_a[at]  # slope of log Phi(-a)
+        return np.stack([log_m, sign_m, d_m, log_dm, np.where(m, np.logaddexp(y + dy, 0.0), y + dy)])
 
-    def g(e: NDArray, t: NDArray, side: float) -> NDArray:
-        """G(t) at the elements ``e`` (rows) and the values ``t`` (columns); ``side`` is +1 in A0, -1 in A1."""
-        ee = e[:, None]
-        log_erfc = _LOG_TWO + special.log_ndtr(side * ((z0[ee] - t) / sqrt2_sigma[ee]) * 2**0.5)
-        return t * lam[ee] + (t * t - t) / two_s2[ee] + (_LOG_HALF + log_erfc)
+
+def _log1p_over(top: NDArray, scaled: NDArray, alpha: NDArray) -> NDArray:
+    """log1p(D) / (alpha - 1) for D = e^top * scaled > 0, raised by the rounding of log(D) (its magnitude's _KU).
+
+    Below D = e^-600, D / (alpha - 1) itself (log1p(D) <= D), so that D down to the smallest float survives."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_d = top + np.log(scaled)
+        log_d += _KU * (np.abs(top) + np.abs(np.log(scaled)))
+        log_a = np.where(log_d > 36, log_d + np.log1p(np.exp(-log_d)), np.log1p(np.exp(np.minimum(log_d, 36))))
+        log_ratio = log_d - np.log(alpha - 1)
+        return np.where(log_d < -600, np.exp(log_ratio + _KU * np.abs(log_ratio)), log_a / (alpha - 1))
+
+
+def _rdp_frac_upper(q: NDArray, sigma: NDArray, alpha: NDArray) -> tuple[NDArray, NDArray]:
+    """Upper bounds on the RDP at fractional orders (Mironov, Talwar, Zhang 2019, Sec. 3.3), (elements, orders).
+
+    With p = 1 - q, lambda = log(q/p), z0 = sigma^2 log(p/q) + 1/2 (where q L = p) and x_t = t (t - 1) / (2 sigma^2),
+    their series is A = A0 + A1 with A0 = sum_i C(alpha,i) p^(alpha-i) q^i e^{x_i} Phi((z0 - i)/sigma) (the binomial
+    series of (p + qL)^alpha in qL/p < 1, integrated over z < z0) and A1 = sum_i C(alpha,i) p^i q^j e^{x_j}
+    Phi((j - z0)/sigma), j = alpha - i (in p/(qL) < 1, over z > z0) -- Opacus's ``_compute_log_a_frac``. Here D = A - 1
+    is summed, without the cancellation of A's leading terms against 1 that leaves log A no digits where the RDP is
+    below ~1e-13: for q <= 1/2 the binomial weights of A0 sum to one, so 1 is taken out of A0 term by term,
+    D = sum_i w_i (e^{y_i} - 1) + A1 with e^{y_i} = e^{x_i} Phi(...) and each e^y - 1 an expm1; for q > 1/2, out of A1.
+    log|C(alpha,i)| comes from the recurrence C(alpha,i+1) = C(alpha,i) (alpha-i)/(i+1); the terms are summed in
+    linear space relative to a running maximum.
+
+    Tail: from i = ceil(alpha) on, each series alternates, and its magnitudes are moments of a positive measure on
+    [0, 1] (|C(alpha,i)| = Gamma(i - alpha) / (|Gamma(-alpha)| i!) is a Beta moment, and x = qL/p, p/(qL) <= 1 on the
+    half-lines), so the algorithm of Cohen, Rodriguez Villegas & Zagier (2000, Alg. 1 and Prop. 1) on its next
+    :data:`_CRVZ_TERMS` terms leaves an error of at most its first magnitude / d_n, d_n > 5.8^n / 2. Opacus instead
+    stops at the first term below e^-30, which where the tail decays like i^-(alpha+1) (q near 1/2) under-reports.
+
+    Bound: each term's rounding error is bounded from the magnitudes of what it is made of (:data:`_KU`), the sum's
+    by u |result| per addition; D is raised by those bounds and the tail's, and log1p(D)/(alpha - 1) rounded up once
+    more. Where the raised D is not positive (never seen) the entry is NaN, for the caller to bound.
+
+    Returns:
+        ``(rdp, rel)``: the upper bounds, and how far they lie above the series' computed value, relative (the
+        bounds' own looseness: ~1e-13 typically; inf where that value is not positive).
+    """
+    log_q, log_p = np.log(q), np.log1p(-q)
+    middle = (q >= 0.25) & (q <= 0.75)  # lambda = log1p((2q - 1)/(1 - q)) there: 2q - 1 exact, no cancellation
+    with np.errstate(divide="ignore"):
+        lam = np.where(middle, np.log1p((2 * q - 1) / (1 - q)), log_q - log_p)
+    d_lam = _KU * (np.abs(lam) + np.where(middle, 0.0, np.abs(log_q) + np.abs(log_p)))
+    s2 = sigma * sigma
+    z0 = s2 * -lam + 0.5
+    dz0 = s2 * d_lam + _KU * (s2 * np.abs(lam) + np.abs(z0))
+    minus_first = q <= 0.5  # the side whose binomial weights sum to one takes the -1
 
     n_o = alpha.size
+    head = np.ceil(alpha)  # the alternating tails start here
+    end = head + _CRVZ_TERMS  # ... and the sums stop before here
     e_all = np.repeat(np.arange(q.size), n_o)  # entries: element-major
     o_all = np.tile(np.arange(n_o), q.size)
-    top = np.full((2, e_all.size), -np.inf)  # running maximum of the included terms of A0, A1 (nats)
-    acc = np.zeros((2, e_all.size))  # their sum / e^top
-    result = np.full(e_all.size, np.nan)
+    top = np.full(e_all.size, -np.inf)  # running maximum (nats) of the logs of the terms and their error bounds
+    acc, err, rnd, first = np.zeros((4, e_all.size))  # / e^top: sum, term errors, rounding, first tail magnitudes
+    log_c, d_c = np.zeros((2, n_o))  # log |C(alpha, i0)| and a bound on its error
+    rdp, rel = np.full((2, e_all.size), np.nan)
     active = np.arange(e_all.size)
     i0 = passes = 0
     while active.size:
-        width = min(_FRAC_CHUNK << passes, _FRAC_CHUNK_MAX)  # slow tails take longer strides
-        i = np.arange(i0, i0 + width, dtype=float)
         e, o = e_all[active], o_all[active]
+        width = int(min(_FRAC_CHUNK << passes, _FRAC_CHUNK_MAX, end[o].max() - i0))  # the last pass: as far as needed
+        i = np.arange(i0, i0 + width, dtype=float)
         elems, row = np.unique(e, return_inverse=True)
         orders, col = np.unique(o, return_inverse=True)
-        log_coef, sign = _frac_coefficients(alpha[orders], i)
-        t1, t1_at = np.unique(alpha[orders, None] - i, return_inverse=True)
-        s = np.empty((2, active.size, width))
-        base = log_coef[col] + alpha[o, None] * log_1mq[e, None]
-        np.add(base, g(elems, i, 1.0)[row], out=s[0])
-        np.add(base, g(elems, t1, -1.0)[row[:, None], t1_at.reshape(orders.size, width)[col]], out=s[1])
-        al = alpha[o, None]
-        stop = np.maximum(s[0], s[1]) < -30
-        if i0 <= alpha.max():
-            stop &= i > al
-        slow = i > al + _FRAC_EXTRA_TERMS if i[-1] > alpha.min() + _FRAC_EXTRA_TERMS else np.zeros_like(stop)
-        stop |= slow
-        stopped = stop.any(axis=1)
-        first = np.where(stopped, stop.argmax(axis=1), width - 1)  # the entry's last term in this pass
-        include = np.arange(width) <= first[:, None]
-        ok = ~slow[np.arange(active.size), first]
-        new_top = np.maximum(top[:, active], s.max(axis=2, where=include, initial=-np.inf))
+        a_o, h = alpha[orders, None], head[orders, None]
+        step = np.log(np.abs(a_o - i) / (i + 1))  # log |C(alpha, i+1) / C(alpha, i)|
+        lc = np.cumsum(np.concatenate([log_c[orders, None], step[:, :-1]], axis=1), axis=1)
+        dlc = d_c[orders, None] + np.concatenate(
+            [np.zeros((orders.size, 1)), np.cumsum(_KU * (1 + np.abs(step[:, :-1]) + np.abs(lc[:, 1:])), axis=1)], axis=1)
+        log_c[orders] = lc[:, -1] + step[:, -1]
+        d_c[orders] = dlc[:, -1] + _KU * (1 + np.abs(step[:, -1]) + np.abs(log_c[orders]))
+        sign_c = np.where(i < h, 1.0, 1.0 - 2.0 * ((i - h) % 2))[col]
+        weight = np.where(i < h, 1.0, _CRVZ_WEIGHTS[np.clip(i - h, 0, _CRVZ_TERMS - 1).astype(int)]
+                          * (i < h + _CRVZ_TERMS))[col]
+        at_head = (i == h)[col]
+        used = (i < h + _CRVZ_TERMS)[col]  # an entry's sums and bounds ignore what lies past its end
+
+        lam_e, d_tlam = lam[e, None], (d_lam + 2 * _KU * np.abs(lam))[e, None]  # error of t lambda, per unit of |t|
+        base = lc[col] + alpha[o, None] * log_p[e, None]
+        d_base = dlc[col] + _KU * (np.abs(lc[col]) + alpha[o, None] * np.abs(log_p[e, None]) + np.abs(base))
+        t1, t1_at = np.unique(a_o - i, return_inverse=True)
+        exact = (i == 0) | ((2 * i >= a_o) & (i <= 2 * a_o))  # Sterbenz: alpha - i is exact
+        t1_exact = np.zeros(t1.size, bool)
+        t1_exact[t1_at.ravel()[exact.ravel()]] = True  # a t shared by several orders is one number: exact for all
+        sides = []
+        for t, parts, at in ((i, _frac_moments(z0, sigma, dz0, minus_first, elems, i, np.ones(width, bool), 1.0),
+                              row[:, None] * width + np.arange(width)),
+                             (alpha[o, None] - i, _frac_moments(z0, sigma, dz0, ~minus_first, elems, t1, t1_exact, -1.0),
+                              row[:, None] * t1.size + t1_at.reshape(orders.size, width)[col])):
+            log_m, sign_m, d_m, log_dm, log_tail = np.take(parts.reshape(5, -1), at, axis=1)
+            ell_c = base + t * lam_e  # log |c|
+            dc = d_base + np.abs(t) * d_tlam  # the error of ell_c
+            ell = ell_c + log_m
+            ell_c += dc
+            log_dm += ell_c
+            if not used.all():
+                ell[~used] = log_dm[~used] = -np.inf
+            sides.append((ell, sign_c * sign_m, dc + d_m, log_dm, ell_c, log_tail))
+
+        new_top = np.maximum(top[active], np.max([np.maximum(s[0], s[3]).max(axis=1) for s in sides], axis=0))
         scale = np.where(np.isfinite(new_top), new_top, 0.0)
-        partial = s - scale[..., None]  # becomes the running sums, in place; read up to `first` only
-        np.maximum(partial, _FRAC_FLOOR, out=partial)
-        with np.errstate(over="ignore"):  # terms past `first` may exceed the scale: never read
-            np.exp(partial, out=partial)
-        partial *= sign[col]
-        np.cumsum(partial, axis=2, out=partial)
-        partial += (acc[:, active] * np.exp(top[:, active] - scale))[..., None]
-        ok &= partial.min(axis=(0, 2), where=include, initial=0.0) >= 0  # the sequential sum went negative
-        acc[:, active], top[:, active] = partial[:, np.arange(active.size), first], new_top
-        done = stopped | ~ok
+        carry = np.exp(top[active] - scale)
+        pairs = np.zeros((active.size, width))
+        errs = np.zeros((active.size, width))
+        heads = np.zeros(active.size)
+        lost = np.zeros(active.size, bool)
+        hit = np.flatnonzero(at_head.any(axis=1))
+        for (ell, sgn, d_ell, log_dm, ell_c, log_tail), minus in zip(sides, (minus_first[e], ~minus_first[e])):
+            terms = np.exp(np.maximum(ell - scale[:, None], _FRAC_FLOOR))
+            pairs += sgn * terms
+            # |term error| <= |term| expm1(d_ell) (+ |c| e^{y+dy} dy on the -1 side) <= |term| d_ell (1 + m) for
+            # d_ell <= m <= 1 (m: the row's largest); a row with m > 1 (a logarithm off by a nat) bounds nothing
+            d_max = (d_ell if used.all() else np.where(used, d_ell, 0.0)).max(axis=1)
+            lost |= d_max > 1
+            errs += terms * d_ell * np.where(lost, 0.0, 1 + d_max)[:, None]
+            rows = np.flatnonzero(minus)
+            errs[rows] += np.exp(np.maximum(log_dm[rows] - scale[rows, None], _FRAC_FLOOR))
+            at = (hit, at_head[hit].argmax(axis=1))
+            with np.errstate(over="ignore"):  # a head far above every term: an infinite bound, for the fallbacks
+                heads[hit] += np.exp(ell_c[at] + log_tail[at] - scale[hit])
+        pairs *= weight
+        sums = np.cumsum(pairs, axis=1)
+        carried = acc[active] * carry
+        acc[active] = sums[:, -1] + carried
+        # rounding: u |result| per addition and product (sides, weights and their own rounding, running sums, carry)
+        rnd[active] = rnd[active] * carry + _U * (3 * np.abs(pairs).sum(axis=1) + (np.abs(sums) * used).sum(axis=1)
+                                                  + np.abs(acc[active]) + 2 * np.abs(carried))
+        err[active] = np.where(lost, np.inf, err[active] * carry + (errs * weight).sum(axis=1))
+        first[active] = first[active] * carry + heads
+        top[active] = new_top
+
+        done = end[o] <= i0 + width
         fin = active[done]
-        with np.errstate(divide="ignore"):
-            log_a = np.logaddexp(top[0, fin] + np.log(acc[0, fin]), top[1, fin] + np.log(acc[1, fin]))
-        result[fin] = np.where(ok[done], log_a, np.nan)
+        n_terms = 2 * end[o_all[fin]]  # the sums of positive bounds are themselves within n_terms u
+        bound = ((err[fin] + rnd[fin] + first[fin] * _CRVZ_ERROR + 4 * n_terms * np.exp(_FRAC_FLOOR))
+                 * (1 + (n_terms + 8) * 2 * _U))
+        upper = acc[fin] + bound
+        rdp[fin] = np.where(upper > 0, np.nextafter(_log1p_over(top[fin], upper, alpha[o_all[fin]]) * (1 + 16 * _U),
+                                                    np.inf), np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel[fin] = np.where(acc[fin] > 0, rdp[fin] / _log1p_over(top[fin], acc[fin], alpha[o_all[fin]]) - 1, np.inf)
+        rel[fin[rdp[fin] < _TINY]] = 0.0  # a bound below the normal floats: nothing to tighten
         active = active[~done]
         i0 += width
         passes += 1
-    return result.reshape(q.size, n_o)
+    return rdp.reshape(q.size, n_o), rel.reshape(q.size, n_o)
+
+
+def _chord_upper(q: NDArray, u: NDArray, alpha: float) -> NDArray:
+    """Upper bound on the RDP at a fractional order from the integer orders n = floor(alpha) and n + 1 (eq. 9).
+
+    log A_alpha = (alpha - 1) RDP_alpha is convex in alpha (the cumulant generating function of the privacy loss) and
+    log A_1 = 0, so it lies below its chord between n and n + 1 (for alpha < 2 this is RDP_2, the bound of
+    monotonicity in the order). Each log A_n (:func:`_log_a_int`, element by element, so that the value does not
+    depend on the batch) is first raised by a bound on its rounding error: eq. (9)'s sum in log space is within
+    64u (n+1) (|log q| + |log(1-q)| + (n+1) u/2 + log(n+1) + 1) of exact (u = 1/sigma^2 here).
+    """
+    n = float(np.floor(alpha))
+    log_q, log_p = np.log(q), np.log1p(-q)
+    delta = 64 * _U * (n + 1) * (np.abs(log_q) + np.abs(log_p) + (n + 1) * u / 2 + np.log(n + 1) + 1) + 1e-20
+
+    def log_a(k: int) -> NDArray:
+        exact = np.concatenate([_log_a_int(_log_weights(k, log_q[s:s + 256], log_p[s:s + 256]), _triangular(k, 1),
+                                           u[s:s + 256]) for s in range(0, q.size, 256)])
+        with np.errstate(over="ignore"):
+            return exact + np.minimum(delta, exact * np.expm1(np.minimum(delta, 700.0)))  # log1p(S e^d) is below both
+
+    low = log_a(int(n)) if n >= 2 else 0.0
+    chord = ((n + 1 - alpha) * low + (alpha - n) * log_a(int(n) + 1)) / (alpha - 1) * (1 + 16 * _U)
+    return np.nextafter(chord + 4 * (n + 2) * _SMALLEST, np.inf)  # subnormal values are off by ulps, not by u
 
 
 def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> NDArray:
     """RDP of one round of the Sampled Gaussian Mechanism, batched.
 
     Integer orders use eq. (9) (Lemma 1 of the AdaScale paper), all orders from one shared set of exponentials per
-    element (:func:`_log_s_int`); fractional orders use the series of Mironov, Talwar & Zhang (2019) with Opacus's
-    terms, every order and element on shared passes (:func:`_log_a_frac_batch`). Edge cases follow Opacus:
-    ``q == 0`` -> 0; ``noise_multiplier == 0`` -> inf; ``q == 1`` -> alpha / (2 sigma^2); ``noise_multiplier == inf`` -> 0.
+    element (:func:`_log_s_int`): exact to rounding. Fractional orders use the series of Mironov, Talwar & Zhang
+    (2019, Sec. 3.3; Opacus's ``_compute_log_a_frac``) rearranged to sum A - 1, with its alternating tail summed by
+    Cohen-Rodriguez Villegas-Zagier and every rounding and truncation error bounded (:func:`_rdp_frac_upper`): the
+    value returned is an upper bound on the exact RDP, never below it -- typically 1e-13 above it, up to
+    ~1e-13 sigma^2 / (alpha - 1) above where |q - 1/2| < ~1/sigma (float64 cancellation); where that bound is looser
+    than 2^-30 the chord of (alpha - 1) RDP between the integer orders around alpha (it is convex in alpha,
+    :func:`_chord_upper`) is taken if smaller. Values below the smallest float are rounded up to it.
+    Edge cases follow Opacus: ``q == 0`` -> 0; ``noise_multiplier == 0`` -> inf; ``q == 1`` -> alpha / (2 sigma^2)
+    (rounded up at fractional orders); ``noise_multiplier == inf`` -> 0.
 
     Args:
         q: Poisson sampling rate(s) in [0, 1].
@@ -389,10 +556,8 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
         orders: a scalar order (> 1) or a sequence of orders (adds a trailing axis to the result).
 
     Returns:
-        RDP in nats, shape ``broadcast(q, noise_multiplier).shape (+ (len(orders),))``; never NaN: where the
-        fractional series loses precision (its alternating tail, for q near the smallest float; Opacus raises) or
-        does not converge within ``_FRAC_EXTRA_TERMS`` terms past alpha, the RDP at ceil(alpha) is returned, an
-        upper bound since RDP is non-decreasing in the order.
+        RDP in nats, shape ``broadcast(q, noise_multiplier).shape (+ (len(orders),))``; never NaN. An element's value
+        does not depend on the other elements at fractional orders (at integer orders, its last bits can).
     """
     q_arr = np.asarray(q, dtype=float)
     sigma_arr = np.asarray(noise_multiplier, dtype=float)
@@ -414,7 +579,9 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
     out[inf_rdp] = np.inf
     with np.errstate(divide="ignore", over="ignore"):
         u = 1.0 / sf**2
+    is_int = orders_arr == np.round(orders_arr)
     out[full_q] = orders_arr[None, :] * u[full_q, None] / 2
+    out[np.ix_(full_q, ~is_int)] = np.nextafter(out[np.ix_(full_q, ~is_int)] * (1 + 4 * _U), np.inf)  # 3 roundings
     # 1/sigma^2 overflowing to inf (sigma < ~1e-154) is "no privacy" too.
     overflow = generic & np.isinf(u)
     out[overflow] = np.inf
@@ -422,7 +589,6 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
 
     if generic.any():
         g_q, g_s, g_u = qf[generic], sf[generic], u[generic]
-        is_int = orders_arr == np.round(orders_arr)
         if is_int.all():
             res = _rdp_int(g_q, g_u, orders_arr)
         else:
@@ -432,13 +598,20 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
         frac_idx = np.flatnonzero(~is_int)
         if frac_idx.size:
             alphas = orders_arr[frac_idx]
-            log_a = np.concatenate([_log_a_frac_batch(g_q[s:s + _FRAC_SUB_BATCH], g_s[s:s + _FRAC_SUB_BATCH], alphas)
-                                    for s in range(0, g_q.size, _FRAC_SUB_BATCH)])
-            vals = log_a / (alphas - 1)
-            for o in np.flatnonzero(~np.isfinite(vals).all(axis=0)):  # RDP is non-decreasing in alpha: ceil(alpha)
-                at = ~np.isfinite(vals[:, o])  # bounds it from above where the series failed
-                vals[at, o] = _rdp_int(g_q[at], g_u[at], np.ceil(alphas[o:o + 1]))[:, 0]
-            res[:, frac_idx] = vals
+            # RDP <= alpha / (2 sigma^2), its value at q = 1 (it is non-decreasing in q); within 2 sigma^2 |log q| /
+            # (alpha - 1) of exact for small sigma, and all there is where sigma^2 over- or underflows
+            gauss = np.nextafter(alphas / 2 / g_s[:, None] / g_s[:, None] * (1 + 4 * _U), np.inf)
+            vals, rel = gauss.copy(), np.zeros_like(gauss)
+            series = (g_s >= _SERIES_SIGMA[0]) & (g_s <= _SERIES_SIGMA[1])
+            if series.any():
+                vals[series], rel[series] = (np.concatenate(parts) for parts in zip(*(
+                    _rdp_frac_upper(g_q[series][s:s + _FRAC_SUB_BATCH], g_s[series][s:s + _FRAC_SUB_BATCH], alphas)
+                    for s in range(0, series.sum(), _FRAC_SUB_BATCH))))
+            loose = ~(rel <= _FRAC_CHORD)  # NaN included
+            for o in np.flatnonzero(loose.any(axis=0)):
+                at = loose[:, o]
+                vals[at, o] = np.fmin(vals[at, o], _chord_upper(g_q[at], g_u[at], alphas[o]))
+            res[:, frac_idx] = np.fmin(vals, gauss)
         np.maximum(res, 0.0, out=res)  # RDP >= 0; rounding can give -1e-17
         if generic.all():
             out = res
@@ -591,17 +764,40 @@ class SGMCurve:
         return self._tri_moments(np.asarray(u, dtype=float))[0] / (self.order - 1)
 
 
+#: Rounds per evaluation of the ledger (one :func:`rdp_sgm` call each), fewer where their evaluation would exceed
+#: _LEDGER_EVAL_BYTES: the accounting evaluates its elements in sub-batches of similar noise, so a round's RDP can
+#: differ in its last bits with the rounds evaluated beside it, and a ledger's results would depend on its buffering.
+_LEDGER_BLOCK = 128
+#: Memory budgets (bytes): one block's evaluation (~ 4 arrays of elements x orders), and the buffer of noise
+#: multipliers beyond one block.
+_LEDGER_EVAL_BYTES = 2**30
+_LEDGER_BUFFER_BYTES = 2**26
+
+
+def _ledger_sizes(batch: int, n_orders: int, chunk: int) -> tuple[int, int]:
+    """``(block, capacity)`` of a ledger over ``batch`` elements: rounds per evaluation, and rounds buffered (``chunk``
+    rounded up to whole blocks, within the budgets; at least one block, of at least one round)."""
+    round_bytes = 8 * max(batch, 1)
+    block = int(max(1, min(_LEDGER_BLOCK, _LEDGER_EVAL_BYTES // (round_bytes * (1 + 4 * n_orders)))))
+    blocks = max(1, min(-(-chunk // block), _LEDGER_BUFFER_BYTES // (round_bytes * block)))
+    return block, blocks * block
+
+
 class RDPLedger:
     """Running RDP totals at a grid of orders, batched, composing a different noise multiplier every round.
 
-    ``record`` is O(1): it writes the round's noise multipliers into a fixed, preallocated buffer of ``chunk``
-    rounds; the buffer is folded into the totals (one vectorised :func:`rdp_sgm` call) when it fills or when
-    ``rdp`` is read. Memory is O(batch x (orders + chunk)) whatever the number of rounds -- no history list.
+    ``record`` is O(1): it writes the round's noise multipliers into a buffer, grown as rounds arrive up to ``chunk``
+    rounds; buffered rounds are folded into the totals in blocks of :data:`_LEDGER_BLOCK` consecutive rounds (one
+    vectorised :func:`rdp_sgm` call each; fewer where a block's evaluation would exceed :data:`_LEDGER_EVAL_BYTES`)
+    when the buffer is full, and the rest when ``rdp`` is read or rows are reset. The blocks do not depend on
+    ``chunk``, so neither do the results, to the bit. Memory: the totals, O(batch x orders), and the buffer,
+    O(batch x min(rounds, chunk)) within :data:`_LEDGER_BUFFER_BYTES` (at least one block), whatever the number of
+    rounds -- no history list (see :func:`_ledger_sizes`).
 
     Args:
         q: sampling rates, shape ``batch_shape`` (e.g. ``(n_envs, n_classes)``), in [0, 1].
         orders: RDP orders (> 1) kept by the ledger.
-        chunk: rounds buffered before folding.
+        chunk: rounds buffered before folding (at least one block); it changes when the work is done, not the results.
     """
 
     def __init__(self, q: ArrayLike, orders: Sequence[float] = DEFAULT_ORDERS, chunk: int = 128) -> None:
@@ -610,28 +806,39 @@ class RDPLedger:
         self.orders = np.asarray(ORDERS("orders", orders), dtype=float)
         if chunk < 1:
             raise ValueError(f"chunk must be >= 1; got {chunk}")
+        self._block, self._capacity = _ledger_sizes(self.q.size, self.orders.size, chunk)
         self._totals = np.zeros(self.q.shape + (self.orders.size,))
-        self._pending = np.full((chunk,) + self.q.shape, np.inf)  # inf noise == no leakage
+        self._pending = np.empty((0,) + self.q.shape)  # grown on demand up to _capacity rounds
         self._n = 0
 
     def record(self, noise_multiplier: ArrayLike) -> None:
-        """Compose one round: ``noise_multiplier`` broadcastable to the ledger's batch shape."""
+        """Compose one round: ``noise_multiplier`` (noise std / L2 sensitivity, finite and >= 0) broadcastable to the
+        ledger's batch shape."""
+        sigma = np.asarray(noise_multiplier, dtype=float)
+        if not np.all((sigma >= 0) & (sigma < np.inf)):
+            raise ValueError("noise_multiplier must be finite and >= 0 (noise std / L2 sensitivity, in [0, inf)); got "
+                             f"{sigma[~((sigma >= 0) & (sigma < np.inf))].ravel()[:3]}")
+        if self._n == self._capacity:
+            self._fold()
         if self._n == self._pending.shape[0]:
-            self._flush()
-        self._pending[self._n] = noise_multiplier
+            grown = np.empty((min(self._capacity, max(1, 2 * self._n)),) + self.q.shape)
+            grown[: self._n] = self._pending[: self._n]
+            self._pending = grown
+        self._pending[self._n] = sigma
         self._n += 1
 
-    def _flush(self) -> None:
-        if self._n:
-            pend = self._pending[: self._n]
-            self._totals += rdp_sgm(q=self.q, noise_multiplier=pend, orders=self.orders).sum(axis=0)
-            pend.fill(np.inf)
-            self._n = 0
+    def _fold(self) -> None:
+        """Fold the buffered rounds into the totals, block by block, in order (the capacity is whole blocks, so
+        only a read or a reset folds a partial one, whatever ``chunk``)."""
+        for start in range(0, self._n, self._block):
+            block = self._pending[start:min(start + self._block, self._n)]
+            self._totals += rdp_sgm(q=self.q, noise_multiplier=block, orders=self.orders).sum(axis=0)
+        self._n = 0
 
     @property
     def rdp(self) -> NDArray:
         """Total RDP (nats) per batch element and order, shape ``batch_shape + (len(orders),)``."""
-        self._flush()
+        self._fold()
         return self._totals
 
     def epsilon(self, delta: float) -> tuple[NDArray, NDArray]:
@@ -639,12 +846,12 @@ class RDPLedger:
         return rdp_to_dp(self.rdp, self.orders, delta)
 
     def reset(self, mask: ArrayLike | None = None) -> None:
-        """Zero the totals (and pending rounds) of the batch elements where ``mask`` is True (all if None)."""
+        """Zero the totals of the batch elements where ``mask`` is True (all, and the pending rounds, if None).
+
+        With a mask the pending rounds are folded first, as a read would: the other elements keep them."""
         if mask is None:
             self._totals.fill(0.0)
-            self._pending.fill(np.inf)
             self._n = 0
         else:
-            m = np.asarray(mask, dtype=bool)
-            self._totals[m] = 0.0
-            self._pending[:, m] = np.inf
+            self._fold()
+            self._totals[np.asarray(mask, dtype=bool)] = 0.0
