@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from baselines.cdpb import CDPB_POLICIES, CDPB, HminBased
 from baselines.report import write_rows
@@ -28,7 +29,8 @@ _CURVES = ("gamma", "epsilon_sgm", "epsilon_theorem1", "num_reliable", "noise_va
 
 def _rollout(s: CDPBScenario, policy: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
     """Run ``policy`` for s.num_rounds rounds in ``episodes`` parallel envs; per-round curves (T, episodes)."""
-    env = OTAPrivacyVectorEnv(episodes, s, scheme="cdpb", action_type="rho", dp_orders=None)
+    env = OTAPrivacyVectorEnv(episodes, s, scheme="cdpb", action_type="rho", dp_orders=None,
+                              autoreset_mode=AutoresetMode.SAME_STEP)  # reads info["final_info"]
     policy.reset(s, seed)
     obs, info = env.reset(seed=seed)
     out = {k: np.empty((s.num_rounds, episodes)) for k in _CURVES}

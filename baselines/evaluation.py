@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
 from baselines.core import Policy
@@ -77,7 +78,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
     training = {"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir} if fidelity == "train" else {}
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
-                              **training)
+                              autoreset_mode=AutoresetMode.SAME_STEP, **training)  # reads info["final_info"]
     if env.scenario != scenario:
         raise ValueError("scenario: with fidelity='train' pass training_scenario(scenario), whose model_dim and "
                          "dataset_size are the trained model's and data's")

@@ -2,7 +2,10 @@
 
 Importing ``otagym`` registers ``otagym/OTAPrivacy-v0`` (entry point :class:`otagym.env.OTAPrivacyEnv`, vector entry
 point :class:`otagym.env.OTAPrivacyVectorEnv`; every scheme and setting through keyword arguments) and the benchmark
-tasks of :data:`otagym.tasks.TASKS` (versioned ids with fixed settings).
+tasks of :data:`otagym.tasks.TASKS` (versioned ids with fixed settings); registering is idempotent. In a process
+that has not imported otagym (RLlib's remote env runners, subprocess workers), give an id as ``"otagym:<id>"``
+(``gym.make("otagym:otagym/OTAPrivacy-v0")``): Gymnasium imports the module before the look-up. Gymnasium 1.x loads
+no plugin entry points (the ``gymnasium.envs`` group was dropped in 1.0), so that is the way to reach the ids there.
 """
 
 from gymnasium.envs.registration import register, registry

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from otagym.schemes import Core, Scheme, get_scheme
 from otagym.validation import Integer, OfType, check_args, real_array
 
-__all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds"]
+__all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds"]
 
 
 def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> Core:
@@ -34,6 +34,40 @@ def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, 
     env_kwargs = {k: v for k, v in kwargs.items() if k in info.env_args}
     overrides = {k: v for k, v in kwargs.items() if k not in info.env_args}
     return info.core(info.scenario(scenario, **overrides), num_envs, **env_kwargs)
+
+
+def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,
+                          kwargs: dict[str, Any]) -> tuple[Any, str | None, Any, dict[str, Any]]:
+    """:class:`OTAPrivacyEnv`'s arguments with a Mapping passed as ``scenario`` read as its keyword arguments.
+
+    RLlib builds an env class as ``cls(env_config)`` (its ``EnvContext``, a dict): so a Mapping in ``scenario`` (the
+    first positional argument) holds keyword arguments, ``"scenario"`` (optional: a preset name, a Scenario or None),
+    ``"scheme"``, ``"render_mode"`` and any other the env takes. Keyword arguments given beside it are merged with it;
+    a name given both ways is a TypeError (``scheme="receive_scaling"`` and ``render_mode=None``, the defaults, count
+    as not given). Anything else is returned as it is.
+    """
+    if not isinstance(scenario, Mapping):
+        return scenario, render_mode, scheme, kwargs
+    config = dict(scenario)
+    not_names = [k for k in config if not isinstance(k, str)]
+    if not_names:
+        raise TypeError(f"an env config mapping passed as scenario must have keyword-argument names as keys; got "
+                        f"{not_names!r}")
+    given = dict(kwargs)
+    if render_mode is not None:
+        given["render_mode"] = render_mode
+    if not (isinstance(scheme, str) and scheme == "receive_scaling"):
+        given["scheme"] = scheme
+    both = sorted(set(config) & set(given))
+    if both:
+        raise TypeError(f"{', '.join(both)} given both in the env config mapping passed as scenario and as keyword "
+                        f"argument(s): give each once")
+    config.update(given)
+    inner = config.pop("scenario", None)
+    if isinstance(inner, Mapping):
+        raise TypeError(f"scenario in an env config mapping must be a preset name, a Scenario or None; got a mapping "
+                        f"({inner!r}): put its keys in the outer mapping")
+    return inner, config.pop("render_mode", None), config.pop("scheme", "receive_scaling"), config
 
 
 def _reset_options(rounds: Core, options: Mapping[str, Any] | None, single: bool) -> dict[str, Any]:
@@ -118,7 +152,10 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
 
     Args:
         scenario: preset name (``"paper-mnist"``, ``"paper-cifar10"``) or a :class:`~otagym.receive_scaling.Scenario`
-            (under another ``scheme``: one of its presets or its Scenario).
+            (under another ``scheme``: one of its presets or its Scenario). A Mapping here (or as the only positional
+            argument) holds keyword arguments, as RLlib passes its ``env_config``: ``OTAPrivacyEnv({"scenario":
+            "paper-cifar10", "num_rounds": 20})``, with optional ``"scenario"``, ``"scheme"`` and ``"render_mode"``
+            keys; keyword arguments beside it are merged, a name given both ways is a TypeError.
         scheme: a name in :data:`otagym.schemes.SCHEMES`: ``"receive_scaling"`` (default, model A as described here)
             or another scheme, whose observation, action and keyword arguments its batched core documents.
         render_mode: ``None``, ``"ansi"`` (a text line per round) or ``"rgb_array"`` (x/x_max, cumulative cost over
@@ -136,6 +173,7 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
 
     def __init__(self, scenario: Any = None, render_mode: str | None = None, *, scheme: Scheme = "receive_scaling",
                  **kwargs: Any):
+        scenario, render_mode, scheme, kwargs = _env_config_arguments(scenario, render_mode, scheme, kwargs)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}; got {render_mode!r}")
         self.render_mode = render_mode
@@ -205,24 +243,55 @@ def _render_history(history: list[dict[str, float]], scenario: Any, model: Any) 
     return image
 
 
+#: The autoreset modes of :class:`OTAPrivacyVectorEnv` (``DISABLED`` is not offered: every episode ends after T rounds).
+AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+
+
+def _autoreset_mode(value: Any) -> AutoresetMode:
+    """``autoreset_mode`` as an :class:`AutoresetMode` (a member or its value, as ``SyncVectorEnv`` takes it)."""
+    allowed = (" or ".join(f"AutoresetMode.{m.name}" for m in AUTORESET_MODES) + " (or "
+               + " or ".join(repr(m.value) for m in AUTORESET_MODES) + ")")
+    if not isinstance(value, (AutoresetMode, str)):
+        raise TypeError(f"autoreset_mode must be {allowed}; got {value!r}")
+    mode = value if isinstance(value, AutoresetMode) else {m.value: m for m in AutoresetMode}.get(value)
+    if mode not in AUTORESET_MODES:
+        raise ValueError(f"autoreset_mode must be {allowed}; got {value!r}")
+    return mode
+
+
 class OTAPrivacyVectorEnv(VectorEnv):
     """Natively vectorised :class:`OTAPrivacyEnv`: N episodes stepped as numpy arrays by the same batched core.
 
-    Autoreset is ``SAME_STEP``: when an episode ends, the returned observation is the first of the next episode, and
-    ``info["final_obs"]`` / ``info["final_info"]`` (masked by ``"_final_obs"`` / ``"_final_info"``) hold the last
-    observation and the info of the ending step. Every other info entry is an array over envs with an all-True
-    ``"_key"`` mask, except the episode-end keys (the core's ``EPISODE_END_KEYS``), masked by ``terminated``.
+    ``autoreset_mode`` (Gymnasium's :class:`~gymnasium.vector.AutoresetMode`, or its value ``"NextStep"`` /
+    ``"SameStep"``) says what happens after an episode ends, as in ``SyncVectorEnv``:
+
+    * ``NEXT_STEP`` (default, Gymnasium's own): the ending step returns the episode's last observation and info; the
+      next ``step`` starts a new episode in those envs and ignores their actions, returning its first observation,
+      reward 0, ``terminated``/``truncated`` False and the ``reset`` info. Every Gymnasium vector wrapper supports it
+      (``RecordEpisodeStatistics`` of gymnasium 1.2 counts episodes right only under it; the observation wrappers,
+      ``NormalizeObservation`` and ``FlattenObservation`` among them, accept no other).
+    * ``SAME_STEP``: the ending step returns the first observation of the next episode, and ``info["final_obs"]`` /
+      ``info["final_info"]`` (masked by ``"_final_obs"`` / ``"_final_info"``) hold the last observation and the info
+      of the ending step. TorchRL's ``GymWrapper`` accepts only this mode; SB3's adapter
+      (:class:`otagym.sb3.OTAPrivacySB3VecEnv`) uses it.
+
+    Both modes play the same episodes (same seed and actions: the same trajectories, shifted by the reset step). Every
+    episode lasts T rounds and ``reset`` starts all envs, so all envs end their episodes on the same step. Every step
+    info entry is an array over envs with an all-True ``"_key"`` mask, except the episode-end keys (the core's
+    ``EPISODE_END_KEYS``), masked by ``terminated``.
     ``reset(options=...)`` accepts ``distances_m`` (N, M), ``channel_gains`` (T, N, M) and ``nu`` (N,) or a scalar.
     ``max_episode_steps`` is what ``gym.make_vec`` passes from a registered id's spec (as to ``CartPoleVectorEnv``):
     an episode ends after its T rounds (``num_rounds`` sets T), so it must be at least T (no effect) or None.
     """
 
-    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}  # the default; instances: their own
 
     def __init__(self, num_envs: int = 8, scenario: Any = None, render_mode: str | None = None, *,
-                 scheme: Scheme = "receive_scaling", max_episode_steps: int | None = None, **kwargs: Any):
+                 scheme: Scheme = "receive_scaling", max_episode_steps: int | None = None,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
+        mode = _autoreset_mode(autoreset_mode)
         self.scheme = scheme
         self.rounds = make_rounds(scheme, scenario, num_envs, kwargs)
         # an episode ends after its num_rounds: a limit at or above them has no effect, one below is refused
@@ -236,7 +305,10 @@ class OTAPrivacyVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._all = np.ones(self.num_envs, dtype=bool)
-        self.autoreset_mode = AutoresetMode.SAME_STEP  # as SyncVectorEnv has it; TorchRL's GymWrapper reads it
+        # as SyncVectorEnv: Gymnasium's vector wrappers read the metadata, TorchRL's GymWrapper the attribute
+        self.autoreset_mode = mode
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        self._autoreset = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: envs whose episode ended on the last step
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None):
         """Reset every env. ``seed``: an int, or one int per env as Gymnasium's vector envs take; one generator drives
@@ -253,6 +325,7 @@ class OTAPrivacyVectorEnv(VectorEnv):
         else:
             super().reset(seed=seed)
         self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=False))
+        self._autoreset = np.zeros(self.num_envs, dtype=bool)
         info = self.rounds.reset_info()
         info.update({f"_{k}": self._all for k in list(info)})
         return self.rounds.observation(), info
@@ -260,16 +333,36 @@ class OTAPrivacyVectorEnv(VectorEnv):
     def step(self, actions: NDArray):
         if self.rounds.fading is None:
             raise RuntimeError("call reset() before step()")
+        if self._autoreset.any():  # NEXT_STEP, the step after episodes ended: start new ones, ignore the actions
+            return self._autoreset_step()
         reward, terminated, info = self.rounds.step(self.np_random, actions)
         masks = {f"_{k}": (terminated if k in self.rounds.EPISODE_END_KEYS else self._all) for k in info}
-        if terminated.any():
+        if terminated.any() and self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            self._autoreset = terminated.copy()
+        elif terminated.any():
             final_obs = self.rounds.observation()
             final_info = dict(info, **masks)
             self.rounds.reset(self.np_random, terminated)
             info["final_obs"], masks["_final_obs"] = final_obs, terminated
             info["final_info"], masks["_final_info"] = final_info, terminated
-        nxt = self.rounds.next_channel_info()  # after the autoreset: the channel the next actions apply to
+        # the channel the next actions apply to: under SAME_STEP after the autoreset; under NEXT_STEP at an episode's
+        # end, the channel after its last round (the next actions are ignored), as the single env reports it
+        nxt = self.rounds.next_channel_info()
         info.update(nxt)
         masks.update({f"_{k}": self._all for k in nxt})
         info.update(masks)
         return self.rounds.observation(), reward, terminated, np.zeros(self.num_envs, dtype=bool), info
+
+    def _autoreset_step(self):
+        """NEXT_STEP's reset step: new episodes where the last step ended one (the same ``rounds.reset`` call, with the
+        same draws, as SAME_STEP makes within the ending step), first observations, reward 0, not done, the reset
+        info masked by the reset envs. Every episode lasts T rounds and ``reset`` starts all envs, so the envs that
+        ended are all of them: no env has a round to play on this step."""
+        mask, self._autoreset = self._autoreset, np.zeros(self.num_envs, dtype=bool)
+        if not mask.all():  # unreachable while episodes share T; stepping the others would need a core step on a subset
+            raise RuntimeError(f"autoreset of only some envs ({np.flatnonzero(mask).tolist()}) is not supported")
+        self.rounds.reset(self.np_random, mask)
+        info = self.rounds.reset_info()
+        info.update({f"_{k}": mask for k in list(info)})
+        false = np.zeros(self.num_envs, dtype=bool)
+        return self.rounds.observation(), np.zeros(self.num_envs), false, false.copy(), info

@@ -1,8 +1,8 @@
 """Adapter from the native :class:`~otagym.env.OTAPrivacyVectorEnv` to stable-baselines3's ``VecEnv`` API.
 
 SB3 wants same-step autoreset, a list of per-env info dicts, ``terminal_observation`` in the info of an env whose
-episode just ended, and ``TimeLimit.truncated``. The native env already autoresets on the same step; this adapter only
-reshapes its outputs. Requires ``stable-baselines3`` (the ``rl`` extra).
+episode just ended, and ``TimeLimit.truncated``. The adapter builds the native env with ``autoreset_mode=SAME_STEP``
+(its default is Gymnasium's NEXT_STEP) and only reshapes its outputs. Requires ``stable-baselines3`` (the ``rl`` extra).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
 from otagym.env import OTAPrivacyVectorEnv
@@ -26,7 +27,7 @@ class OTAPrivacySB3VecEnv(VecEnv):
     Args:
         num_envs: N.
         **env_kwargs: passed to :class:`~otagym.env.OTAPrivacyVectorEnv` (``scenario``, reward settings, Scenario
-            overrides, ...).
+            overrides, ...); ``autoreset_mode`` may only be ``SAME_STEP``, which the adapter sets.
 
     Per-env infos carry :data:`INFO_KEYS` every step, and at the end of an episode ``terminal_observation``,
     ``TimeLimit.truncated`` (False: episodes terminate after T rounds), ``episode_rdp`` (mean cumulative RDP at
@@ -35,7 +36,11 @@ class OTAPrivacySB3VecEnv(VecEnv):
     """
 
     def __init__(self, num_envs: int = 8, **env_kwargs: Any) -> None:
-        self.venv = OTAPrivacyVectorEnv(num_envs=num_envs, **env_kwargs)
+        mode = env_kwargs.pop("autoreset_mode", AutoresetMode.SAME_STEP)
+        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.SAME_STEP.value):
+            raise ValueError(f"autoreset_mode must be AutoresetMode.SAME_STEP (SB3's VecEnv resets on the step that "
+                             f"ends an episode) or left out; got {mode!r}")
+        self.venv = OTAPrivacyVectorEnv(num_envs=num_envs, autoreset_mode=AutoresetMode.SAME_STEP, **env_kwargs)
         super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)
         self._actions: np.ndarray | None = None
         self._seed: int | None = None

@@ -8,6 +8,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from opacus.accountants.analysis.rdp import compute_rdp
 from scipy import integrate, special, stats
@@ -193,7 +194,8 @@ def test_env_passes_both_checkers_and_vectorises(action_type):
     env = gym.make(ENV_ID, action_type=action_type, **SHORT)
     gym_check_env(env.unwrapped, skip_render_check=True)
     sb3_check_env(gym.make(ENV_ID, action_type=action_type, **SHORT).unwrapped, warn=False)
-    venv = gym.make_vec(ENV_ID, num_envs=3, vectorization_mode="vector_entry_point", action_type=action_type, **SHORT)
+    venv = gym.make_vec(ENV_ID, num_envs=3, vectorization_mode="vector_entry_point", action_type=action_type, **SHORT,
+                        autoreset_mode=AutoresetMode.SAME_STEP)
     obs, _ = venv.reset(seed=0)
     assert obs.shape == (3,) + env.observation_space.shape
     for t in range(13):  # one autoreset, at the 12th step
@@ -328,7 +330,8 @@ ORDERS = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
 def _final_epsilons(s, policy, episodes: int, seed: int) -> np.ndarray:
-    venv = OTAPrivacyVectorEnv(episodes, s, scheme="anonymous", action_type="sigma", dp_orders=ORDERS)
+    venv = OTAPrivacyVectorEnv(episodes, s, scheme="anonymous", action_type="sigma", dp_orders=ORDERS,
+                               autoreset_mode=AutoresetMode.SAME_STEP)
     obs, info = venv.reset(seed=seed)
     policy.reset(s, seed=seed)
     for _ in range(s.num_rounds):

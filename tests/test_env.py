@@ -5,6 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
+from gymnasium.vector import AutoresetMode
 from opacus.accountants.analysis import rdp as opacus_rdp
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
@@ -29,7 +30,7 @@ def test_make_vec_with_vector_entry_point():
     assert obs.shape == (8, 36) and obs.dtype == np.float32
     obs, rew, term, trunc, info = venv.step(venv.action_space.sample())
     assert rew.shape == (8,) and info["rdp_round"].shape == (8, 10) and info["_rdp_round"].all()
-    assert venv.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
+    assert venv.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
 
 
 def test_gym_make_overrides_scenario_fields_and_rejects_unknown():
@@ -80,7 +81,7 @@ def test_vector_env_equals_single_env_on_injected_draws(mode):
     from otagym.channel import ChannelModel
     distances, gains = ChannelModel.from_scenario(model).sample_trace(rng, big_t, batch_shape=(n,))
     actions = rng.uniform(-1, 1, size=(big_t, n, 1)).astype(np.float32)
-    venv = OTAPrivacyVectorEnv(n, **mode, **scen)
+    venv = OTAPrivacyVectorEnv(n, **mode, **scen, autoreset_mode=AutoresetMode.SAME_STEP)
     vobs, _ = venv.reset(seed=0, options={"distances_m": distances, "channel_gains": gains})
     singles = [OTAPrivacyEnv(**mode, **scen) for _ in range(n)]
     sobs = [e.reset(seed=99, options={"distances_m": distances[i], "channel_gains": gains[:, i]})[0]
@@ -227,7 +228,7 @@ def test_correlated_fading_runs_in_both_envs(fading, kw):
 
 
 def test_a_million_steps_produce_no_nan():
-    venv = OTAPrivacyVectorEnv(2000, dp_orders=None)
+    venv = OTAPrivacyVectorEnv(2000, dp_orders=None, autoreset_mode=AutoresetMode.SAME_STEP)
     venv.reset(seed=7)
     rng = np.random.default_rng(7)
     for t in range(500):  # 2000 envs x 500 rounds = 10^6 steps, extremes included
@@ -241,7 +242,7 @@ def test_a_million_steps_produce_no_nan():
 
 
 def test_extreme_actions_keep_the_final_epsilon_finite():
-    venv = OTAPrivacyVectorEnv(2, num_rounds=100, reward_mode="cmdp")
+    venv = OTAPrivacyVectorEnv(2, num_rounds=100, reward_mode="cmdp", autoreset_mode=AutoresetMode.SAME_STEP)
     venv.reset(seed=0)
     for _ in range(100):
         *_, info = venv.step(np.array([[1.0], [-1.0]]))

@@ -4,6 +4,7 @@ order one, nu can be sampled per episode."""
 
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 from scipy import stats
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv, get_scenario
@@ -33,7 +34,8 @@ def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy, a
         "minus_one": lambda t, o: -np.ones((n, 1)),
         "alternating": lambda t, o: np.full((n, 1), (-1.0) ** t),
     }[policy]
-    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16), action_type=action_type)
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16), action_type=action_type,
+                               autoreset_mode=AutoresetMode.SAME_STEP)
     _, final, _ = _episode(venv, acts)
     np.testing.assert_allclose(final["convergence_cost_mean"], final["nu"], rtol=1e-12)
     assert np.all(final["convergence_cost"] >= 0)
@@ -58,7 +60,8 @@ def test_zero_share_action_is_equal_alloc_and_earns_exactly_zero():
     """The reward is -(L_t - L_t^EqualAlloc) / H: EqualAlloc's own rounds earn 0, and the episode's EqualAlloc
     leakage in info is the sum of the baseline's per-round terms."""
     n, big_t = 8, 30
-    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, action_type="share")
+    venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, action_type="share",
+                               autoreset_mode=AutoresetMode.SAME_STEP)
     _, info = venv.reset(seed=3)
     model, nu = venv.model, venv.scenario.nu
     total = np.zeros(n)
@@ -82,7 +85,8 @@ def test_the_return_differs_between_policies_by_their_objectives_over_the_headro
     rng = np.random.default_rng(0)
     returns, finals = [], []
     for policy in (lambda t, o: rng.uniform(-1, 1, (n, 1)), lambda t, o: np.full((n, 1), 0.3)):
-        venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16))
+        venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16),
+                                   autoreset_mode=AutoresetMode.SAME_STEP)
         venv.reset(seed=11)
         scale = venv.rounds.reward_scale.copy()  # the autoreset of the last step replaces it
         total, final, _ = _episode(venv, policy, seed=11)
@@ -99,7 +103,8 @@ def test_reward_scale_is_the_expected_headroom_of_the_stationary_water_level():
     Exponential: checked against scipy quadrature of the same integrals (independent of the closed forms)."""
     from scipy import integrate, optimize
 
-    venv = OTAPrivacyVectorEnv(3, num_rounds=50, dp_orders=None, nu_range=(0.01, 0.16))
+    venv = OTAPrivacyVectorEnv(3, num_rounds=50, dp_orders=None, nu_range=(0.01, 0.16),
+                               autoreset_mode=AutoresetMode.SAME_STEP)
     _, info = venv.reset(seed=2)
     model = venv.model
     for i in range(3):
@@ -144,7 +149,8 @@ def test_observation_is_of_order_one_under_random_and_extreme_actions(mode):
     n, big_t = 200, 500
     m = 10
     rng = np.random.default_rng(0)
-    venv = OTAPrivacyVectorEnv(n, dp_orders=None, reward_mode=mode, nu_range=(0.01, 0.16))
+    venv = OTAPrivacyVectorEnv(n, dp_orders=None, reward_mode=mode, nu_range=(0.01, 0.16),
+                               autoreset_mode=AutoresetMode.SAME_STEP)
     free = np.ones(3 * m + 6, dtype=bool)
     if mode == "cmdp":
         free[2 * m + 2] = False
@@ -164,7 +170,8 @@ def test_observation_is_of_order_one_under_random_and_extreme_actions(mode):
 
 def test_nu_is_sampled_log_uniformly_per_episode_observed_and_can_be_set():
     n = 2000
-    venv = OTAPrivacyVectorEnv(n, num_rounds=5, dp_orders=None, nu_range=(0.01, 0.16))
+    venv = OTAPrivacyVectorEnv(n, num_rounds=5, dp_orders=None, nu_range=(0.01, 0.16),
+                               autoreset_mode=AutoresetMode.SAME_STEP)
     obs, info = venv.reset(seed=0)
     u = (np.log(info["nu"]) - np.log(0.01)) / (np.log(0.16) - np.log(0.01))
     assert stats.kstest(u, "uniform").pvalue > 1e-3
@@ -185,7 +192,7 @@ def test_nu_is_sampled_log_uniformly_per_episode_observed_and_can_be_set():
 
 
 def test_vector_env_takes_one_seed_per_env():
-    venv = OTAPrivacyVectorEnv(3, num_rounds=5, dp_orders=None)
+    venv = OTAPrivacyVectorEnv(3, num_rounds=5, dp_orders=None, autoreset_mode=AutoresetMode.SAME_STEP)
     a, _ = venv.reset(seed=[1, 2, 3])
     b, _ = venv.reset(seed=[1, 2, 3])
     c, _ = venv.reset(seed=[1, 2, 4])

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -171,7 +172,9 @@ def _names_an_argument(err: Exception, kwargs: dict[str, Any]) -> bool:
 
 
 def _make(scheme: str, vector: bool, **kwargs: Any) -> Any:
-    return OTAPrivacyVectorEnv(2, scheme=scheme, **kwargs) if vector else OTAPrivacyEnv(scheme=scheme, **kwargs)
+    if vector:
+        return OTAPrivacyVectorEnv(2, scheme=scheme, **kwargs, autoreset_mode=AutoresetMode.SAME_STEP)
+    return OTAPrivacyEnv(scheme=scheme, **kwargs)
 
 
 @fuzz(600)

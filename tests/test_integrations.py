@@ -9,9 +9,10 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 
 import otagym
-from otagym import ENV_ID, OTAPrivacyVectorEnv
+from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,7 @@ def test_torchrl_gym_wrapper_around_the_native_vector_env_keeps_terminal_observa
     from torchrl.envs import GymWrapper
     from torchrl.envs.utils import check_env_specs
 
-    env = GymWrapper(OTAPrivacyVectorEnv(4, num_rounds=10, dp_orders=None))
+    env = GymWrapper(OTAPrivacyVectorEnv(4, num_rounds=10, dp_orders=None, autoreset_mode=AutoresetMode.SAME_STEP))
     check_env_specs(env)
     td = env.rollout(25, break_when_any_done=False)
     t_index = 2 * 10 + 1  # t/T in the observation
@@ -76,8 +77,100 @@ def test_torchrl_gym_wrapper_around_the_native_vector_env_keeps_terminal_observa
     np.testing.assert_allclose(td["observation"][:, 10, t_index].numpy(), 0.0)  # the next episode's first
 
 
+def test_module_prefixed_ids_resolve_in_a_process_that_never_imported_otagym():
+    """Gymnasium 1.x loads no plugin entry points (``load_plugin_envs`` and the ``gymnasium.envs`` group went in 1.0;
+    1.2.2 and 1.4.0 have neither), so a bare id resolves only in a process that imported otagym. ``"otagym:ID"``
+    makes ``gym.make`` / ``gym.make_vec`` import otagym (which registers every id) first: every id works in a fresh
+    process, as on RLlib's remote env runners."""
+    ids = [ENV_ID, *otagym.TASKS]
+    code = f"""
+import sys
+import gymnasium as gym
+assert "otagym" not in sys.modules
+env = gym.make("otagym:{ENV_ID}", num_rounds=5, dp_orders=None)
+assert "otagym" in sys.modules and env.spec.id == "{ENV_ID}"
+env.reset(seed=0)
+for _ in range(5):
+    terminated = env.step(env.action_space.sample())[2]
+assert terminated
+for env_id in {ids!r}:
+    assert gym.make("otagym:" + env_id).spec.id == env_id
+    venv = gym.make_vec("otagym:" + env_id, num_envs=2, vectorization_mode="vector_entry_point")
+    assert venv.reset(seed=0)[0].shape[0] == 2
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout[-2000:] + done.stderr[-2000:]
+
+
+class _EnvContext(dict):
+    """What RLlib passes an env class: a dict subclass with the runner's indices as attributes."""
+
+    worker_index, vector_index, num_workers, remote = 1, 0, 1, False
+
+
+@pytest.mark.parametrize("as_config", [dict, _EnvContext], ids=["dict", "dict_subclass"])
+def test_a_mapping_as_the_only_positional_argument_is_read_as_keyword_arguments(as_config):
+    """RLlib builds an env class as ``cls(env_config)``: the mapping lands in ``scenario`` and holds the keyword
+    arguments, ``scenario``, ``scheme`` and ``render_mode`` among them."""
+    kwargs = {"num_rounds": 20, "nu": 0.02, "dp_orders": None}
+    env = OTAPrivacyEnv(as_config(kwargs, scenario="paper-cifar10", render_mode="ansi"))
+    ref = OTAPrivacyEnv("paper-cifar10", "ansi", **kwargs)
+    assert env.scenario == ref.scenario and env.render_mode == "ansi" and env.scheme == "receive_scaling"
+    np.testing.assert_array_equal(env.reset(seed=3)[0], ref.reset(seed=3)[0])
+    cdpb = OTAPrivacyEnv(as_config(scheme="cdpb", num_rounds=7))
+    assert cdpb.scheme == "cdpb" and cdpb.scenario == otagym.get_cdpb_scenario("paper-cdpb", num_rounds=7)
+    assert OTAPrivacyEnv(as_config(num_rounds=9), dp_orders=None).scenario.num_rounds == 9  # merged with keywords
+    assert gym.make(ENV_ID, scenario=as_config(num_rounds=11)).unwrapped.scenario.num_rounds == 11
+    assert OTAPrivacyEnv(as_config()).scenario == OTAPrivacyEnv().scenario
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: OTAPrivacyEnv({"num_rounds": 20}, num_rounds=30), "num_rounds given both"),
+    (lambda: OTAPrivacyEnv({"scheme": "cdpb"}, scheme="anonymous"), "scheme given both"),
+    (lambda: OTAPrivacyEnv({"render_mode": "ansi"}, "rgb_array"), "render_mode given both"),
+    (lambda: OTAPrivacyEnv({"scenario": {"num_rounds": 20}}), "put its keys in the outer mapping"),
+    (lambda: OTAPrivacyEnv({1: 2}), "keyword-argument names"),
+    (lambda: OTAPrivacyEnv({"num_round": 20}), "num_round"),
+], ids=["field", "scheme", "render_mode", "nested", "non_str_key", "unknown"])
+def test_a_mapping_mixed_with_conflicting_keyword_arguments_is_refused(make, match):
+    with pytest.raises(TypeError, match=match):
+        make()
+
+
+@pytest.mark.parametrize("env", ["otagym:" + ENV_ID, OTAPrivacyEnv], ids=["module_prefixed_id", "class"])
+def test_rllib_remote_env_runner_builds_the_env_with_env_config(env):
+    """The README's RLlib examples: a remote env runner (a process that never imported otagym) builds the env from
+    ``"otagym:otagym/OTAPrivacy-v0"`` (``env_config`` as ``gym.make`` keyword arguments) or from the class
+    (``OTAPrivacyEnv(env_config)``) (ray[rllib] pins gymnasium 1.2.2: CI runs this in its second environment)."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.rllib")
+    import os
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        config = (PPOConfig()
+                  .environment(env, env_config={"scenario": "paper-mnist", "num_rounds": 20, "nu_range": (0.01, 0.16),
+                                                "dp_orders": None})
+                  .env_runners(num_env_runners=1)
+                  .training(train_batch_size=200, minibatch_size=100, num_epochs=1))
+        algo = config.build_algo()
+        result = algo.train()
+        remote = algo.env_runner_group.foreach_env_runner(
+            lambda r: (os.getpid(), type(r.env.unwrapped.envs[0].unwrapped).__name__), local_env_runner=False)
+        algo.stop()
+    finally:
+        ray.shutdown()
+    assert [name for _, name in remote] == ["OTAPrivacyEnv"] and remote[0][0] != os.getpid()
+    assert result["env_runners"]["num_env_steps_sampled"] >= 200
+    assert result["env_runners"]["episode_len_mean"] == 20  # env_config reached the env
+
+
 def test_rllib_trains_one_iteration():
-    """The README's RLlib example (ray[rllib] pins gymnasium 1.2.2: CI runs this in its second environment)."""
+    """RLlib with an env creator registered by name (the local env runner; ray[rllib] pins gymnasium 1.2.2: CI runs
+    this in its second environment)."""
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.rllib")
     from ray.rllib.algorithms.ppo import PPOConfig

@@ -4,6 +4,7 @@ and references tuned on the training channels only."""
 
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 from scipy import integrate, optimize
 
 from baselines.compare import compare
@@ -74,7 +75,8 @@ def test_block_fading_online_optimum_spends_equally_within_a_block():
     real = sample_realisations(scen, [5])
     from otagym.env import OTAPrivacyVectorEnv
 
-    env = OTAPrivacyVectorEnv(1, scen, reward_mode="cmdp", action_type="x", dp_orders=None)
+    env = OTAPrivacyVectorEnv(1, scen, reward_mode="cmdp", action_type="x", dp_orders=None,
+                              autoreset_mode=AutoresetMode.SAME_STEP)
     obs, info = env.reset(seed=0, options={"distances_m": real.distances_m, "channel_gains": real.channel_gains})
     policy = OnlineOptimal()
     policy.reset(scen)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 from scipy import stats
 
 torch = pytest.importorskip("torch")
@@ -141,7 +142,7 @@ def test_full_power_training_learns_the_digits_and_replays_by_seed():
     again = _play_with(env, [env.model.x_max] * 3, 0)[-1][2]
     once_more = _play_with(env, [env.model.x_max] * 3, 0)[-1][2]
     assert again["train_loss"] == once_more["train_loss"]
-    vec = OTAPrivacyVectorEnv(2, fidelity="train", num_rounds=2, eval_every=1)
+    vec = OTAPrivacyVectorEnv(2, fidelity="train", num_rounds=2, eval_every=1, autoreset_mode=AutoresetMode.SAME_STEP)
     vec.reset(seed=0)
     for _ in range(3):  # autoreset included: fresh models for the new episodes
         _, _, terminated, _, info = vec.step(np.zeros((2, 1)))

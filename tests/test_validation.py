@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.cdpb import CDPBScenario, sum_of_others
@@ -99,7 +100,7 @@ def test_x_actions_below_the_floor_are_refused():
 
 
 def test_autoreset_replays_a_trace_with_its_placement():
-    env = OTAPrivacyVectorEnv(2, num_rounds=3, num_devices=4)
+    env = OTAPrivacyVectorEnv(2, num_rounds=3, num_devices=4, autoreset_mode=AutoresetMode.SAME_STEP)
     _, info = env.reset(seed=0)
     gains = np.random.default_rng(0).exponential(size=(3, 2, 4)) * info["mean_channel_gain"]
     _, info = env.reset(seed=0, options={"channel_gains": gains, "distances_m": info["distances_m"]})
