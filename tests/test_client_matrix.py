@@ -1,0 +1,131 @@
+"""Every benchmark task driven by every RL client the way its users drive it, for one or two full episodes (T = 500),
+with the episode returns each client reports checked against an independent sum of the rewards it handed over and,
+where the client shows the env's info, against the closed form of the budget-mode return,
+-(L - L_EqualAlloc) / (T x the placement's stationary headroom) (docs/rl.md §3). RLlib runs in CI's second environment
+(tests/test_integrations.py); rl_zoo3 trains briefly on one task (the others share its config)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import otagym  # noqa: F401 - registers the tasks
+from otagym.receive_scaling import ReceiveScalingModel
+from otagym.tasks import TASKS
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK_IDS = sorted(TASKS)
+T = 500
+
+
+def closed_form_return(env: gym.Env, info: dict) -> float:
+    """-(L - L_EqualAlloc) / S from the last step's info and the episode's reset info, S recomputed from the placement
+    (``mean_channel_gain``) and nu: independent of the rewards the env summed."""
+    model = ReceiveScalingModel(env.unwrapped.scenario)
+    mean_h = model.expected_h_min2(np.asarray(info["reset_mean_channel_gain"], dtype=float))
+    scale = env.unwrapped.scenario.num_rounds * model.stationary_headroom(float(info["nu"]), mean_h)
+    return -(float(info["leakage_total"]) - float(info["equal_alloc_leakage"])) / float(scale)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_gymnasium_wrappers_and_check_env(task_id):
+    from gymnasium.utils.env_checker import check_env
+    from gymnasium.wrappers import (ClipAction, NormalizeObservation, RecordEpisodeStatistics,
+                                    TimeAwareObservation)
+
+    check_env(gym.make(task_id).unwrapped, skip_render_check=True)
+    env = RecordEpisodeStatistics(NormalizeObservation(TimeAwareObservation(ClipAction(gym.make(task_id)))))
+    obs, info = env.reset(seed=1)
+    mean_gain, total, rng = info["mean_channel_gain"], 0.0, np.random.default_rng(0)
+    for t in range(T):
+        obs, reward, terminated, truncated, info = env.step(rng.uniform(-0.3, 0.3, 1).astype(np.float32))
+        total += reward
+        assert np.all(np.isfinite(obs)) and (terminated or truncated) == (t == T - 1)
+    assert info["episode"]["l"] == T and info["episode"]["r"] == pytest.approx(total, rel=1e-6)
+    assert total == pytest.approx(closed_form_return(env, {**info, "reset_mean_channel_gain": mean_gain}), rel=1e-9)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_sb3_make_vec_env_with_subprocesses(task_id):
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    # SB3's workers are forkserver processes that never import otagym: the id names its module (Gymnasium imports it)
+    venv = make_vec_env(f"otagym:{task_id}", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv)
+    try:
+        venv.reset()
+        sums, rng = np.zeros(2), np.random.default_rng(0)
+        for t in range(T):
+            _, rewards, dones, infos = venv.step(rng.uniform(-0.3, 0.3, (2, 1)).astype(np.float32))
+            sums += rewards
+        assert dones.all() and [i["episode"]["l"] for i in infos] == [T, T]
+        np.testing.assert_allclose([i["episode"]["r"] for i in infos], sums, rtol=1e-5)
+    finally:
+        venv.close()
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_cleanrl_style_loop_with_vector_episode_statistics(task_id):
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(gym.make_vec(task_id, num_envs=4))
+    envs.reset(seed=3)
+    sums, recorded, rng = np.zeros(4), [], np.random.default_rng(1)
+    for _ in range(2 * T + 1):  # two episodes and the NEXT_STEP reset step between them
+        _, rewards, terminated, truncated, infos = envs.step(rng.uniform(-0.3, 0.3, (4, 1)).astype(np.float32))
+        sums += rewards
+        if "episode" in infos:
+            done = infos["_episode"]
+            recorded += list(zip(infos["episode"]["l"][done], infos["episode"]["r"][done], sums[done]))
+            sums[done] = 0.0
+    assert len(recorded) == 8
+    for length, ret, independent in recorded:
+        assert length == T and ret == pytest.approx(independent, rel=1e-5)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_torchrl_gym_env_specs_and_rollout(task_id):
+    pytest.importorskip("torchrl")
+    from torchrl.envs import GymEnv
+    from torchrl.envs.utils import check_env_specs
+
+    env = GymEnv(task_id)
+    check_env_specs(env)
+    rollout = env.rollout(T, break_when_any_done=True)
+    assert rollout.shape[0] == T and bool(rollout["next", "done"][-1])
+    assert np.isfinite(rollout["next", "reward"].numpy()).all()
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_tianshou_vector_envs(task_id):
+    pytest.importorskip("tianshou")
+    from tianshou.env import DummyVectorEnv, SubprocVectorEnv
+
+    for cls in (DummyVectorEnv, SubprocVectorEnv):
+        envs = cls([lambda: gym.make(task_id) for _ in range(2)])
+        try:
+            envs.seed(5)
+            envs.reset()
+            sums, rng = np.zeros(2), np.random.default_rng(2)
+            for t in range(T):
+                _, rewards, terminated, truncated, infos = envs.step(
+                    rng.uniform(-0.3, 0.3, (2, 1)).astype(np.float32))
+                sums += rewards
+            assert (terminated | truncated).all() and np.all(np.isfinite(sums))
+            closed = [-(i["leakage_total"] - i["equal_alloc_leakage"]) for i in infos]
+            assert np.all(np.sign(closed) == np.sign(sums))  # the return is that sum over a positive scale
+        finally:
+            envs.close()
+
+
+def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(tmp_path):
+    pytest.importorskip("rl_zoo3")
+    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "otagym/ReceiveScalingBlock-v0",
+           "--gym-packages", "otagym", "--conf-file", str(ROOT / "agents" / "configs" / "ppo.yml"), "-n", "1024",
+           "--log-folder", str(tmp_path), "--seed", "0", "--eval-freq", "-1", "--n-eval-envs", "1",
+           "--hyperparams", "n_envs:2", "n_steps:512", "batch_size:256", "n_epochs:1", "--no-optim-plots"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(tmp_path.rglob("otagym-ReceiveScalingBlock-v0.zip"))
