@@ -194,8 +194,19 @@ class AnonymousRounds:
         return np.clip(obs, -OBS_BOUND, OBS_BOUND).astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
-        """No per-episode constants: every episode of a scenario has the same law."""
-        return {}
+        """:meth:`blank_round_info` only (no per-episode constants: every episode of a scenario has the same law). Its
+        keys are those of every ``step``'s info (less :attr:`EPISODE_END_KEYS`)."""
+        return self.blank_round_info()
+
+    def blank_round_info(self) -> dict[str, NDArray]:
+        """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 (False)
+        elsewhere, for ``reset``'s info (:meth:`otagym.receive_scaling_env.Rounds.blank_round_info` says why)."""
+        n = self.num_envs
+        return {"round": self.t - 1, "participating": np.zeros((n, self.scenario.num_devices), dtype=bool),
+                **{k: np.zeros(n, dtype=np.int64) for k in ("participants", "batch_size")},
+                **{k: np.zeros(n) for k in ("sigma", "noise_multiplier", "per_device_noise_var", "received_noise_var",
+                                            "convergence_term", "gamma", "rdp_round", "rdp_cumulative",
+                                            "rdp_round_sampled", "rdp_round_device", "utility")}}
 
     def next_channel_info(self) -> dict[str, NDArray]:
         """{}: the devices invert their own channels; the server has no CSI."""

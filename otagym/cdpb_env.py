@@ -278,14 +278,29 @@ class CDPBRounds:
         return np.clip(np.concatenate(cols, axis=1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
-        """Constants of the new episodes (mean gains), with CSI feedback the first round's channel, and under the
-        training fidelity the initial model's metrics."""
-        return {"mean_channel_gain": np.broadcast_to(self.mean_gain, (self.num_envs, self.mean_gain.size)).copy(),
-                **self.next_channel_info(), **(self.training.info() if self.training is not None else {})}
+        """:meth:`next_channel_info` (the mean gains; with CSI feedback the first round's channel), under the training
+        fidelity the initial model's metrics, and :meth:`blank_round_info`. Its keys are those of every ``step``'s
+        info (less :attr:`EPISODE_END_KEYS`)."""
+        return {**self.blank_round_info(), **self.next_channel_info(),
+                **(self.training.info() if self.training is not None else {})}
+
+    def blank_round_info(self) -> dict[str, NDArray]:
+        """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 (False)
+        elsewhere, for ``reset``'s info (:meth:`otagym.receive_scaling_env.Rounds.blank_round_info` says why)."""
+        n, k = self.num_envs, self.scenario.num_clients
+        return {"round": self.t - 1, "num_reliable": np.zeros(n, dtype=np.int64),
+                **{key: np.zeros((n, k), dtype=bool) for key in ("reliable", "sends_noise")},
+                **{key: np.zeros(n) for key in ("rho", "h_threshold", "noise_var", "estimate_noise_var",
+                                                "convergence_term", "gamma", "epsilon_sgm", "epsilon_theorem1",
+                                                "utility")},
+                **{key: np.zeros((n, k)) for key in ("channel_gain", "transmit_power_w", "signal_power_w",
+                                                     "noise_power_w", "participation", "rdp_round", "rdp_cumulative",
+                                                     "rdp_round_sgm", "rdp_round_theorem1")}}
 
     def next_channel_info(self) -> dict[str, NDArray]:
-        """With ``csi_feedback``: the gains (and sampled clients) of the round the next action applies to; else {}
-        (under CDPB the server knows the channel distribution only)."""
-        if not self.scenario.csi_feedback:
-            return {}
-        return {"next_channel_gain": self.gains.copy(), "next_sampled": self.sampled.copy()}
+        """What the server knows of the round the next action applies to: the clients' mean gains E[h_k] (the channel
+        distribution) and, with ``csi_feedback``, their gains (and the sampled clients)."""
+        info = {"mean_channel_gain": np.broadcast_to(self.mean_gain, (self.num_envs, self.mean_gain.size)).copy()}
+        if self.scenario.csi_feedback:
+            info.update(next_channel_gain=self.gains.copy(), next_sampled=self.sampled.copy())
+        return info

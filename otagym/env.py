@@ -146,7 +146,10 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
     ``equal_alloc_leakage`` (the same sum for EqualAlloc on this episode's channels and nu), ``dp_epsilon`` (M, at
     delta over all ``dp_orders``) and ``dp_order``; and ``next_channel_gain`` / ``next_h_min2``, the channel of the
     round the *next* action applies to (float64), and ``mean_channel_gain`` (1/PL_m of the current placement).
-    ``reset`` returns ``distances_m``, ``nu``, ``mean_channel_gain``, ``next_channel_gain`` and ``next_h_min2``.
+    ``reset``'s info has the keys of a step's (same dtypes and shapes; the last step's episode-end keys aside):
+    ``round`` = -1 and 0 for the other per-round entries (nothing played yet), the constants (``distances_m``,
+    ``mean_channel_gain``, ``nu``) and the next channel. So a client that reads the key set once (TorchRL) keeps it
+    across autoresets.
 
     Episodes terminate after T = ``scenario.num_rounds`` rounds (the FL run ends; t/T is observed).
 

@@ -6,11 +6,15 @@ Both schemes' cores (:class:`otagym.receive_scaling_env.Rounds`, :class:`otagym.
 their own round on an engine (:class:`otagym.training.FedSGD` for model A, :class:`otagym.training.CDPBTraining` for
 model B). The channels, the action mapping and the accounting are the analytic fidelity's: engines take their
 randomness from generators spawned from the env's, and spawning does not advance it.
+
+The training fidelity is safe in forked processes (``gym.make_vec(..., vectorization_mode="async")``, whose default
+context on Linux is fork): :func:`fork_safe_torch`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable, Literal, get_args
 
 import numpy as np
@@ -18,7 +22,7 @@ from numpy.typing import NDArray
 
 from otagym.validation import Integer, OfType, OneOf, Spec
 
-__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "TrainingRuns"]
+__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "TrainingRuns", "fork_safe_torch"]
 
 Fidelity = Literal["analytic", "train"]
 #: Datasets of the training fidelity (their models: :data:`otagym.training.federation.DATASETS`).
@@ -43,6 +47,36 @@ TRAINING_DEFAULTS: dict[str, Any] = {"fidelity": "analytic", "dataset": "digits"
 #: ``play(i, engine, rng) -> train_loss``: one round of env ``i`` on its engine, with its generator.
 Play = Callable[[int, Any, np.random.Generator], float]
 
+#: True in a process forked from one that had imported torch, until :func:`fork_safe_torch` has run there.
+_forked_with_torch = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_with_torch
+    _forked_with_torch = _forked_with_torch or "torch" in sys.modules
+
+
+if hasattr(os, "register_at_fork"):  # POSIX: the only systems that fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def fork_safe_torch() -> None:
+    """Make torch usable in a process forked from one that had imported it; elsewhere do nothing.
+
+    torch's intra-op thread pool (OpenMP) does not survive a fork: in the child, the first parallel operation waits
+    forever for threads that only the parent has. ``gym.make_vec(..., vectorization_mode="async")`` forks its workers
+    on Linux after building an env (and so a model) in the parent, so every worker of the training fidelity hung. In
+    such a child torch is limited to one thread (as ``torch.utils.data.DataLoader`` does in its workers), which runs
+    every operation on the calling thread; one thread per worker is also what N workers on N cores want. Called by
+    :class:`TrainingRuns` before each use of torch; spawned processes (``context="spawn"``) keep torch's default.
+    """
+    global _forked_with_torch
+    if _forked_with_torch:
+        import torch
+
+        torch.set_num_threads(1)
+        _forked_with_torch = False
+
 
 class TrainingRuns:
     """One engine per env of a batched core, and the metrics of :data:`TRAIN_KEYS` as arrays (N,).
@@ -55,6 +89,7 @@ class TrainingRuns:
     """
 
     def __init__(self, args: dict[str, Any], num_devices: int, num_envs: int, num_rounds: int) -> None:
+        fork_safe_torch()
         from otagym.training import make_federation
 
         self.federation = make_federation(args["dataset"], num_devices, np.random.default_rng(args["data_seed"]),
@@ -75,6 +110,7 @@ class TrainingRuns:
               ) -> None:
         """A fresh engine ``make_engine(federation, child)`` for each env in ``rows``, each with its own generator
         spawned from ``rng`` (which is not advanced), then its initial evaluation."""
+        fork_safe_torch()  # an env built before a fork may reset and play in the child
         for i, child in zip(np.flatnonzero(rows), rng.spawn(int(np.sum(rows)))):
             self._rngs[i] = child
             self.engines[i] = make_engine(self.federation, child)
@@ -84,6 +120,7 @@ class TrainingRuns:
     def round(self, played: NDArray, play: Play) -> None:
         """Play one round in every env (``play``); evaluate every ``eval_every`` rounds and after the last.
         ``played`` (N,): rounds played so far, this one included."""
+        fork_safe_torch()
         for i, engine in enumerate(self.engines):
             loss = play(i, engine, self._rngs[i])
             if not engine.diverged:

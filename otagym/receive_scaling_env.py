@@ -48,8 +48,8 @@ class Rounds:
             cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
             or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
             a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
-            see :meth:`decide`), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t >= 0, clipped to
-            [1e-12, 1] x_max h_min,t^2: above, the power limit binds).
+            see :meth:`decide`), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t in [0, inf], clipped
+            to [1e-12, 1] x_max h_min,t^2: above, the power limit binds).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
         reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
             dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
@@ -274,8 +274,8 @@ class Rounds:
         x must be >= 1e-12 x_max (the floor of the analytic policies' search; below it the convergence cost
         overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max. An eta is
         clipped to [1e-12 x_max h_min,t^2, x_max h_min,t^2] (above, the power limit binds: every device transmits
-        at P_max), so every action of the ``Box(0, inf)`` space is valid; ``info["receive_scaling"]`` is the eta
-        played.
+        at P_max), so every action of the closed ``Box(0, inf)`` space is valid, +inf included (NaN is not);
+        ``info["receive_scaling"]`` is the eta played.
         """
         a = action_array(action, self.num_envs)
         model, x_max = self.model, self.model.x_max
@@ -296,8 +296,9 @@ class Rounds:
                            ~((a >= x_floor) & (a <= x_max * (1 + 1e-9))))
             x = np.minimum(a, x_max)
         else:
-            refuse_entries("action (eta)", "be finite and >= 0", a, ~((a >= 0) & np.isfinite(a)))
-            with np.errstate(over="ignore"):  # a huge eta: inf, clipped to x_max
+            refuse_entries("action (eta)", "lie in [0, inf] (an eta above x_max h_min,t^2, +inf included, is played "
+                           "at the power limit)", a, ~(a >= 0))  # NaN too
+            with np.errstate(over="ignore"):  # a huge or infinite eta: inf, clipped to x_max
                 x = np.clip(a / self.h_min2, x_floor, x_max)
         return x, model.convergence_cost(x, self.h_min2)
 
@@ -401,10 +402,22 @@ class Rounds:
         return obs.astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
-        """Constants of the new episodes that policies may use (placement, mean gains) and the first channel; under
-        the training fidelity, the initial model's metrics."""
-        return {"nu": self.nu.copy(), **self.next_channel_info(),
+        """Constants of the new episodes that policies may use (nu, placement, mean gains) and the first channel;
+        under the training fidelity, the initial model's metrics; and :meth:`blank_round_info`. Its keys are those of
+        every ``step``'s info (less :attr:`EPISODE_END_KEYS`)."""
+        return {**self.blank_round_info(), "nu": self.nu.copy(), **self.next_channel_info(),
                 **(self.training.info() if self.training is not None else {})}
+
+    def blank_round_info(self) -> dict[str, NDArray]:
+        """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 elsewhere
+        (nothing played, sent or leaked yet). ``reset``'s info has them so that it has the keys of ``step``'s:
+        Gymnasium's autoreset returns a reset info as a step's, and TorchRL reads one key set for both."""
+        n, m = self.num_envs, self.scenario.num_devices
+        return {"round": self.t - 1,
+                **{k: np.zeros(n) for k in ("x", "receive_scaling", "h_min2", "leakage", "convergence_cost",
+                                            "convergence_cost_mean", "cost")},
+                **{k: np.zeros((n, m)) for k in ("channel_gain", "noise_multiplier", "rdp_round", "rdp_cumulative",
+                                                 "transmit_power_w")}}
 
     def next_channel_info(self) -> dict[str, NDArray]:
         """The channel of the round the next action applies to, in float64 (the observation has it log-scaled), and
