@@ -195,6 +195,7 @@ ASYNC_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", [s for s, fid in FIDELITIES if fid == "train"])
 def test_async_make_vec_trains_after_torch_was_used_in_the_parent(scheme):
     """Issue: the forked workers hung forever in torch's thread pool, started in the parent before the fork."""

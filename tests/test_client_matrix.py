@@ -16,6 +16,7 @@ import otagym  # noqa: F401 - registers the tasks
 from otagym.receive_scaling import ReceiveScalingModel
 from otagym.tasks import TASKS
 
+pytestmark = pytest.mark.slow  # full episodes through every client: CI runs it, the unit lane skips it
 ROOT = Path(__file__).resolve().parents[1]
 TASK_IDS = sorted(TASKS)
 T = 500

@@ -40,6 +40,7 @@ def test_sb3_make_vec_env_with_the_string_id():
     assert venv.render().ndim == 3
 
 
+@pytest.mark.slow
 def test_rl_zoo3_trains_from_our_yaml(tmp_path):
     pytest.importorskip("rl_zoo3")
     cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", ENV_ID, "--gym-packages", "otagym",

@@ -186,6 +186,7 @@ def _pool_workers(pid: int) -> list[int]:
     return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the pool's workers")
 def test_pool_workers_die_with_a_killed_driver(tmp_path):
     config = _write_config(tmp_path, {**TINY, "rounds": 2000, "seeds": list(range(8))})
@@ -207,6 +208,7 @@ def test_pool_workers_die_with_a_killed_driver(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the pool's workers")
 def test_a_killed_worker_loses_no_finished_cell_and_a_rerun_completes(reference, tmp_path):
     config = _write_config(tmp_path, TINY)
@@ -226,6 +228,7 @@ def test_a_killed_worker_loses_no_finished_cell_and_a_rerun_completes(reference,
     assert cells_table(tmp_path / "tiny") == cells_table(reference)
 
 
+@pytest.mark.slow
 def test_a_sweep_killed_mid_run_loses_no_finished_cell_and_a_rerun_equals_an_uninterrupted_run(reference, tmp_path):
     config = _write_config(tmp_path, TINY)
     proc = _sweep_process(config, tmp_path)

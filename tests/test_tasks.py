@@ -92,6 +92,7 @@ def test_a_sample_of_the_stored_reference_scores_is_recomputed():
     assert means["UniformRandom"] < means["BestConstant"] < means["OnlineOptimal"] < 100
 
 
+@pytest.mark.slow
 def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_compare_does(tmp_path, capsys):
     out = tmp_path / "equal.json"
     assert main(["evaluate", IID, "EqualAlloc", "--reps", "50", "--seeds", "4", "--out", str(out)]) == 0

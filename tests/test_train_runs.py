@@ -162,6 +162,7 @@ def test_resume_ends_at_the_steps_asked_keeps_one_monitor_and_the_runs_history(t
     assert episodes["total_timesteps"].max() <= 2000 and (episodes["l"] == ROUNDS).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_sigkill_at_any_moment_leaves_a_resumable_run(tmp_path, configs, algo):
     run = tmp_path / "run"
