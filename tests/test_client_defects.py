@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from test_fuzz import _finite as _assert_finite  # a sibling module: pytest puts tests/ on sys.path
 
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.schemes import SCHEMES
@@ -40,15 +41,6 @@ FIDELITIES = [(name, fid) for name, info in SCHEMES.items() for fid in ("analyti
               if fid == "analytic" or "fidelity" in info.core.ARGS]
 #: Small deployments for the training fidelity (a real model per env).
 SMALL = {"receive_scaling": {"num_devices": 3}, "cdpb": {"num_clients": 3}, "anonymous": {}}
-
-
-def _assert_finite(name, value):
-    arr = np.asarray(value)
-    if arr.dtype.kind in "iufb":
-        assert np.isfinite(arr).all(), (name, value)
-    elif arr.dtype == object:  # final_info of the vector env
-        for key, item in value.items():
-            _assert_finite(f"{name}.{key}", item)
 
 
 def _corners(space: gym.spaces.Box) -> list[np.ndarray]:

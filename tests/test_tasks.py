@@ -102,7 +102,7 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
     assert "EqualAlloc IQM [95% CI]" in capsys.readouterr().out
 
     quick = ["--reps", "50", "--seeds", "2", "--out", str(out)]  # trained models and callables play cell by cell
-    assert main(["evaluate", IID, "tests.test_tasks:zero_action", *quick]) == 0
+    assert main(["evaluate", IID, "test_tasks:zero_action", *quick]) == 0
     zero = json.loads(out.read_text())
     expected = task_scores(lambda nus: BestConstant(nu=nus, action=0.0), IID, EVALUATION_SEEDS[:2], nus=[0.01])
     assert zero["seeds"] == list(EVALUATION_SEEDS[:2])
@@ -119,8 +119,8 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
 
 
 @pytest.mark.parametrize("policy,message", [
-    ("Nope", "policy must be an analytic policy"), ("tests.test_tasks:missing", "cannot import missing"),
-    ("tests/", "expected one best_model.zip or one model .zip")])
+    ("Nope", "policy must be an analytic policy"), ("test_tasks:missing", "cannot import missing"),
+    (str(ROOT / "tests"), "expected one best_model.zip or one model .zip")])
 def test_evaluate_names_a_policy_it_cannot_play(policy, message, capsys):
     assert main(["evaluate", IID, policy]) == 2
     err = capsys.readouterr().err
