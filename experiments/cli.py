@@ -96,7 +96,9 @@ def _train(args: argparse.Namespace) -> int:
         raise SystemExit(2) from None
     print(f"saved {path}; compare it with the analytic policies on held-out channels:\n"
           f"  otagym compare --policies OfflineOptimal AdaScale EqualAlloc {args.algo.upper()}:{path} "
-          "--seed-start 1000 --seeds 8")
+          "--seed-start 10000 --seeds 8\n"
+          f"or score it on a benchmark task (its evaluation set is seeds 10000-10031):\n"
+          f"  otagym evaluate otagym/ReceiveScalingIID-v0 {path}")
     return 0
 
 
