@@ -7,7 +7,6 @@ each other.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-from otagym._io import atomic_write, write_json
+from otagym._io import atomic_write, file_sha256, write_json
 
 __all__ = ["ci95", "write_rows", "mismatched_outputs"]
 
@@ -41,7 +40,7 @@ def write_rows(rows: list[dict[str, Any]], extra: dict[str, Any], out_dir: Path,
         writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    outputs = {p.name: _sha256(p) for p in (csv_path, *figures)}
+    outputs = {p.name: file_sha256(p) for p in (csv_path, *figures)}
     write_json(json_path, {**extra, "outputs": outputs, "rows": rows})
     return [csv_path, json_path]
 
@@ -52,8 +51,4 @@ def mismatched_outputs(json_path: Path) -> list[str]:
     json_path = Path(json_path)
     outputs = json.loads(json_path.read_text()).get("outputs") or {}
     return [name for name, digest in outputs.items()
-            if not (json_path.parent / name).is_file() or _sha256(json_path.parent / name) != digest]
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            if not (json_path.parent / name).is_file() or file_sha256(json_path.parent / name) != digest]

@@ -42,7 +42,7 @@ from baselines.benchmark import aggregate, task_scores
 from baselines.core import Policy
 from baselines.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
 from otagym._io import copy_file, save_figure, write_json, write_text
-from otagym.tasks import TASKS as BENCHMARK_TASKS
+from otagym.tasks import fading_settings
 
 #: The tasks by the short names of the run folders and of ``agents/zoo/<task>/``.
 TASKS: dict[str, str] = {"iid": "otagym/ReceiveScalingIID-v0", "gauss_markov_0.9": "otagym/ReceiveScalingGaussMarkov-v0",
@@ -83,12 +83,6 @@ def _checkpoints(run: Path) -> list[tuple[int, Path]]:
     return sorted(found + [(int(meta["trained_timesteps"]), run / "model.zip")])
 
 
-def _task_settings(task: str) -> dict[str, Any]:
-    """The env settings of a task that the training config does not already fix (its fading)."""
-    kwargs = BENCHMARK_TASKS[TASKS[task]].kwargs
-    return {k: kwargs[k] for k in ("fading", "correlation", "coherence_rounds") if k in kwargs}
-
-
 def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, checkpoint_freq: int) -> dict[str, Any]:
     """One training run, its learning curve on the validation realisations, and its best checkpoint's test scores."""
     run = out / task / algo / f"seed{seed}"
@@ -96,7 +90,7 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
     if not ((run / "model.zip").is_file() and meta.is_file() and "wall_s" in json.loads(meta.read_text())):
         resume = latest_checkpoint(run) is not None  # else a run killed before its first checkpoint: start again
         train(algo, run_dir=run, seed=seed, max_minutes=minutes, checkpoint_freq=checkpoint_freq,
-              env_overrides=_task_settings(task), resume=resume, overwrite=not resume, progress=False)
+              env_overrides=fading_settings(TASKS[task]), resume=resume, overwrite=not resume, progress=False)
     cache = run / "scores.json"
     curve = []
     for steps, path in _checkpoints(run):
@@ -108,7 +102,7 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
     if not (early / "model.zip").is_file():
         hp = load_hyperparams(algo)
         train(algo, run_dir=early, seed=seed, total_timesteps=2 * int(hp["n_envs"]) * int(hp["n_steps"]),
-              checkpoint_freq=10**9, env_overrides=_task_settings(task), overwrite=True, progress=False)
+              checkpoint_freq=10**9, env_overrides=fading_settings(TASKS[task]), overwrite=True, progress=False)
     return {
         "curve": curve, "selected": best[2], "selected_steps": best[0],
         "wall_s": json.loads(meta.read_text())["wall_s"],

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from otagym import __version__
-from otagym._io import atomic_write, remove_stale_temporaries, write_json
+from otagym._io import atomic_write, file_sha256, remove_stale_temporaries, write_json
 from otagym.schemes import SCHEMES
 from otagym.validation import POSITIVE, Integer, Many, OneOf
 
@@ -191,11 +191,11 @@ def _model_policy(where: str, name: Any, path: Any) -> dict[str, Any]:
         raise ConfigError(f"{where}.model needs the rl extra (stable-baselines3): pip install -e '.[rl]'; {err}") \
             from None
     try:
-        _load_model(str(resolved), _sha256(resolved))
+        _load_model(str(resolved), file_sha256(resolved))
     except (OSError, ValueError) as err:
         raise ConfigError(f"{where}.model must be an SB3 model (PPO, SAC, TD3 or TRPO); got {path!r}: {err}") \
             from None
-    return {"name": name, "model": str(resolved), "sha256": _sha256(resolved),
+    return {"name": name, "model": str(resolved), "sha256": file_sha256(resolved),
             "env_kwargs": run_metadata(resolved).get("env_kwargs")}
 
 
@@ -337,17 +337,17 @@ def _scenario_of(cell: Mapping[str, Any]) -> Any:
     return SCHEMES[cell["scheme"]].scenario(cell["preset"], **cell["overrides"], num_rounds=cell["rounds"])
 
 
+def _content_sha256(data: Any) -> str:
+    """SHA-256 (hex) of ``data`` as canonical JSON (sorted keys, no spaces, ``str`` for what JSON cannot hold)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
 def cell_key(cell: Mapping[str, Any]) -> str:
     """The content hash naming a cell's record: SHA-256 of the cell and of the scenario it resolves to."""
-    text = json.dumps({"cell": cell, "scenario": _scenario_of(cell).to_dict()}, sort_keys=True,
-                      separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return _content_sha256({"cell": cell, "scenario": _scenario_of(cell).to_dict()})[:24]
 
 
 # --- one cell ---------------------------------------------------------------------------------------------------------
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
 
 @functools.lru_cache(maxsize=16)
 def _load_model(path: str, sha256: str) -> Any:
@@ -376,7 +376,7 @@ def _receive_scaling_cells(cells: list[Mapping[str, Any]]) -> list[tuple[dict[st
     policy = cell["policy"]
     options: dict[str, float] = {}
     if "model" in policy:
-        found = _sha256(Path(policy["model"]))
+        found = file_sha256(Path(policy["model"]))
         if found != policy["sha256"]:
             raise RuntimeError(f"policy {policy['name']}: {policy['model']} on {socket.gethostname()} has SHA-256 "
                                f"{found[:12]}..., not the planned {policy['sha256'][:12]}... (a changed or different "
@@ -554,8 +554,7 @@ NON_NEGATIVE = ("rdp", "epsilon", "cost_mean", "leakage", "equal_alloc_leakage",
 def record_checksum(record: Mapping[str, Any]) -> str:
     """SHA-256 of a record's content (all but its ``checksum``), as canonical JSON: what the driver stores in the
     record and what a reader recomputes, so that a record edited or mixed up after it was written is not trusted."""
-    body = {k: v for k, v in record.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    return _content_sha256({k: v for k, v in record.items() if k != "checksum"})
 
 
 def record_problem(record: Any, key: str) -> str | None:

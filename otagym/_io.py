@@ -15,6 +15,7 @@ examples and the benchmarks all use this one copy.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-__all__ = ["atomic_write", "write_json", "write_text", "copy_file", "save_figure", "remove_stale_temporaries"]
+__all__ = ["atomic_write", "write_json", "write_text", "file_sha256", "copy_file", "save_figure", "remove_stale_temporaries"]
 
 
 #: The process's umask, read once (reading it means setting it).
@@ -84,6 +85,11 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 1) -> Path:
     """Write ``data`` as JSON atomically (values JSON cannot hold are written with ``str``)."""
     return write_text(path, json.dumps(data, indent=indent, default=str))
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, hex (what records and manifests name files by)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def copy_file(source: str | os.PathLike, path: str | os.PathLike) -> Path:

@@ -37,7 +37,7 @@ from otagym.channel import ChannelModel
 from otagym.receive_scaling import get_scenario
 
 __all__ = ["Task", "TASKS", "EVALUATION_SEEDS", "REFERENCE_SCORES_PATH", "evaluation_options", "normalized_score",
-           "reference_scores", "register_tasks", "task_scenario"]
+           "reference_scores", "register_tasks", "task_scenario", "fading_settings"]
 
 #: The frozen evaluation set: one channel realisation per seed (never used to train or tune a reference).
 EVALUATION_SEEDS: tuple[int, ...] = tuple(range(10_000, 10_032))
@@ -107,11 +107,16 @@ def _task(task_id: str) -> Task:
     return TASKS[task_id]
 
 
+def fading_settings(task_id: str) -> dict[str, Any]:
+    """The task's channel settings beyond its preset (``fading``, ``correlation``, ``coherence_rounds``)."""
+    kwargs = _task(task_id).kwargs
+    return {k: kwargs[k] for k in ("fading", "correlation", "coherence_rounds") if k in kwargs}
+
+
 def task_scenario(task_id: str, nu: float | None = None):
     """The scenario a task's env resolves (its preset with the task's fading), at budget ``nu`` if given."""
-    task = _task(task_id)
-    overrides = {k: task.kwargs[k] for k in ("fading", "correlation", "coherence_rounds") if k in task.kwargs}
-    return get_scenario(task.kwargs["scenario"], **overrides, **({"nu": float(nu)} if nu is not None else {}))
+    return get_scenario(_task(task_id).kwargs["scenario"], **fading_settings(task_id),
+                        **({"nu": float(nu)} if nu is not None else {}))
 
 
 def _check_evaluation(task: Task, nu: float, seed: int) -> None:
@@ -161,5 +166,6 @@ def normalized_score(task_id: str, nu: float, seeds: ArrayLike, episode_returns:
     returns = np.broadcast_to(np.asarray(episode_returns, dtype=float), seeds.shape)
     for seed in seeds:
         _check_evaluation(task, nu, int(seed))
-    offline = dict(zip(reference_scores(task_id)["seeds"], reference_scores(task_id)["offline_return"][str(float(nu))]))
+    stored = reference_scores(task_id)
+    offline = dict(zip(stored["seeds"], stored["offline_return"][str(float(nu))]))
     return 100.0 * returns / np.array([offline[int(s)] for s in seeds])
