@@ -2,34 +2,154 @@
 ``otagym evaluate``, the stored reference scores (``benchmarks/reference_scores.py``) and the RL results.
 
 A policy is scored per budget nu of the task on every evaluation realisation (one batched episode per nu, the
-realisations of :func:`~baselines.evaluation.sample_realisations`, which :func:`otagym.tasks.evaluation_options` gives
-to any client) with the paired normalised score (0 = EqualAlloc, 100 = OfflineOptimal on the same realisation). The
-statistics are rliable's (Agarwal et al., 2021, "Deep RL at the edge of the statistical precipice"): the interquartile
+realisations :func:`otagym.tasks.evaluation_options` gives to any client) with the paired normalised score of
+:func:`otagym.tasks.normalized_score` (receive scaling: 0 = EqualAlloc, 100 = OfflineOptimal on the same realisation,
+computed from the leakages by :func:`~baselines.evaluation.run_policy`; CDPB and anonymous OTA: from the episode
+returns of :func:`episode_returns`, 0 and 100 the task's anchors). The statistics are rliable's (Agarwal et al., 2021, "Deep RL at the edge of the statistical precipice"): the interquartile
 mean with a stratified-bootstrap 95% CI, and the probability of improvement over a reference.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
+from baselines.anonymous import CalibratedSigma, PaperSetting
+from baselines.cdpb import MaxRho, StageTwo
 from baselines.core import Policy
 from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
 from baselines.policies import EqualAlloc
+from baselines.references import TRAIN_SEEDS
 from otagym.env import OTAPrivacyVectorEnv
-from otagym.tasks import EVALUATION_SEEDS, TASKS, task_scenario
+from otagym.privacy import DEFAULT_ORDERS
+from otagym.tasks import EVALUATION_SEEDS, TASKS, sample_realisation, task_scenario
+from otagym.tasks import normalized_score as task_normalized_score
 
-__all__ = ["task_scores", "offline_returns", "aggregate"]
+__all__ = ["task_scores", "offline_returns", "aggregate", "episode_returns", "anchor_returns", "ConstantAction",
+           "RandomAction", "EnvActionPolicy", "best_constant_action", "scheme_references"]
+
+class EnvActionPolicy:
+    """A policy that returns the env's own actions: ``function(observation batch (N, obs_dim)) -> actions (N, 1)``
+    (an SB3 model's ``predict``, a callable). Any scheme."""
+
+    def __init__(self, function: Callable[[NDArray], Any]) -> None:
+        self.function = function
+
+    def reset(self, scenario: Any, seed: int | None = None, **_: Any) -> None:
+        """Nothing to plan."""
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        return np.asarray(self.function(np.asarray(observation, dtype=np.float32)), dtype=float).reshape(-1, 1)
+
+
+class ConstantAction(EnvActionPolicy):
+    """The env action ``a`` every round, in every env."""
+
+    def __init__(self, a: float) -> None:
+        super().__init__(lambda obs: np.full((len(obs), 1), float(a)))
+        self.a = float(a)
+
+
+class RandomAction(EnvActionPolicy):
+    """Env actions drawn uniformly from [-1, 1] per env and round, from ``default_rng(seed)`` of ``reset``."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda obs: self.rng.uniform(-1.0, 1.0, (len(obs), 1)))
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, scenario: Any, seed: int | None = None, **_: Any) -> None:
+        self.rng = np.random.default_rng(seed)
+
+
+def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overrides: Any) -> NDArray:
+    """The episode return of ``policy`` (``reset(scenario, seed)``, ``act(obs, info)``) on the realisation of each
+    seed (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode; ``env_overrides`` changes
+    env arguments that do not change the physics (an analytic policy's ``action_type``). For the CDPB and anonymous
+    tasks, whose every draw that matters is in the realisation, an episode is the same as a single env's reset with
+    :func:`otagym.tasks.evaluation_options`."""
+    task = TASKS[task_id]
+    env = OTAPrivacyVectorEnv(len(seeds), **{**task.kwargs, **env_overrides}, autoreset_mode=AutoresetMode.SAME_STEP)
+    real = [sample_realisation(task_id, s) for s in seeds]
+    options = {k: np.stack([r[k] for r in real], axis=env.rounds.OPTION_AXES[k]) for k in real[0]}
+    policy.reset(env.scenario, 0)
+    obs, info = env.reset(seed=0, options=options)
+    total = np.zeros(len(seeds))
+    for _ in range(task.max_episode_steps):
+        obs, reward, _, _, info = env.step(policy.act(obs, info))
+        total += reward
+    return total
+
+
+def scheme_references(task_id: str) -> dict[str, tuple[Callable[[], Any], dict[str, Any]]]:
+    """The reference policies of a CDPB or anonymous task by name: ``(factory, env overrides)`` (the analytic
+    policies play their raw action). The first two after UniformRandom are the task's anchors (0, 100)."""
+    task = TASKS[task_id]
+    if task.scheme == "cdpb":
+        return {"UniformRandom": (RandomAction, {}), "MaxRho": (MaxRho, {"action_type": "rho"}),
+                "BestConstant": (lambda: ConstantAction(best_constant_action(task_id)), {}),
+                "CDPB": (StageTwo, {"action_type": "rho"})}
+    if task.scheme == "anonymous":
+        target = float(task.kwargs["target_epsilon"])
+        return {"UniformRandom": (RandomAction, {}), "PaperSetting": (PaperSetting, {"action_type": "sigma"}),
+                "BestConstant": (lambda: ConstantAction(best_constant_action(task_id)), {}),
+                "CalibratedSigma": (lambda: CalibratedSigma(target, orders=DEFAULT_ORDERS), {"action_type": "sigma"})}
+    raise ValueError(f"task must be a CDPB or anonymous task (receive scaling's references are in "
+                     f"baselines.references); got {task_id!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def best_constant_action(task_id: str, points: int = 21, rounds: int = 3) -> float:
+    """The constant env action with the best mean return on the training realisations
+    (:data:`baselines.references.TRAIN_SEEDS`, never the evaluation ones; cached): a grid of ``points``
+    actions over [-1, 1], then ``rounds - 1`` finer grids around the best, every action and realisation in one
+    batched episode per grid."""
+    seeds = list(TRAIN_SEEDS)
+    lo, hi = -1.0, 1.0
+    best_a, best = lo, -np.inf
+    for _ in range(rounds):
+        grid = np.linspace(lo, hi, points)
+        values = np.repeat(grid, len(seeds))  # env j * len(seeds) + i plays grid[j] on seed i
+        policy = EnvActionPolicy(lambda obs, v=values: v[:, None])
+        mean = episode_returns(policy, task_id, seeds * points).reshape(points, len(seeds)).mean(axis=1)
+        k = int(np.argmax(mean))
+        if mean[k] > best:
+            best_a, best = float(grid[k]), float(mean[k])
+        step = grid[1] - grid[0]
+        lo, hi = max(-1.0, grid[k] - step), min(1.0, grid[k] + step)
+    return best_a
+
+
+def anchor_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_SEEDS) -> tuple[list[float], list[float]]:
+    """The returns of the task's anchor policies (:attr:`otagym.tasks.Task.anchors`, the scores 0 and 100) on the
+    realisation of each seed at budget ``nu``."""
+    task = TASKS[task_id]
+    if task.scheme == "receive_scaling":
+        return [0.0] * len(seeds), offline_returns(task_id, nu, seeds)
+    refs = scheme_references(task_id)
+    out = []
+    for name in task.anchors:
+        factory, overrides = refs[name]
+        out.append(episode_returns(factory(), task_id, seeds, **overrides).tolist())
+    return out[0], out[1]
 
 
 def task_scores(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] = EVALUATION_SEEDS,
-                nus: Sequence[float] | None = None) -> dict[str, list[float]]:
+                nus: Sequence[float] | None = None, **env_overrides: Any) -> dict[str, list[float]]:
     """The normalised score of ``make(nus)``'s policy (``nus``: each env's budget) on the realisation of each seed,
-    per budget (keyed ``str(nu)``; default: the task's evaluation budgets). One batched episode per nu."""
+    per budget (keyed ``str(nu)``; default: the task's evaluation budgets). One batched episode per nu. On a CDPB or
+    anonymous task the policy plays the env's own action (or ``env_overrides``' action type) and is scored from its
+    returns against the stored anchors (evaluation seeds only)."""
     out = {}
-    for nu in nus or TASKS[task_id].eval_nus:
+    task = TASKS[task_id]
+    for nu in nus or task.eval_nus:
+        if task.scheme != "receive_scaling":
+            returns = episode_returns(make(np.full(len(seeds), float(nu))), task_id, seeds, **env_overrides)
+            out[str(float(nu))] = task_normalized_score(task_id, nu, seeds, returns).tolist()
+            continue
         scenario = task_scenario(task_id, nu)
         per_env = np.full(len(seeds), float(nu))
         result = run_policy(make(per_env), scenario, sample_realisations(scenario, seeds), dp=False, nu=per_env)

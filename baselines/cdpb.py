@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.cdpb import Accounting, CDPBScenario, expected_num_reliable, expected_round_terms, utility
 
 __all__ = ["CDPBPlan", "StageOne", "rho_gamma_lemma1", "rho_theorem3", "minimize_weighted", "stage_one", "two_stage",
-           "CDPB", "GammaBased", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES"]
+           "CDPB", "StageTwo", "GammaBased", "MaxRho", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES"]
 
 #: Points of the geometric rho grid that brackets every 1-D minimum before the bisection of Algorithm 2 refines it.
 GRID_POINTS = 2049
@@ -244,6 +244,42 @@ class CDPB(_FixedRho):
     def _plan(self, s: CDPBScenario) -> None:
         self.plan = two_stage(s, accounting=self.accounting, theorem3=self.theorem3)
         self.rho, self.num_rounds = self.plan.rho, self.plan.num_rounds
+
+
+class StageTwo(_FixedRho):
+    """The planner when the horizon is given: rho_tau = argmin_rho G(rho, tau) (Stage II, Algorithm 2) at the
+    episode's own tau (the scenario's ``num_rounds``) instead of Algorithm 3's tau_opt. The CDPB benchmark task's
+    analytic reference (its episodes have a fixed T).
+
+    Args:
+        accounting: the eps the planner trades against gamma (default: the scenario's).
+    """
+
+    name = "stage_two"
+
+    def __init__(self, accounting: Accounting | None = None) -> None:
+        self.accounting = accounting
+
+    def _plan(self, s: CDPBScenario) -> None:
+        tau = s.num_rounds
+        self.rho = float(minimize_weighted(s, 6.0 * s.lambda_convergence / tau, s.lambda_privacy * tau,
+                                           accounting=self.accounting))
+        self.num_rounds = tau
+
+    def reset(self, scenario: CDPBScenario, seed: int | None = None, **_: Any) -> None:
+        if getattr(self, "_planned_for", None) != scenario:  # the plan depends on tau
+            self._plan(scenario)
+            self._planned_for = scenario
+
+
+class MaxRho(_FixedRho):
+    """rho = P/W^2 every round (the largest feasible rho (25e): a client is reliable when its gain is at least W^2/P
+    = 1 at the preset): the simplest policy, the 0 of the CDPB task's score."""
+
+    name = "max_rho"
+
+    def _plan(self, s: CDPBScenario) -> None:
+        self.rho, self.num_rounds = s.rho_max, s.num_rounds
 
 
 class GammaBased(_FixedRho):

@@ -1,13 +1,14 @@
 """Recompute the reference scores stored with the package (``otagym/data/reference_scores.json``).
 
 For every benchmark task (:data:`otagym.tasks.TASKS`) and evaluation budget nu: the normalised score of each reference
-policy on every evaluation realisation (:data:`otagym.tasks.EVALUATION_SEEDS`) and OfflineOptimal's episode return
-there (what :func:`otagym.tasks.normalized_score` divides by). The references, floor to ceiling: ``UniformRandom``,
-``EqualAlloc`` (0 by definition), ``BestConstant`` and ``AdaScaleTrained`` (tuned on training channels, never the
-evaluation ones), ``OnlineOptimal`` (dynamic programming). Tasks already stored for this package version are kept
+policy on every evaluation realisation (:data:`otagym.tasks.EVALUATION_SEEDS`) and the returns of the task's two
+anchors there (what :func:`otagym.tasks.normalized_score` scores against). Receive scaling, floor to ceiling:
+``UniformRandom``, ``EqualAlloc`` (0 by definition), ``BestConstant`` and ``AdaScaleTrained`` (tuned on training
+channels, never the evaluation ones), ``OnlineOptimal`` (dynamic programming); OfflineOptimal is 100. CDPB and
+anonymous OTA: :func:`baselines.benchmark.scheme_references`. Tasks already stored for this package version are kept
 unless ``--force``; the file is written atomically after each task, so an interrupted run resumes.
 
-    python benchmarks/reference_scores.py            # about 15 minutes on 2 cores for the three tasks
+    python benchmarks/reference_scores.py            # about 15 minutes on 2 cores for the five tasks
     python benchmarks/reference_scores.py --markdown # also print the README's task table
 """
 
@@ -20,13 +21,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from baselines.benchmark import aggregate, offline_returns, task_scores
+from baselines.benchmark import aggregate, anchor_returns, episode_returns, scheme_references, task_scores
 from baselines.core import Policy
 from baselines.policies import EqualAlloc
 from baselines.references import AdaScaleTrained, BestConstant, OnlineOptimal, UniformRandom
 from otagym import __version__
 from otagym._io import write_json
-from otagym.tasks import EVALUATION_SEEDS, REFERENCE_SCORES_PATH, TASKS
+from otagym.tasks import EVALUATION_SEEDS, REFERENCE_SCORES_PATH, TASKS, score_against
 
 #: The reference policies of every task, floor to ceiling (OfflineOptimal is 100 by definition of the score).
 REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
@@ -39,24 +40,31 @@ REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
 
 
 def compute(task_id: str) -> dict[str, Any]:
-    """The stored record of one task: version, seeds, budgets, every reference's scores and OfflineOptimal's returns."""
+    """The stored record of one task: version, seeds, budgets, its anchors and their returns, every reference's
+    scores (CDPB and anonymous: read against the anchors' returns computed here)."""
     task = TASKS[task_id]
+    anchors = {str(float(nu)): anchor_returns(task_id, nu) for nu in task.eval_nus}
+    if task.scheme == "receive_scaling":
+        scores = {name: task_scores(make, task_id) for name, make in REFERENCES.items()}
+    else:
+        scores = {}
+        for name, (factory, overrides) in scheme_references(task_id).items():
+            returns = episode_returns(factory(), task_id, EVALUATION_SEEDS, **overrides)
+            scores[name] = {nu: score_against(returns, *anchors[nu]).tolist() for nu in anchors}
     return {"version": __version__, "seeds": list(EVALUATION_SEEDS), "nus": list(task.eval_nus),
-            "scores": {name: task_scores(make, task_id) for name, make in REFERENCES.items()},
-            "offline_return": {str(float(nu)): offline_returns(task_id, nu) for nu in task.eval_nus}}
+            "anchors": list(task.anchors), "anchor_returns": {nu: [list(r) for r in v] for nu, v in anchors.items()},
+            "scores": scores}
 
 
 def markdown(stored: dict[str, Any]) -> str:
-    """The task table: each reference's IQM [95% CI] per budget (rliable, over the evaluation realisations)."""
-    lines = ["| task | reference | " + " | ".join(f"nu = {nu}" for nu in next(iter(stored.values()))["nus"]) + " |",
-             "|---|---|" + "---|" * len(next(iter(stored.values()))["nus"])]
+    """The task table: each reference's IQM [95% CI] per task and budget (rliable, over the evaluation realisations)."""
+    lines = ["| task | budget | reference | IQM [95% CI] |", "|---|---|---|---|"]
     for task_id, record in stored.items():
-        for name, per_nu in record["scores"].items():
-            cells = []
-            for nu in record["nus"]:
+        for nu in record["nus"]:
+            for name, per_nu in record["scores"].items():
                 s = aggregate({name: np.array([per_nu[str(float(nu))]])}, reps=500)[name]
-                cells.append(f"{s['iqm']:.2f} [{s['iqm_ci'][0]:.2f}, {s['iqm_ci'][1]:.2f}]")
-            lines.append(f"| `{task_id}` | {name} | " + " | ".join(cells) + " |")
+                lines.append(f"| `{task_id}` | {TASKS[task_id].budget} = {nu:g} | {name} | {s['iqm']:.2f} "
+                             f"[{s['iqm_ci'][0]:.2f}, {s['iqm_ci'][1]:.2f}] |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,12 +1,14 @@
 """``otagym evaluate TASK POLICY``: a policy's normalised score on a benchmark task's frozen evaluation set, beside the
 task's stored reference scores.
 
-POLICY is an analytic policy's name (``baselines.compare.POLICIES``), an SB3 ``model.zip`` (``otagym train``'s, with
+POLICY is an analytic policy's name (receive scaling: ``baselines.compare.POLICIES``; CDPB and anonymous OTA: the
+task's references, :func:`baselines.benchmark.scheme_references`), an SB3 ``model.zip`` (``otagym train``'s, with
 its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO model of the task's action space), an rl_zoo3 log folder (its
 ``best_model.zip``, else the one ``.zip`` in it) or ``module:function``, a Python callable from the observation batch
-(N, obs_dim) to the env's actions (N,) or (N, 1). Every (nu, seed) of the task's evaluation set is a cell computed by
-:func:`baselines.compare.evaluate_cells`, the computation of ``otagym compare``, so the numbers are the same as
-``otagym compare``'s on the same seeds. The summary per nu is rliable's interquartile mean with a stratified-bootstrap
+(N, obs_dim) to the env's actions (N,) or (N, 1). On receive scaling every (nu, seed) of the task's evaluation set is
+a cell computed by :func:`baselines.compare.evaluate_cells`, the computation of ``otagym compare``, so the numbers
+are the same as ``otagym compare``'s on the same seeds; on the other tasks the realisations play as one batched
+episode (:func:`baselines.benchmark.task_scores`). The summary per nu is rliable's interquartile mean with a stratified-bootstrap
 95% CI over the realisations and the probability of improvement over ``BestConstant`` (the learnability floor).
 """
 
@@ -22,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.benchmark import aggregate
+from baselines.benchmark import EnvActionPolicy, aggregate, scheme_references, task_scores
 from baselines.compare import POLICIES, PolicySpec, evaluate_cells
 from baselines.policies import ActionPolicy
 from experiments.argtypes import _ranged, positive_int
@@ -57,18 +59,25 @@ def _model_file(path: Path) -> Path:
     return found[0]
 
 
-def resolve_policy(text: str, task_id: str) -> tuple[str, PolicySpec]:
-    """The name and :class:`~baselines.compare.PolicySpec` of POLICY (see the module docstring); ``ValueError``
-    naming what was looked for when it is none of the forms."""
-    if text in POLICIES:
-        return text, POLICIES[text]
+def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
+    """The name and the policy of POLICY (see the module docstring): on receive scaling a
+    :class:`~baselines.compare.PolicySpec`, on the other tasks ``(factory, env overrides)`` as
+    :func:`~baselines.benchmark.scheme_references` gives them. ``ValueError`` naming what was looked for when it is
+    none of the forms."""
+    task = TASKS[task_id]
+    analytic = POLICIES if task.scheme == "receive_scaling" else scheme_references(task_id)
+    if text in analytic:
+        return text, analytic[text]
     path = Path(text)
     if path.exists():
         from agents.policy import AgentPolicy, load_model, run_metadata
 
         model_path = _model_file(path)
         model = load_model(model_path)
-        kw = run_metadata(model_path).get("env_kwargs") or dict(TASKS[task_id].kwargs)
+        if task.scheme != "receive_scaling":
+            return model_path.stem, (lambda: EnvActionPolicy(lambda obs: model.predict(obs, deterministic=True)[0]),
+                                     {})
+        kw = run_metadata(model_path).get("env_kwargs") or dict(task.kwargs)
         return model_path.stem, PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
         module, _, name = text.partition(":")
@@ -78,17 +87,23 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, PolicySpec]:
             raise ValueError(f"policy {text!r}: cannot import {name} from {module} ({err})") from None
         if not callable(function):
             raise ValueError(f"policy {text!r}: {module}.{name} is not callable")
-        return name, PolicySpec(lambda nu, p: FunctionPolicy(function, nu, dict(TASKS[task_id].kwargs)))
-    raise ValueError(f"policy must be an analytic policy {sorted(POLICIES)}, an existing model .zip or rl_zoo3 log "
-                     f"folder, or module:function; got {text!r}")
+        if task.scheme != "receive_scaling":
+            return name, (lambda: EnvActionPolicy(function), {})
+        return name, PolicySpec(lambda nu, p: FunctionPolicy(function, nu, dict(task.kwargs)))
+    raise ValueError(f"policy must be an analytic policy of {task_id} {sorted(analytic)}, an existing model .zip or "
+                     f"rl_zoo3 log folder, or module:function; got {text!r}")
 
 
-def evaluate(task_id: str, spec: PolicySpec, seeds: tuple[int, ...] = EVALUATION_SEEDS,
+def evaluate(task_id: str, spec: Any, seeds: tuple[int, ...] = EVALUATION_SEEDS,
              batched: bool = True) -> dict[str, list[float]]:
-    """The normalised score of ``spec``'s policy on each evaluation realisation, per budget (keyed ``str(nu)``).
-    ``batched``: all realisations of a budget in one vector env (analytic policies, whose numbers are the same bits
-    either way); else one at a time, as ``otagym compare`` plays trained models and callables (a network's forward
-    pass over a batch may round differently from one over a single observation)."""
+    """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on each evaluation realisation, per
+    budget (keyed ``str(nu)``). On receive scaling, ``batched``: all realisations of a budget in one vector env
+    (analytic policies, whose numbers are the same bits either way); else one at a time, as ``otagym compare`` plays
+    trained models and callables (a network's forward pass over a batch may round differently from one over a
+    single observation). The other tasks play every realisation of a budget in one batched episode."""
+    if TASKS[task_id].scheme != "receive_scaling":
+        factory, overrides = spec
+        return task_scores(lambda nus: factory(), task_id, seeds, **overrides)
     scenario = task_scenario(task_id)
     out = {}
     for nu in TASKS[task_id].eval_nus:
@@ -109,8 +124,9 @@ def _run(args: argparse.Namespace) -> int:
     scores = evaluate(args.task, spec, seeds, batched=args.policy in POLICIES)
     stored = reference_scores(args.task)
     index = [stored["seeds"].index(s) for s in seeds]
+    task = TASKS[args.task]
     summary, lines = {}, []
-    header = f"{'nu':>5}  {name + ' IQM [95% CI]':>30} {'mean':>8} {'P(>BestConstant)':>17}"
+    header = f"{task.budget:>5}  {name + ' IQM [95% CI]':>30} {'mean':>8} {'P(>BestConstant)':>17}"
     refs = [r for r in stored["scores"] if r != name]
     lines.append(header + "".join(f" {r:>16}" for r in refs))
     for nu in TASKS[args.task].eval_nus:
@@ -123,8 +139,9 @@ def _run(args: argparse.Namespace) -> int:
         p = "-" if own["p_improve"] is None else f"{own['p_improve']:.2f}"
         lines.append(f"{nu:>5g}  {ci:>30} {own['mean']:8.2f} {p:>17}"
                      + "".join(f" {stats[r]['iqm']:16.2f}" for r in refs))
-    print(f"{args.task}: {name} on {len(seeds)} evaluation realisations per nu (normalised score: 0 = EqualAlloc, "
-          "100 = OfflineOptimal on the same channels; the references' columns are their IQMs on the same realisations)"
+    print(f"{args.task}: {name} on {len(seeds)} evaluation realisations per {task.budget} (normalised score: 0 = "
+          f"{task.anchors[0]}, 100 = {task.anchors[1]} on the same realisation; the references' columns are their "
+          "IQMs on the same realisations)"
           + ("" if len(seeds) == len(EVALUATION_SEEDS) else f"; a quick look: the benchmark's number is on all "
              f"{len(EVALUATION_SEEDS)}"))
     print("\n".join(lines))

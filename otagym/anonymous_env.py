@@ -16,6 +16,7 @@ from otagym.anonymous import (AnonymousScenario, convergence_bound, convergence_
                               per_device_noise_var, received_noise_var, round_rdp, threshold_for_participation)
 from otagym.channel import ChannelModel, FadingState
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.receive_scaling_env import _option_array
 from otagym.validation import (NUM_ENVS, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array, bound,
                                check_args, refuse_entries)
 
@@ -24,7 +25,7 @@ __all__ = ["AnonymousRounds", "SigmaActionType"]
 SigmaActionType = Literal["normalized", "sigma"]
 
 #: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values clipped).
-OBS_BOUND = 1e6
+OBS_BOUND = 10.0
 
 
 class AnonymousRounds:
@@ -48,6 +49,16 @@ class AnonymousRounds:
         noise_multiplier_range: (low, high), 0 < low < high, of the normalised action in noise-multiplier units.
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns it off (the per-round and
             cumulative RDP at alpha are always reported).
+        reward_scale: the reward is divided by this (> 0, utility units): 1 keeps -(lambda_c gamma + lambda_p E_T) as
+            the return; a benchmark task sets its reference policy's expected utility, so that its return is about -1.
+        target_epsilon: a privacy budget (eps at the scenario's delta) that adds ``info["cost"]``, the round's share
+            of the RDP budget at alpha that guarantees it, T e_t / E_max with E_max = target_epsilon - log(1/delta) /
+            (alpha - 1) (the RDP-to-DP conversion of Mironov 2017, Prop. 3): an episode's cost is at most T when
+            E_T <= E_max, which implies (target_epsilon, delta)-DP. ``None`` (default): no cost.
+
+    ``reset(options=...)`` replays a realisation on a full reset (an autoreset replays it again): ``channel_gains``
+    (T, N, devices), the normalised fading powers |c_i,t|^2 / E|c_i|^2 that decide who transmits, and with it
+    optionally ``batch_sizes`` (T, N), the b_t drawn (integers, at most a(t) n).
     """
 
     #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
@@ -55,22 +66,33 @@ class AnonymousRounds:
         "action_type": OneOf(get_args(SigmaActionType)),
         "noise_multiplier_range": Many(Real(1e-6, 1e6), length=2),
         "dp_orders": DP_ORDERS,
+        "reward_scale": POSITIVE,
+        "target_epsilon": Real(0.0, 1e6, low_open=True, optional=True),
     }
     #: The env arguments that have an effect only under another's value: none.
     APPLIES_WITH: dict[str, AppliesWith] = {}
     #: Batch axis of each ``reset`` option (a single env inserts it).
-    OPTION_AXES: dict[str, int] = {}
+    OPTION_AXES: dict[str, int] = {"channel_gains": 1, "batch_sizes": 1}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
 
     def __init__(self, scenario: AnonymousScenario, num_envs: int, *, action_type: SigmaActionType = "normalized",
                  noise_multiplier_range: tuple[float, float] = (0.1, 100.0),
-                 dp_orders: Sequence[float] | None = DEFAULT_ORDERS) -> None:
+                 dp_orders: Sequence[float] | None = DEFAULT_ORDERS, reward_scale: float = 1.0,
+                 target_epsilon: float | None = None) -> None:
         args = check_args(self.ARGS, action_type=action_type, noise_multiplier_range=noise_multiplier_range,
-                          dp_orders=dp_orders)
+                          dp_orders=dp_orders, reward_scale=reward_scale, target_epsilon=target_epsilon)
         low, high = args["noise_multiplier_range"]
         if not low < high:
             raise ValueError(f"noise_multiplier_range must be (low, high) with low < high; got {(low, high)}")
         s = self.scenario = scenario
+        self.reward_scale = args["reward_scale"]
+        self.rdp_budget = None
+        if args["target_epsilon"] is not None:
+            self.rdp_budget = args["target_epsilon"] - np.log(1.0 / s.delta) / (s.rdp_order - 1)
+            if not self.rdp_budget > 0:
+                raise ValueError(f"target_epsilon must exceed log(1/delta) / (alpha - 1) = "
+                                 f"{np.log(1.0 / s.delta) / (s.rdp_order - 1):.6g} (delta = {s.delta:g}, alpha = "
+                                 f"{s.rdp_order}: no RDP budget is left below it); got {target_epsilon!r}")
         self.num_envs = n = NUM_ENVS("num_envs", num_envs)
         self.num_rounds = s.num_rounds
         self.action_type = args["action_type"]
@@ -85,6 +107,8 @@ class AnonymousRounds:
         self.term_sum = np.zeros(n)
         self.last_sigma = np.zeros(n)
         self.fading: FadingState | None = None
+        self.trace: NDArray | None = None
+        self.batch_trace: NDArray | None = None
 
     # --- spaces ----------------------------------------------------------------------------------------------
     def observation_space(self) -> spaces.Box:
@@ -96,13 +120,20 @@ class AnonymousRounds:
         return spaces.Box(*self.sigma_range, shape=(1,), dtype=np.float64)
 
     def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
-        """The shapes of each ``reset`` option: none (anonymous OTA takes no reset options)."""
-        return {}
+        """The shapes of each ``reset`` option: ``channel_gains`` (T, N, devices), ``batch_sizes`` (T, N)."""
+        big_t, n = self.num_rounds, self.num_envs
+        return {"channel_gains": ((big_t, n, self.scenario.num_devices),), "batch_sizes": ((big_t, n),)}
 
     # --- episode boundaries ----------------------------------------------------------------------------------
-    def reset(self, rng: np.random.Generator, mask: NDArray | None = None) -> None:
-        """Start new episodes where ``mask`` is True (all if None); draws the first round's channels."""
+    def reset(self, rng: np.random.Generator, mask: NDArray | None = None, *, channel_gains: NDArray | None = None,
+              batch_sizes: NDArray | None = None) -> None:
+        """Start new episodes where ``mask`` is True (all if None); draws the first round's channels, or replays
+        ``channel_gains`` (T, N, devices) and ``batch_sizes`` (T, N) (a full reset only; see the class docstring)."""
         rows = np.ones(self.num_envs, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if channel_gains is not None or batch_sizes is not None:
+            self._replay(mask, channel_gains, batch_sizes)
+        elif mask is None:
+            self.trace = self.batch_trace = None
         fresh = self.channel.initial(rng, (self.num_envs,))
         self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
         self.t[rows] = 0
@@ -113,6 +144,37 @@ class AnonymousRounds:
         self.nominal_rdp_sum[rows] = 0.0
         self.term_sum[rows] = 0.0
         self.last_sigma[rows] = 0.0
+
+    def _replay(self, mask: NDArray | None, channel_gains: NDArray | None, batch_sizes: NDArray | None) -> None:
+        """Check and store a realisation to replay (see :meth:`reset`)."""
+        if mask is not None:
+            raise ValueError("channel_gains and batch_sizes can only be replayed on a full reset")
+        if channel_gains is None:
+            raise ValueError("reset option batch_sizes needs channel_gains too (b_t is drawn from the examples of the "
+                             "devices that transmit)")
+        shapes = self.option_shapes()
+        gains = _option_array("channel_gains", channel_gains, shapes["channel_gains"], (0.0, np.inf))
+        batch = None
+        if batch_sizes is not None:
+            batch = _option_array("batch_sizes", batch_sizes, shapes["batch_sizes"], (0.0, np.inf))
+            most = (gains >= self.threshold).sum(axis=-1) * self.scenario.dataset_size
+            refuse_entries("reset option batch_sizes", "be whole numbers of at most a(t) n (the examples of the "
+                           "devices that transmit)", batch, (batch != np.round(batch)) | (batch > most))
+            batch = batch.astype(np.int64)
+        self.trace, self.batch_trace = gains, batch
+
+    def sample_realisation(self, rng: np.random.Generator) -> dict[str, NDArray]:
+        """A whole realisation for one env as ``reset`` options (less the batch axis): ``{"channel_gains": (T,
+        devices), "batch_sizes": (T,)}``, the fading powers by the same ``initial``/``advance`` steps as an episode
+        and b_t ~ Binomial(a(t) n, q)."""
+        s = self.scenario
+        state = self.channel.initial(rng)
+        power = np.empty((self.num_rounds, s.num_devices))
+        for t in range(self.num_rounds):
+            power[t] = state.power
+            state = self.channel.advance(rng, state, t + 1)
+        batch = rng.binomial((power >= self.threshold).sum(axis=-1) * s.dataset_size, s.sampling_rate)
+        return {"channel_gains": power, "batch_sizes": batch.astype(float)}
 
     # --- actions ---------------------------------------------------------------------------------------------
     def action_to_sigma(self, action: NDArray) -> NDArray:
@@ -132,16 +194,20 @@ class AnonymousRounds:
     def step(self, rng: np.random.Generator, action: NDArray) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
         """One round in every env: ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
 
-        reward = -(lambda_c (2 (F(w_0) - F*) / (eta T^2) + eta beta V_t / T) + lambda_p e_t), with V_t the round's
-        :func:`~otagym.anonymous.convergence_term` and e_t its RDP at alpha under the scenario's accounting, so an
-        episode's return is -(lambda_c gamma + lambda_p E_T): gamma the SGD bound of
-        :func:`~otagym.anonymous.convergence_bound`, E_T = sum_t e_t the episode's RDP (as CDPB's return is -G).
+        reward = -(lambda_c (2 (F(w_0) - F*) / (eta T^2) + eta beta V_t / T) + lambda_p e_t) / ``reward_scale``, with
+        V_t the round's :func:`~otagym.anonymous.convergence_term` and e_t its RDP at alpha under the scenario's
+        accounting, so an episode's return is -(lambda_c gamma + lambda_p E_T) / ``reward_scale``: gamma the SGD bound
+        of :func:`~otagym.anonymous.convergence_bound`, E_T = sum_t e_t the episode's RDP (as CDPB's return is -G).
         """
         s = self.scenario
         sigma = self.action_to_sigma(action)
-        participating = self.fading.power >= self.threshold
+        rows = np.arange(self.num_envs)
+        power = self.fading.power if self.trace is None else self.trace[self.t, rows]
+        participating = power >= self.threshold
         a = participating.sum(axis=-1)
-        b = rng.binomial(a * s.dataset_size, s.sampling_rate)
+        b = rng.binomial(a * s.dataset_size, s.sampling_rate)  # drawn under a replay too: the same draws follow
+        if self.batch_trace is not None:
+            b = self.batch_trace[self.t, rows]
         z = noise_multiplier(sigma, s.clip_norm, b)
         rdp = {acc: round_rdp(s, z, accounting=acc) for acc in ("sampled", "device")}
         for acc, r in rdp.items():
@@ -153,7 +219,7 @@ class AnonymousRounds:
         self.term_sum += term
         big_t = s.num_rounds
         conv = 2.0 * s.initial_gap / (s.learning_rate * big_t**2) + s.learning_rate * s.smoothness * term / big_t
-        reward = -(s.lambda_convergence * conv + s.lambda_privacy * rdp[s.accounting])
+        reward = -(s.lambda_convergence * conv + s.lambda_privacy * rdp[s.accounting]) / self.reward_scale
         self.t += 1
         self.last_sigma = sigma.copy()  # info keeps sigma; an autoreset zeroes this one
         gamma = convergence_bound(s, self.term_sum / self.t, self.t)
@@ -174,6 +240,8 @@ class AnonymousRounds:
             "rdp_round_device": rdp["device"],
             "utility": s.lambda_convergence * gamma + s.lambda_privacy * self.rdp_sum[s.accounting],
         }
+        if self.rdp_budget is not None:
+            info["cost"] = big_t * rdp[s.accounting] / self.rdp_budget
         terminated = self.t >= big_t
         if self.rdp_orders_sum is not None and terminated.any():
             info["dp_epsilon"], info["dp_order"] = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
@@ -184,13 +252,14 @@ class AnonymousRounds:
         """Observations (N, 3), float32, public quantities only:
 
         0: t / T; 1: log10(sigma_t-1 / sigma_unit), the last noise multiplier at the nominal batch (0 before the
-        first round); 2: log1p of the nominal cumulative RDP at alpha, sum_s eps(sigma_s at the nominal batch) (the
-        realised one depends on the b_t, which the server must not learn). Clipped to [-1e6, 1e6].
+        first round); 2: log10(1 + the nominal cumulative RDP at alpha), sum_s eps(sigma_s at the nominal batch) in
+        decades (the realised one depends on the b_t, which the server must not learn). Clipped to [-10, 10]
+        (:data:`OBS_BOUND`), which the normalised action's range never reaches on the preset.
         """
         s = self.scenario
         with np.errstate(divide="ignore"):
             last = np.where(self.last_sigma > 0, np.log10(self.last_sigma / s.sigma_unit), 0.0)
-        obs = np.stack([self.t / s.num_rounds, last, np.log1p(self.nominal_rdp_sum)], axis=1)
+        obs = np.stack([self.t / s.num_rounds, last, np.log10(1.0 + self.nominal_rdp_sum)], axis=1)
         return np.clip(obs, -OBS_BOUND, OBS_BOUND).astype(np.float32)
 
     def reset_info(self) -> dict[str, NDArray]:
@@ -206,7 +275,8 @@ class AnonymousRounds:
                 **{k: np.zeros(n, dtype=np.int64) for k in ("participants", "batch_size")},
                 **{k: np.zeros(n) for k in ("sigma", "noise_multiplier", "per_device_noise_var", "received_noise_var",
                                             "convergence_term", "gamma", "rdp_round", "rdp_cumulative",
-                                            "rdp_round_sampled", "rdp_round_device", "utility")}}
+                                            "rdp_round_sampled", "rdp_round_device", "utility")},
+                **({"cost": np.zeros(n)} if self.rdp_budget is not None else {})}
 
     def next_channel_info(self) -> dict[str, NDArray]:
         """{}: the devices invert their own channels; the server has no CSI."""

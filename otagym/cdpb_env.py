@@ -18,15 +18,17 @@ from otagym.cdpb import (RHO_FLOOR_RATIO, CDPBScenario, convergence_term, partic
 from otagym.channel import ChannelModel, FadingState
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
-from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, AppliesWith, Integer, OneOf, Real, Spec, action_array, bound,
-                               check_args, refuse_entries, refuse_without_effect, signature_defaults)
+from otagym.receive_scaling_env import _option_array
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Integer, OneOf, Real, Spec,
+                               action_array, bound, check_args, refuse_entries, refuse_without_effect,
+                               signature_defaults)
 
 __all__ = ["CDPBRounds", "RhoActionType"]
 
 RhoActionType = Literal["normalized", "rho"]
 
 #: Bounds of every CDPB observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values clipped).
-OBS_BOUND = 1e6
+OBS_BOUND = 10.0
 
 
 class CDPBRounds:
@@ -50,6 +52,15 @@ class CDPBRounds:
             only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults.
         local_steps, local_learning_rate: L full-batch gradient steps per round and their step size, on each reliable
             client under ``fidelity="train"``.
+        reward_scale: the reward is the round's share of -G divided by this (> 0, utility units): 1 keeps -G (24) as
+            the return; a benchmark task sets its reference policy's expected G, so that its return is about -1.
+
+    ``info["cost"]`` is the round's share of the privacy budget (25c), T (E_t - E_t-1) / eps-bar with E_t the worst
+    client's cumulative RDP at alpha: an episode's cost is T E_T / eps-bar, at most T exactly when (25c) holds (a mean
+    cost of at most 1 per round, as model A's ``info["cost"]``).
+    ``reset(options={"channel_gains": (T, N, K)})`` replays a channel realisation (power gains h_k,t, W/W), on a full
+    reset; a later autoreset replays it again. Coins of ``strategy="mixed"`` and client sampling still come from the
+    env's generator.
     """
 
     #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
@@ -60,23 +71,25 @@ class CDPBRounds:
         **TRAINING_ARGS,
         "local_steps": Integer(1, 10_000),
         "local_learning_rate": Real(0.0, PHYSICAL_RANGE[1], low_open=True),
+        "reward_scale": POSITIVE,
     }
     #: The env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
     APPLIES_WITH: dict[str, AppliesWith] = AppliesWith("fidelity", ("train",)).for_each(
         (*(k for k in TRAINING_ARGS if k != "fidelity"), "local_steps", "local_learning_rate"))
     #: Batch axis of each ``reset`` option (a single env inserts it).
-    OPTION_AXES: dict[str, int] = {}
+    OPTION_AXES: dict[str, int] = {"channel_gains": 1}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
 
     def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = "normalized",
                  rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
                  fidelity: Fidelity = "analytic", dataset: str = "digits", data_dir: str | os.PathLike | None = None,
                  data_split: str = "iid", data_seed: int = 0, eval_every: int = 10, local_steps: int = 1,
-                 local_learning_rate: float = 0.1) -> None:
+                 local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
         args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
                           fidelity=fidelity, dataset=dataset, data_dir=data_dir, data_split=data_split,
                           data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
-                          local_learning_rate=local_learning_rate)
+                          local_learning_rate=local_learning_rate, reward_scale=reward_scale)
+        self.reward_scale = args["reward_scale"]
         refuse_without_effect(args, signature_defaults(CDPBRounds.__init__), self.APPLIES_WITH)
         action_type, rho_min_ratio, dp_orders = args["action_type"], args["rho_min_ratio"], args["dp_orders"]
         num_envs = NUM_ENVS("num_envs", num_envs)
@@ -109,6 +122,7 @@ class CDPBRounds:
         self.last_noise_var = np.zeros(n)
         self.fading: FadingState | None = None
         self.gains = np.zeros((n, k))
+        self.trace: NDArray | None = None
         self.sampled = np.ones((n, k), dtype=bool)
         self._noise_ref = k * s.power_max_w * float(self.mean_gain.mean())
 
@@ -122,14 +136,23 @@ class CDPBRounds:
         return spaces.Box(0.0, self.scenario.rho_max, shape=(1,), dtype=np.float64)
 
     def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
-        """The shapes of each ``reset`` option: none (CDPB takes no reset options)."""
-        return {}
+        """The shapes of each ``reset`` option: ``channel_gains`` (T, N, K)."""
+        return {"channel_gains": ((self.num_rounds, self.num_envs, self.scenario.num_clients),)}
 
     # --- episode boundaries ----------------------------------------------------------------------------------
-    def reset(self, rng: np.random.Generator, mask: NDArray | None = None) -> None:
-        """Start new episodes where ``mask`` is True (all if None)."""
+    def reset(self, rng: np.random.Generator, mask: NDArray | None = None, *,
+              channel_gains: NDArray | None = None) -> None:
+        """Start new episodes where ``mask`` is True (all if None); ``channel_gains`` (T, N, K) replays the power
+        gains h_k,t of a realisation (a full reset only; an autoreset replays it again)."""
         n = self.num_envs
         rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if channel_gains is not None:
+            if mask is not None:
+                raise ValueError("channel_gains can only be replayed on a full reset")
+            self.trace = _option_array("channel_gains", channel_gains, self.option_shapes()["channel_gains"],
+                                       PHYSICAL_RANGE)
+        elif mask is None:
+            self.trace = None
         fresh = self.channel.initial(rng, (n,))
         self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
         self.t[rows] = 0
@@ -150,11 +173,24 @@ class CDPBRounds:
                 test_data=fed.test_data))
 
     def _draw_round_state(self, rng: np.random.Generator, rows: NDArray | None = None) -> None:
-        self.gains = self.fading.power * self.mean_gain
+        if self.trace is None:
+            self.gains = self.fading.power * self.mean_gain
+        else:
+            self.gains = self.trace[np.minimum(self.t, self.num_rounds - 1), np.arange(self.num_envs)]
         s = self.scenario
         if s.client_sampling < 1.0:
             fresh = rng.random((s.num_clients, self.num_envs)).T < s.client_sampling
             self.sampled = fresh if rows is None else np.where(rows[:, None], fresh, self.sampled)
+
+    def sample_realisation(self, rng: np.random.Generator) -> dict[str, NDArray]:
+        """A whole channel realisation for one env as ``reset`` options (less the batch axis): ``{"channel_gains":
+        (T, K)}``, drawn by the same ``initial``/``advance`` steps as an episode."""
+        state = self.channel.initial(rng)
+        gains = np.empty((self.num_rounds, self.scenario.num_clients))
+        for t in range(self.num_rounds):
+            gains[t] = state.power * self.mean_gain
+            state = self.channel.advance(rng, state, t + 1)
+        return {"channel_gains": gains}
 
     # --- actions ---------------------------------------------------------------------------------------------
     def action_to_rho(self, action: NDArray) -> NDArray:
@@ -186,8 +222,9 @@ class CDPBRounds:
     def step(self, rng: np.random.Generator, action: NDArray) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
         """One round in every env: ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
 
-        reward = -(lambda_1 * 6 B_t / tau^2 + lambda_2 (max_k E_k,t - max_k E_k,t-1)), with E the cumulative RDP
-        of the scenario's accounting, so the return of an episode of tau rounds is -G (24) with gamma = 6 mean(B)/tau.
+        reward = -(lambda_1 * 6 B_t / tau^2 + lambda_2 (max_k E_k,t - max_k E_k,t-1)) / ``reward_scale``, with E the
+        cumulative RDP of the scenario's accounting, so the return of an episode of tau rounds is -G (24) /
+        ``reward_scale`` with gamma = 6 mean(B)/tau.
         """
         s = self.scenario
         rho = self.action_to_rho(action)
@@ -215,7 +252,7 @@ class CDPBRounds:
             self.training.round(self.t + 1, lambda i, engine, g: engine.round(g, s, float(rho[i]), gains[i],
                                                                               pw.row(i)))
         tau = s.num_rounds
-        reward = -(s.lambda_convergence * 6.0 * term / tau**2 + s.lambda_privacy * (after - before))
+        reward = -(s.lambda_convergence * 6.0 * term / tau**2 + s.lambda_privacy * (after - before)) / self.reward_scale
         self.t += 1
         gamma = 6.0 * self.term_sum / (self.t * self.t)  # convergence error after t rounds (6 mean B / t)
         info: dict[str, NDArray] = {
@@ -241,6 +278,7 @@ class CDPBRounds:
             "epsilon_sgm": self.rdp_sum["sgm"].max(axis=-1),
             "epsilon_theorem1": self.rdp_sum["theorem1"].max(axis=-1),
             "utility": s.lambda_convergence * gamma + s.lambda_privacy * after,
+            "cost": tau * (after - before) / s.epsilon_max,
         }
         if self.training is not None:
             info.update(self.training.info())
@@ -258,21 +296,23 @@ class CDPBRounds:
         """Observations (N, obs_dim), float32:
 
         0: t / tau; 1: K_t-1 / K; 2: log10(sigma_q,t-1^2 / (K P E[h])) (0 before the first round);
-        3: 6 sum_{s<t} B_s / (tau^2 gamma-bar), the convergence error accumulated so far over gamma-bar (gamma / gamma-bar
-        at the end); 4: max_k cumulative RDP / eps-bar; with ``csi_feedback`` then log10(h_k,t / E[h_k]) of the round
-        about to be played (K), and with client sampling < 1 whether each client is sampled (K). Every entry is
-        clipped to [-1e6, 1e6] (:data:`OBS_BOUND`): a ratio to a threshold beyond 1e6 says only that the constraint is
-        broken a million times over, and extreme scenarios (W = 1e18) would overflow float32.
+        3: log10(1 + 6 sum_{s<t} B_s / (tau^2 gamma-bar)), the convergence error accumulated so far over gamma-bar
+        (gamma / gamma-bar at the end), in decades; 4: log10(1 + max_k cumulative RDP / eps-bar), the privacy budget
+        (25c) used, in decades; with ``csi_feedback`` then log10(h_k,t / E[h_k]) of the round about to be played (K),
+        and with client sampling < 1 whether each client is sampled (K). Every entry is clipped to [-10, 10]
+        (:data:`OBS_BOUND`): the decades keep the ratios of order one (a ratio beyond 1e10 says only that a threshold
+        is broken ten decades over), which no action of the normalised space reaches on the preset.
         """
         s = self.scenario
         parts = [self.t / s.num_rounds, self.last_reliable,
                  np.where(self.last_noise_var > 0, np.log10(np.maximum(self.last_noise_var / self._noise_ref, 1e-300)),
                           0.0),
-                 6.0 * self.term_sum / (s.num_rounds**2 * s.gamma_max),
-                 self.rdp_sum[s.accounting].max(axis=-1) / s.epsilon_max]
+                 np.log10(1.0 + 6.0 * self.term_sum / (s.num_rounds**2 * s.gamma_max)),
+                 np.log10(1.0 + self.rdp_sum[s.accounting].max(axis=-1) / s.epsilon_max)]
         cols = [np.asarray(p, dtype=float)[:, None] for p in parts]
         if s.csi_feedback:
-            cols.append(np.log10(self.gains / self.mean_gain))
+            with np.errstate(divide="ignore"):  # a zero gain only from a replayed realisation; clipped below
+                cols.append(np.log10(self.gains / self.mean_gain))
             if s.client_sampling < 1.0:
                 cols.append(self.sampled.astype(float))
         return np.clip(np.concatenate(cols, axis=1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
@@ -292,7 +332,7 @@ class CDPBRounds:
                 **{key: np.zeros((n, k), dtype=bool) for key in ("reliable", "sends_noise")},
                 **{key: np.zeros(n) for key in ("rho", "h_threshold", "noise_var", "estimate_noise_var",
                                                 "convergence_term", "gamma", "epsilon_sgm", "epsilon_theorem1",
-                                                "utility")},
+                                                "utility", "cost")},
                 **{key: np.zeros((n, k)) for key in ("channel_gain", "transmit_power_w", "signal_power_w",
                                                      "noise_power_w", "participation", "rdp_round", "rdp_cumulative",
                                                      "rdp_round_sgm", "rdp_round_theorem1")}}

@@ -1,25 +1,38 @@
 """Benchmark tasks: registered, versioned env ids with fixed settings, a frozen evaluation set and reference scores.
 
 A task fixes everything that changes what is learned (scheme, deployment, horizon, fading, formulation, action, the
-range of budgets nu it is trained over), so that one number on it means the same for every paper. ``import otagym``
+range of budgets nu it is trained over, the reward's scale), so that one number on it means the same for every paper.
+Every task's env reports ``info["cost"]``, a per-round cost whose episode sum is at most the task's
+:attr:`Task.cost_limit` (= T) exactly when the task's constraint holds (Safety-Gymnasium's convention). ``import otagym``
 registers every task of :data:`TASKS` with Gymnasium (``gym.make(task_id)``, ``gym.make_vec(task_id, n)``) with
 ``max_episode_steps`` = T. A task's version is bumped whenever anything that changes learning changes (its history is
 in :attr:`Task.versions`).
 
 **Evaluation.** A task is evaluated on :data:`EVALUATION_SEEDS` at each of its budgets :attr:`Task.eval_nus`: the
-channel realisation of a seed is ``numpy.random.default_rng(seed)`` drawn as :meth:`otagym.channel.ChannelModel.
-sample_trace` draws it (placement, then fading), and any client plays it by resetting its env with
-:func:`evaluation_options` (``env.reset(options=evaluation_options(task_id, nu, seed))``). The score of an episode
-is the paired normalised score of the papers' comparisons: 100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal)
-on that realisation (0 = EqualAlloc, 100 = the offline optimum, which no online policy reaches). The env's return in
-budget mode is (L_EqualAlloc - L) / H (H its reward scale), so :func:`normalized_score` turns an episode return into
-the score with OfflineOptimal's return on the same realisation, stored with the package.
+realisation of a seed is drawn from ``numpy.random.default_rng(seed)`` (receive scaling: as
+:meth:`otagym.channel.ChannelModel.sample_trace` draws it, placement then fading; the other schemes: by their core's
+``sample_realisation``), and any client plays it by resetting its env with :func:`evaluation_options`
+(``env.reset(options=evaluation_options(task_id, nu, seed))``). The score of an episode is paired on its
+realisation, D4RL-style: 100 (R - R_0) / (R_100 - R_0), with R_0 and R_100 the returns of the task's two anchor
+policies (:attr:`Task.anchors`) on the same realisation, stored with the package.
+
+* Receive scaling: 0 = EqualAlloc, 100 = OfflineOptimal (the offline optimum, which no online policy reaches), the
+  score of the papers' comparisons, 100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal). The env's return in
+  budget mode is (L_EqualAlloc - L) / H (H its reward scale), so R_0 = 0.
+* CDPB and anonymous OTA: 0 = the scheme's simplest policy, 100 = ``BestConstant`` (the best constant action on
+  training realisations). There the online optimum is a constant action: the rounds are i.i.d., the server sees none
+  of the next round's channel, and the round's expected reward depends on its action alone (for CDPB up to the max
+  over clients of the cumulative RDP in G, whose weight is 1e-5), so 100 is the online optimum up to its tuning.
 
 **Reference scores** (``otagym/data/reference_scores.json``, recomputed by ``benchmarks/reference_scores.py``): per task
-and budget, the score of each reference policy on every evaluation realisation: ``UniformRandom`` (uniform actions),
-``EqualAlloc`` (0 by definition), ``BestConstant`` (the learnability floor), ``AdaScaleTrained`` (the paper's online
-policy calibrated on training channels), ``OnlineOptimal`` (the best online policy computed by dynamic programming:
-exact for i.i.d. and block fading, a lower bound under Gauss-Markov fading) and OfflineOptimal's return.
+and budget, the score of each reference policy on every evaluation realisation, and the anchors' returns. Receive
+scaling: ``UniformRandom`` (uniform actions), ``EqualAlloc`` (0 by definition), ``BestConstant`` (the learnability
+floor), ``AdaScaleTrained`` (the paper's online policy calibrated on training channels), ``OnlineOptimal`` (the best
+online policy computed by dynamic programming: exact for i.i.d. and block fading, a lower bound under Gauss-Markov
+fading). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100), ``CDPB`` (the paper's planner,
+Stage II at the task's horizon). Anonymous OTA: ``UniformRandom``, ``PaperSetting`` (sigma' = 1, 0), ``BestConstant``
+(100), ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated
+episodes).
 """
 
 from __future__ import annotations
@@ -37,7 +50,8 @@ from otagym.channel import ChannelModel
 from otagym.receive_scaling import get_scenario
 
 __all__ = ["Task", "TASKS", "EVALUATION_SEEDS", "REFERENCE_SCORES_PATH", "evaluation_options", "normalized_score",
-           "reference_scores", "register_tasks", "task_scenario", "fading_settings"]
+           "reference_scores", "register_tasks", "task_scenario", "fading_settings", "sample_realisation",
+           "score_against"]
 
 #: The frozen evaluation set: one channel realisation per seed (never used to train or tune a reference).
 EVALUATION_SEEDS: tuple[int, ...] = tuple(range(10_000, 10_032))
@@ -59,9 +73,13 @@ class Task:
         id: the Gymnasium id, ``otagym/<Name>-v<version>``.
         kwargs: keyword arguments of :class:`otagym.env.OTAPrivacyEnv` (scheme, scenario and formulation).
         max_episode_steps: T, the rounds of an episode.
-        eval_nus: the budgets nu (mean convergence cost per round) the task is scored at.
+        eval_nus: the budgets the task is scored at, in the units :attr:`budget` names.
         summary: one line on what the task asks.
         versions: the version history, one line per version.
+        budget: what a budget is: ``"nu"`` (receive scaling: the mean convergence cost per round, drawn per episode
+            and observed; a ``reset`` option), ``"epsilon_max"`` (CDPB: the privacy threshold eps-bar of (25c), fixed
+            by the task) or ``"target_epsilon"`` (anonymous OTA: the (eps, delta) target of ``info["cost"]``, fixed).
+        anchors: the policies whose returns on each realisation define the scores 0 and 100.
     """
 
     id: str
@@ -70,12 +88,35 @@ class Task:
     eval_nus: tuple[float, ...]
     summary: str
     versions: tuple[str, ...] = field(default=("v0: first version",))
+    budget: str = "nu"
+    anchors: tuple[str, str] = ("EqualAlloc", "OfflineOptimal")
+
+    @property
+    def scheme(self) -> str:
+        """The scheme the task's env runs (:data:`otagym.schemes.SCHEMES`)."""
+        return str(self.kwargs.get("scheme", "receive_scaling"))
+
+    @property
+    def cost_limit(self) -> float:
+        """The episode cost limit of ``info["cost"]``: T (a mean cost of at most 1 per round)."""
+        return float(self.max_episode_steps)
 
 
 def _receive_scaling(name: str, fading: Mapping[str, Any], summary: str) -> Task:
     kwargs = {**_RECEIVE_SCALING, **fading}
     return Task(f"otagym/{name}-v0", kwargs, get_scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary)
 
+
+#: CDPB's task settings: the paper's deployment (K = 100, lambda = (1, 1e-5), gamma-bar = 1e-2, eps-bar = 100,
+#: CDPB-i), tau = 100 rounds, rho linear in the action between 1e-3 P/W^2 and P/W^2, rewards in units of MaxRho's
+#: expected utility G(P/W^2, 100) = 8.17e-3 (:func:`otagym.cdpb.utility`), so that its return is about -1.
+_CDPB = {"scheme": "cdpb", "scenario": "paper-cdpb", "action_type": "normalized", "dp_orders": None,
+         "reward_scale": 8.17e-3}
+#: Anonymous OTA's task settings: the paper's Fig. 1 deployment (p q = 0.01, delta = 1e-5), T = 1000 rounds, sigma
+#: log-linear in the action over noise multipliers [0.1, 100] at the expected batch, the cost of an (8, 1e-5) target,
+#: rewards in units of PaperSetting's expected utility (19.5, Monte Carlo), so that its return is about -1.
+_ANONYMOUS = {"scheme": "anonymous", "scenario": "paper-anonymous", "dp_orders": None, "reward_scale": 19.5,
+              "target_epsilon": 8.0}
 
 #: The registered tasks by id.
 TASKS: dict[str, Task] = {t.id: t for t in (
@@ -87,6 +128,12 @@ TASKS: dict[str, Task] = {t.id: t for t in (
     _receive_scaling("ReceiveScalingBlock", {"fading": "block", "coherence_rounds": 10},
                      "Schedule receive scaling under block fading (10-round coherence, the block position observed): "
                      "a strong channel lasts its block, which a constant price overspends."),
+    Task("otagym/CDPB-v0", _CDPB, 100, (100.0,), "Choose the power-balancing threshold rho of client-driven power "
+         "balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without CSI.",
+         budget="epsilon_max", anchors=("MaxRho", "BestConstant")),
+    Task("otagym/AnonymousOTA-v0", _ANONYMOUS, 1000, (8.0,), "Choose the public noise level sigma of anonymous "
+         "over-the-air FL each round to minimise the SGD bound plus 0.01 x RDP, under an (8, 1e-5)-DP cost.",
+         budget="target_epsilon", anchors=("PaperSetting", "BestConstant")),
 )}
 
 
@@ -114,9 +161,22 @@ def fading_settings(task_id: str) -> dict[str, Any]:
 
 
 def task_scenario(task_id: str, nu: float | None = None):
-    """The scenario a task's env resolves (its preset with the task's fading), at budget ``nu`` if given."""
-    return get_scenario(_task(task_id).kwargs["scenario"], **fading_settings(task_id),
+    """The scenario a task's env resolves (its preset with the task's fading; for receive scaling at budget ``nu``
+    if given)."""
+    task = _task(task_id)
+    if task.scheme != "receive_scaling":
+        return _core(task_id).scenario
+    return get_scenario(task.kwargs["scenario"], **fading_settings(task_id),
                         **({"nu": float(nu)} if nu is not None else {}))
+
+
+@lru_cache(maxsize=None)
+def _core(task_id: str):
+    from otagym.env import make_rounds
+
+    kwargs = dict(_task(task_id).kwargs)
+    scheme = kwargs.pop("scheme", "receive_scaling")
+    return make_rounds(scheme, kwargs.pop("scenario"), 1, kwargs)
 
 
 def _check_evaluation(task: Task, nu: float, seed: int) -> None:
@@ -129,17 +189,29 @@ def _check_evaluation(task: Task, nu: float, seed: int) -> None:
 
 def evaluation_options(task_id: str, nu: float, seed: int) -> dict[str, Any]:
     """``reset`` options that play evaluation realisation ``seed`` at budget ``nu`` in a single env of the task:
-    ``{"distances_m": (M,), "channel_gains": (T, M), "nu": nu}``."""
+    receive scaling ``{"distances_m": (M,), "channel_gains": (T, M), "nu": nu}``; CDPB ``{"channel_gains": (T,
+    K)}``; anonymous OTA ``{"channel_gains": (T, devices), "batch_sizes": (T,)}`` (their budget is fixed by the
+    task, so ``nu`` must be it)."""
     task = _task(task_id)
     _check_evaluation(task, nu, seed)
-    distances, gains = _realisation(task_id, seed)
-    return {"distances_m": distances.copy(), "channel_gains": gains.copy(), "nu": float(nu)}
+    options = {k: v.copy() for k, v in sample_realisation(task_id, seed).items()}
+    return options | ({"nu": float(nu)} if task.budget == "nu" else {})
+
+
+def sample_realisation(task_id: str, seed: int) -> dict[str, NDArray]:
+    """The realisation of any ``seed`` (evaluation or not) as a single env's ``reset`` options, less the budget:
+    drawn from ``numpy.random.default_rng(seed)``. Cached; do not modify the arrays."""
+    return _realisation(task_id, int(seed))
 
 
 @lru_cache(maxsize=256)
-def _realisation(task_id: str, seed: int) -> tuple[NDArray, NDArray]:
+def _realisation(task_id: str, seed: int) -> dict[str, NDArray]:
+    rng = np.random.default_rng(seed)
+    if _task(task_id).scheme != "receive_scaling":
+        return _core(task_id).sample_realisation(rng)
     scenario = task_scenario(task_id)
-    return ChannelModel.from_scenario(scenario).sample_trace(np.random.default_rng(seed), scenario.num_rounds)
+    distances, gains = ChannelModel.from_scenario(scenario).sample_trace(rng, scenario.num_rounds)
+    return {"distances_m": distances, "channel_gains": gains}
 
 
 @lru_cache(maxsize=1)
@@ -148,8 +220,9 @@ def _stored() -> dict[str, Any]:
 
 
 def reference_scores(task_id: str) -> dict[str, Any]:
-    """The stored references of a task: ``{"version", "seeds", "nus", "scores": {policy: {str(nu): [score per
-    seed]}}, "offline_return": {str(nu): [OfflineOptimal's episode return per seed]}}``."""
+    """The stored references of a task: ``{"version", "seeds", "nus", "anchors": [name of 0, name of 100],
+    "scores": {policy: {str(nu): [score per seed]}}, "anchor_returns": {str(nu): [[R_0 per seed], [R_100 per
+    seed]]}}``."""
     _task(task_id)
     stored = _stored()
     if task_id not in stored:
@@ -158,14 +231,23 @@ def reference_scores(task_id: str) -> dict[str, Any]:
 
 
 def normalized_score(task_id: str, nu: float, seeds: ArrayLike, episode_returns: ArrayLike) -> NDArray:
-    """The normalised score of episodes played on evaluation realisations (:func:`evaluation_options`): 100 x the
-    episode return over OfflineOptimal's return on the same realisation and budget (0 = EqualAlloc, 100 = the offline
-    optimum). Equal to ``otagym evaluate``'s and ``otagym compare``'s score of the same episodes."""
+    """The normalised score of episodes played on evaluation realisations (:func:`evaluation_options`): 100 (R - R_0)
+    / (R_100 - R_0) with R_0, R_100 the returns of the task's anchors (:attr:`Task.anchors`) on the same realisation
+    and budget (receive scaling: 0 = EqualAlloc, 100 = the offline optimum). Equal to ``otagym evaluate``'s (and, on
+    receive scaling, ``otagym compare``'s) score of the same episodes."""
     task = _task(task_id)
     seeds = np.atleast_1d(np.asarray(seeds))
     returns = np.broadcast_to(np.asarray(episode_returns, dtype=float), seeds.shape)
     for seed in seeds:
         _check_evaluation(task, nu, int(seed))
     stored = reference_scores(task_id)
-    offline = dict(zip(stored["seeds"], stored["offline_return"][str(float(nu))]))
-    return 100.0 * returns / np.array([offline[int(s)] for s in seeds])
+    index = [stored["seeds"].index(int(s)) for s in seeds]
+    zero, hundred = (np.asarray(r, dtype=float)[index] for r in stored["anchor_returns"][str(float(nu))])
+    return score_against(returns, zero, hundred)
+
+
+def score_against(returns: ArrayLike, zero: ArrayLike, hundred: ArrayLike) -> NDArray:
+    """100 (R - R_0) / (R_100 - R_0), element-wise: the score of returns R against the anchors' returns on the same
+    realisations."""
+    zero = np.asarray(zero, dtype=float)
+    return 100.0 * (np.asarray(returns, dtype=float) - zero) / (np.asarray(hundred, dtype=float) - zero)

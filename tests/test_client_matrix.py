@@ -1,8 +1,9 @@
-"""Every benchmark task driven by every RL client the way its users drive it, for one or two full episodes (T = 500),
+"""Every benchmark task driven by every RL client the way its users drive it, for one or two full episodes (T rounds),
 with the episode returns each client reports checked against an independent sum of the rewards it handed over and,
-where the client shows the env's info, against the closed form of the budget-mode return,
--(L - L_EqualAlloc) / (T x the placement's stationary headroom) (docs/rl.md §3). RLlib runs in CI's second environment
-(tests/test_integrations.py); rl_zoo3 trains briefly on one task (the others share its config)."""
+where the client shows the env's info, against the closed form of the return: receive scaling's budget mode
+-(L - L_EqualAlloc) / (T x the placement's stationary headroom) (docs/rl.md §3); CDPB's and anonymous OTA's
+-(the episode's utility) / the task's reward scale. RLlib runs in CI's second environment
+(tests/test_integrations.py); rl_zoo3 trains briefly on one task per distinct config entry."""
 
 import subprocess
 import sys
@@ -19,12 +20,15 @@ from otagym.tasks import TASKS
 pytestmark = pytest.mark.slow  # full episodes through every client: CI runs it, the unit lane skips it
 ROOT = Path(__file__).resolve().parents[1]
 TASK_IDS = sorted(TASKS)
-T = 500
 
 
 def closed_form_return(env: gym.Env, info: dict) -> float:
-    """-(L - L_EqualAlloc) / S from the last step's info and the episode's reset info, S recomputed from the placement
-    (``mean_channel_gain``) and nu: independent of the rewards the env summed."""
+    """The episode's return from the last step's info (and, for receive scaling, the reset info's placement),
+    independent of the rewards the env summed: -(L - L_EqualAlloc) / S, S recomputed from the placement
+    (``mean_channel_gain``) and nu; or -utility / the task's reward scale."""
+    task = TASKS[env.spec.id]
+    if task.scheme != "receive_scaling":
+        return -float(info["utility"]) / task.kwargs["reward_scale"]
     model = ReceiveScalingModel(env.unwrapped.scenario)
     mean_h = model.expected_h_min2(np.asarray(info["reset_mean_channel_gain"], dtype=float))
     scale = env.unwrapped.scenario.num_rounds * model.stationary_headroom(float(info["nu"]), mean_h)
@@ -40,7 +44,8 @@ def test_gymnasium_wrappers_and_check_env(task_id):
     check_env(gym.make(task_id).unwrapped, skip_render_check=True)
     env = RecordEpisodeStatistics(NormalizeObservation(TimeAwareObservation(ClipAction(gym.make(task_id)))))
     obs, info = env.reset(seed=1)
-    mean_gain, total, rng = info["mean_channel_gain"], 0.0, np.random.default_rng(0)
+    T = TASKS[task_id].max_episode_steps
+    mean_gain, total, rng = info.get("mean_channel_gain"), 0.0, np.random.default_rng(0)
     for t in range(T):
         obs, reward, terminated, truncated, info = env.step(rng.uniform(-0.3, 0.3, 1).astype(np.float32))
         total += reward
@@ -57,6 +62,7 @@ def test_sb3_make_vec_env_with_subprocesses(task_id):
 
     # SB3's workers are forkserver processes that never import otagym: the id names its module (Gymnasium imports it)
     venv = make_vec_env(f"otagym:{task_id}", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv)
+    T = TASKS[task_id].max_episode_steps
     try:
         venv.reset()
         sums, rng = np.zeros(2), np.random.default_rng(0)
@@ -73,6 +79,7 @@ def test_sb3_make_vec_env_with_subprocesses(task_id):
 def test_cleanrl_style_loop_with_vector_episode_statistics(task_id):
     envs = gym.wrappers.vector.RecordEpisodeStatistics(gym.make_vec(task_id, num_envs=4))
     envs.reset(seed=3)
+    T = TASKS[task_id].max_episode_steps
     sums, recorded, rng = np.zeros(4), [], np.random.default_rng(1)
     for _ in range(2 * T + 1):  # two episodes and the NEXT_STEP reset step between them
         _, rewards, terminated, truncated, infos = envs.step(rng.uniform(-0.3, 0.3, (4, 1)).astype(np.float32))
@@ -94,6 +101,7 @@ def test_torchrl_gym_env_specs_and_rollout(task_id):
 
     env = GymEnv(task_id)
     check_env_specs(env)
+    T = TASKS[task_id].max_episode_steps
     rollout = env.rollout(T, break_when_any_done=True)
     assert rollout.shape[0] == T and bool(rollout["next", "done"][-1])
     assert np.isfinite(rollout["next", "reward"].numpy()).all()
@@ -104,6 +112,7 @@ def test_tianshou_vector_envs(task_id):
     pytest.importorskip("tianshou")
     from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
+    T = TASKS[task_id].max_episode_steps
     for cls in (DummyVectorEnv, SubprocVectorEnv):
         envs = cls([lambda: gym.make(task_id) for _ in range(2)])
         try:
@@ -115,18 +124,24 @@ def test_tianshou_vector_envs(task_id):
                     rng.uniform(-0.3, 0.3, (2, 1)).astype(np.float32))
                 sums += rewards
             assert (terminated | truncated).all() and np.all(np.isfinite(sums))
-            closed = [-(i["leakage_total"] - i["equal_alloc_leakage"]) for i in infos]
-            assert np.all(np.sign(closed) == np.sign(sums))  # the return is that sum over a positive scale
+            if TASKS[task_id].scheme == "receive_scaling":
+                closed = [-(i["leakage_total"] - i["equal_alloc_leakage"]) for i in infos]
+                assert np.all(np.sign(closed) == np.sign(sums))  # the return is that sum over a positive scale
+            else:
+                scale = TASKS[task_id].kwargs["reward_scale"]
+                np.testing.assert_allclose(sums, [-i["utility"] / scale for i in infos], rtol=1e-9)
         finally:
             envs.close()
 
 
-def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(tmp_path):
+@pytest.mark.parametrize("task_id", ["otagym/ReceiveScalingBlock-v0", "otagym/CDPB-v0", "otagym/AnonymousOTA-v0"])
+def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(task_id, tmp_path):
+    """One task per distinct config entry (the receive-scaling tasks share theirs)."""
     pytest.importorskip("rl_zoo3")
-    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "otagym/ReceiveScalingBlock-v0",
+    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", task_id,
            "--gym-packages", "otagym", "--conf-file", str(ROOT / "agents" / "configs" / "ppo.yml"), "-n", "1024",
            "--log-folder", str(tmp_path), "--seed", "0", "--eval-freq", "-1", "--n-eval-envs", "1",
            "--hyperparams", "n_envs:2", "n_steps:512", "batch_size:256", "n_epochs:1", "--no-optim-plots"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert list(tmp_path.rglob("otagym-ReceiveScalingBlock-v0.zip"))
+    assert list(tmp_path.rglob(task_id.replace("/", "-") + ".zip"))

@@ -27,8 +27,11 @@ def zero_action(observation):
     return np.zeros(len(observation))
 
 
-@pytest.mark.parametrize("task_id", sorted(TASKS))
-def test_every_task_is_registered_with_its_settings_and_horizon(task_id):
+RECEIVE_SCALING = sorted(t for t in TASKS if TASKS[t].scheme == "receive_scaling")
+
+
+@pytest.mark.parametrize("task_id", RECEIVE_SCALING)
+def test_every_receive_scaling_task_is_registered_with_its_settings_and_horizon(task_id):
     task = TASKS[task_id]
     env = gym.make(task_id)
     assert env.spec.max_episode_steps == task.max_episode_steps == env.unwrapped.scenario.num_rounds == 500
@@ -81,8 +84,10 @@ def test_a_sample_of_the_stored_reference_scores_is_recomputed():
         np.testing.assert_allclose(per_nu, 0.0, atol=1e-9)  # 0 by definition of the score
     seeds, nu = EVALUATION_SEEDS[:2], 0.16
     index = [stored["seeds"].index(s) for s in seeds]
-    np.testing.assert_allclose(offline_returns(BLOCK, nu, seeds),
-                               np.array(stored["offline_return"][str(nu)])[index], rtol=1e-12)
+    assert stored["anchors"] == ["EqualAlloc", "OfflineOptimal"]
+    zero, hundred = stored["anchor_returns"][str(nu)]
+    np.testing.assert_allclose(offline_returns(BLOCK, nu, seeds), np.array(hundred)[index], rtol=1e-12)
+    assert zero == [0.0] * len(EVALUATION_SEEDS)  # EqualAlloc's return in budget mode
     online = task_scores(lambda nus: OnlineOptimal(nu=nus), BLOCK, seeds, nus=[nu])[str(nu)]
     np.testing.assert_allclose(online, np.array(stored["scores"]["OnlineOptimal"][str(nu)])[index], rtol=1e-9)
     random = task_scores(lambda nus: UniformRandom(nu=nus), BLOCK, EVALUATION_SEEDS, nus=[nu])[str(nu)]
