@@ -86,7 +86,7 @@ def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overr
 
 def scheme_references(task_id: str) -> dict[str, tuple[Callable[[], Any], dict[str, Any]]]:
     """The reference policies of a CDPB or anonymous task by name: ``(factory, env overrides)`` (the analytic
-    policies play their raw action). The first two after UniformRandom are the task's anchors (0, 100)."""
+    policies play their raw action); the analytic reference (the planner, the calibrated sigma) is the last."""
     task = TASKS[task_id]
     if task.scheme == "cdpb":
         return {"UniformRandom": (RandomAction, {}), "MaxRho": (MaxRho, {"action_type": "rho"}),
@@ -94,8 +94,9 @@ def scheme_references(task_id: str) -> dict[str, tuple[Callable[[], Any], dict[s
                 "CDPB": (StageTwo, {"action_type": "rho"})}
     if task.scheme == "anonymous":
         target = float(task.kwargs["target_epsilon"])
-        return {"UniformRandom": (RandomAction, {}), "PaperSetting": (PaperSetting, {"action_type": "sigma"}),
+        return {"UniformRandom": (RandomAction, {}), "MidAction": (lambda: ConstantAction(0.0), {}),
                 "BestConstant": (lambda: ConstantAction(best_constant_action(task_id)), {}),
+                "PaperSetting": (PaperSetting, {"action_type": "sigma"}),
                 "CalibratedSigma": (lambda: CalibratedSigma(target, orders=DEFAULT_ORDERS), {"action_type": "sigma"})}
     raise ValueError(f"task must be a CDPB or anonymous task (receive scaling's references are in "
                      f"baselines.references); got {task_id!r}")

@@ -19,7 +19,8 @@ policies (:attr:`Task.anchors`) on the same realisation, stored with the package
 * Receive scaling: 0 = EqualAlloc, 100 = OfflineOptimal (the offline optimum, which no online policy reaches), the
   score of the papers' comparisons, 100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal). The env's return in
   budget mode is (L_EqualAlloc - L) / H (H its reward scale), so R_0 = 0.
-* CDPB and anonymous OTA: 0 = the scheme's simplest policy, 100 = ``BestConstant`` (the best constant action on
+* CDPB and anonymous OTA: 0 = the scheme's simplest policy (CDPB: rho = P/W^2; anonymous: the middle of the action
+  range), 100 = ``BestConstant`` (the best constant action on
   training realisations). There the online optimum is a constant action: the rounds are i.i.d., the server sees none
   of the next round's channel, and the round's expected reward depends on its action alone (for CDPB up to the max
   over clients of the cumulative RDP in G, whose weight is 1e-5), so 100 is the online optimum up to its tuning.
@@ -30,8 +31,8 @@ scaling: ``UniformRandom`` (uniform actions), ``EqualAlloc`` (0 by definition), 
 floor), ``AdaScaleTrained`` (the paper's online policy calibrated on training channels), ``OnlineOptimal`` (the best
 online policy computed by dynamic programming: exact for i.i.d. and block fading, a lower bound under Gauss-Markov
 fading). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100), ``CDPB`` (the paper's planner,
-Stage II at the task's horizon). Anonymous OTA: ``UniformRandom``, ``PaperSetting`` (sigma' = 1, 0), ``BestConstant``
-(100), ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated
+Stage II at the task's horizon). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0: sigma' = sqrt(40), 0),
+``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range), ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated
 episodes).
 """
 
@@ -113,10 +114,12 @@ def _receive_scaling(name: str, fading: Mapping[str, Any], summary: str) -> Task
 _CDPB = {"scheme": "cdpb", "scenario": "paper-cdpb", "action_type": "normalized", "dp_orders": None,
          "reward_scale": 8.17e-3}
 #: Anonymous OTA's task settings: the paper's Fig. 1 deployment (p q = 0.01, delta = 1e-5), T = 1000 rounds, sigma
-#: log-linear in the action over noise multipliers [0.1, 100] at the expected batch, the cost of an (8, 1e-5) target,
-#: rewards in units of PaperSetting's expected utility (19.5, Monte Carlo), so that its return is about -1.
-_ANONYMOUS = {"scheme": "anonymous", "scenario": "paper-anonymous", "dp_orders": None, "reward_scale": 19.5,
-              "target_epsilon": 8.0}
+#: log-linear in the action over noise multipliers [2, 20] at the expected batch (where a uniformly random policy's
+#: episode cost is 1.5x the limit: over the env's default [0.1, 100] it is 6,400x, and a Lagrangian multiplier cannot
+#: be tuned across that), the cost of an (8, 1e-5) target, rewards in units of the mid action's expected utility
+#: (0.633, Monte Carlo over 256 episodes), so that its return is about -1.
+_ANONYMOUS = {"scheme": "anonymous", "scenario": "paper-anonymous", "dp_orders": None,
+              "noise_multiplier_range": (2.0, 20.0), "reward_scale": 0.633, "target_epsilon": 8.0}
 
 #: The registered tasks by id.
 TASKS: dict[str, Task] = {t.id: t for t in (
@@ -133,7 +136,7 @@ TASKS: dict[str, Task] = {t.id: t for t in (
          budget="epsilon_max", anchors=("MaxRho", "BestConstant")),
     Task("otagym/AnonymousOTA-v0", _ANONYMOUS, 1000, (8.0,), "Choose the public noise level sigma of anonymous "
          "over-the-air FL each round to minimise the SGD bound plus 0.01 x RDP, under an (8, 1e-5)-DP cost.",
-         budget="target_epsilon", anchors=("PaperSetting", "BestConstant")),
+         budget="target_epsilon", anchors=("MidAction", "BestConstant")),
 )}
 
 

@@ -162,7 +162,7 @@ def test_a_sample_of_the_stored_reference_scores_is_recomputed(task_id):
     np.testing.assert_allclose(stored["scores"][task.anchors[0]][key], 0.0, atol=1e-9)
     np.testing.assert_allclose(stored["scores"][task.anchors[1]][key], 100.0, atol=1e-9)
     means = {n: np.mean(v[key]) for n, v in stored["scores"].items()}
-    assert means["UniformRandom"] < 0 < means[name] <= 100.5  # the analytic reference is near the online optimum
+    assert means["UniformRandom"] < 0 < 90 < means[name] < 110  # the analytic reference is near the online optimum
 
 
 def test_best_constant_is_near_the_planner_and_stage_two_is_the_minimiser_of_g():
