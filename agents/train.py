@@ -40,7 +40,7 @@ from otagym._io import atomic_write, remove_stale_temporaries, write_json
 from otagym.sb3 import OTAPrivacySB3VecEnv
 
 __all__ = ["load_hyperparams", "train", "latest_checkpoint", "checkpoint_files", "resume_conflicts",
-           "NoCheckpointError", "RunExistsError", "RunMismatchError"]
+           "NoCheckpointError", "RunExistsError", "RunMismatchError", "SettingsError"]
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
@@ -88,6 +88,16 @@ class RunExistsError(FileExistsError):
 
 class RunMismatchError(ValueError):
     """``train(..., resume=True)`` was asked for settings other than those the run was trained with."""
+
+
+class SettingsError(ValueError):
+    """A setting of :func:`train` that cannot run, found before the run folder is touched: ``argument`` names the
+    parameter at fault (``"config"``: the config file or its entry; ``"env_overrides"``: the env keyword
+    arguments), ``message`` says why."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument, self.message = argument, message
 
 
 #: What a run folder holds (the run's own files; anything else in the folder is left alone).
@@ -268,7 +278,9 @@ def train(
     (``segments``: first and last env step, wall time, start time, versions), updated at every checkpoint, so that
     after a kill it says how far the run got; ``trained_timesteps`` and ``wall_s`` (all segments) are written when the
     run ends. Checkpoints, the final model and every JSON are written atomically, the model last, so a checkpoint
-    whose model exists is complete.
+    whose model exists is complete. Every setting is checked before the run folder is touched: a config that cannot
+    be read or env keyword arguments the env refuses raise :class:`SettingsError` (a ``ValueError`` naming the
+    parameter) and leave no folder behind.
 
     Args:
         algo: one of :data:`ALGOS`.
@@ -294,59 +306,60 @@ def train(
             process-wide and is not restored afterwards. None leaves torch's setting as it is. run.json records the
             thread count in use as ``torch_threads``.
     """
-    hp = load_hyperparams(algo, config)
-    env_kwargs = {**(hp.get("env_kwargs") or {}), **(env_overrides or {})}
-    total = int(total_timesteps if total_timesteps is not None else hp.get("n_timesteps", 1_000_000))
-    if total < 1 or checkpoint_freq < 1:
-        raise ValueError(f"total_timesteps and checkpoint_freq must be >= 1; got {total}, {checkpoint_freq}")
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
+    if (total_timesteps is not None and total_timesteps < 1) or checkpoint_freq < 1:
+        raise ValueError(f"total_timesteps and checkpoint_freq must be >= 1; got {total_timesteps}, {checkpoint_freq}")
     if torch_threads is not None and (not isinstance(torch_threads, (int, np.integer))
                                       or isinstance(torch_threads, bool) or torch_threads < 1):
         raise ValueError(f"torch_threads must be an integer >= 1 or None; got {torch_threads!r}")
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: continue the run, or replace it")
-    n_envs = int(hp.get("n_envs", 8))
-    run = Path(run_dir)
-    previous = latest_checkpoint(run) if resume else None  # complete as the run's own algorithm needs
-    if resume and previous is None:
-        raise NoCheckpointError(f"no complete checkpoint to resume in {run / 'checkpoints'}; "
-                                "run without --resume to start a new run")
-    if not resume:
-        _claim_run_folder(run, overwrite)
-    recorded = _read_run_json(run) if resume else {}
-    done_steps = previous[1] if previous else 0
-    if done_steps > total:
-        raise RunMismatchError(f"total_timesteps ({total:,}) is below the {done_steps:,} steps of the checkpoint "
-                               f"to resume in {run}")
+    # every setting is checked (the env built) before the run folder is touched: a mistake leaves nothing behind
+    hp, env_kwargs, native, semantics = _checked_settings(algo, config, env_overrides)
+    total = int(total_timesteps if total_timesteps is not None else hp.get("n_timesteps", 1_000_000))
+    try:
+        if total < 1:
+            raise SettingsError("config", f"n_timesteps must be >= 1; got {total}")
+        run = Path(run_dir)
+        previous = latest_checkpoint(run) if resume else None  # complete as the run's own algorithm needs
+        if resume and previous is None:
+            raise NoCheckpointError(f"no complete checkpoint to resume in {run / 'checkpoints'}; "
+                                    "run without --resume to start a new run")
+        recorded = _read_run_json(run) if resume else {}
+        done_steps = previous[1] if previous else 0
+        if done_steps > total:
+            raise RunMismatchError(f"total_timesteps ({total:,}) is below the {done_steps:,} steps of the checkpoint "
+                                   f"to resume in {run}")
+        meta = {
+            "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
+            "total_timesteps": total, "env_kwargs": {**env_kwargs, **semantics},
+            "hyperparams": json.loads(_comparable({k: v for k, v in hp.items() if not callable(v)})),
+            "versions": _versions(), "resumed_from": done_steps,
+        }
+        if resume:
+            conflicts = resume_conflicts(recorded, meta)
+            if conflicts:
+                raise RunMismatchError(f"{run} was trained with other settings; resume with the run's own, or start "
+                                       "a new run elsewhere: " + "; ".join(conflicts))
+        else:
+            _claim_run_folder(run, overwrite)
+    except BaseException:
+        native.close()
+        raise
     run.mkdir(parents=True, exist_ok=True)
     if torch_threads is not None:
         import torch
 
         torch.set_num_threads(int(torch_threads))
-    native = OTAPrivacySB3VecEnv(n_envs, **env_kwargs)
-    meta = {
-        "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
-        "total_timesteps": total,
-        "env_kwargs": {**env_kwargs, **action_semantics(native.venv.scenario, env_kwargs)},
-        "hyperparams": json.loads(_comparable({k: v for k, v in hp.items() if not callable(v)})),
-        "versions": _versions(),
-        "resumed_from": done_steps, "torch_threads": _torch_threads(),
-    }
-    if resume:
-        conflicts = resume_conflicts(recorded, meta)
-        if conflicts:
-            native.close()
-            raise RunMismatchError(f"{run} was trained with other settings; resume with the run's own, or start a "
-                                   "new run elsewhere: " + "; ".join(conflicts))
+    meta["torch_threads"] = _torch_threads()
     meta["segments"] = _kept_segments(recorded.get("segments") or [], done_steps) + [{
         "start_steps": done_steps, "end_steps": done_steps, "wall_s": 0.0,
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": meta["versions"]}]
-    if algo == "ppo_lagrangian" and env_kwargs.get("reward_mode") != "cmdp":
-        native.close()
-        raise ValueError("ppo_lagrangian trains on the CMDP formulation: env_kwargs.reward_mode must be 'cmdp'")
     native.seed(seed + done_steps)
     remove_stale_temporaries(run / "checkpoints")
     venv = _RunMonitor(native, run / "monitor.csv", done_steps)
-    callbacks = [_AtomicCheckpoint(max(checkpoint_freq // n_envs, 1), run, meta)]
+    callbacks = [_AtomicCheckpoint(max(checkpoint_freq // native.num_envs, 1), run, meta)]
     if algo == "ppo_lagrangian":
         venv = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)))
         if previous:
@@ -383,6 +396,33 @@ def train(
     write_json(run / "run.json", meta)
     venv.close()
     return final
+
+
+def _checked_settings(algo: str, config: str | Path | None, env_overrides: dict[str, Any] | None
+                      ) -> tuple[dict[str, Any], dict[str, Any], OTAPrivacySB3VecEnv, dict[str, Any]]:
+    """The hyperparameters, the env keyword arguments (the config's ``env_kwargs`` under ``env_overrides``), the
+    native vector env built from them and their action semantics; :class:`SettingsError` naming the parameter at
+    fault when the config cannot be read or the env refuses its arguments."""
+    try:
+        hp = load_hyperparams(algo, config)
+        n_envs = int(hp.get("n_envs", 8))
+    except (OSError, ValueError, TypeError, NameError, SyntaxError, yaml.YAMLError) as err:
+        raise SettingsError("config", str(err).replace("\n", " ")) from None
+    env_kwargs = {**(hp.get("env_kwargs") or {}), **(env_overrides or {})}
+    blame = "env_overrides" if env_overrides else "config"
+    if algo == "ppo_lagrangian" and env_kwargs.get("reward_mode") != "cmdp":
+        raise SettingsError("env_overrides" if "reward_mode" in (env_overrides or {}) else "config",
+                            "ppo_lagrangian trains on the CMDP formulation: reward_mode must be 'cmdp'")
+    try:
+        native = OTAPrivacySB3VecEnv(n_envs, **env_kwargs)
+    except (TypeError, ValueError) as err:
+        raise SettingsError(blame, str(err)) from None
+    try:
+        semantics = action_semantics(native.venv.scenario, env_kwargs)
+    except (TypeError, ValueError) as err:
+        native.close()
+        raise SettingsError(blame, str(err)) from None
+    return hp, env_kwargs, native, semantics
 
 
 def _kept_segments(segments: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:

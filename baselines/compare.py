@@ -28,7 +28,7 @@ from baselines.evaluation import (calibrate, normalized_score, reference_leakage
 from baselines.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
 from baselines.references import AdaScaleTrained, BestConstant, OnlineOptimal
-from baselines.report import ci95, write_rows
+from baselines.report import ci95, policy_colour, readable, write_rows
 from otagym._io import save_figure
 from otagym.receive_scaling import Scenario, get_scenario
 
@@ -173,6 +173,7 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "policy": name, "nu": nu, "rdp": rdp, "rdp_ci95": rdp_ci, "epsilon": eps, "epsilon_ci95": eps_ci,
             "cost_mean": cost, "cost_ci95": cost_ci, "score": score, "score_ci95": score_ci,
             "score_seeds": seeds["score"].tolist(), "matched": all(c["matched"] for c in group),
+            **_leakage_ratios(group),
             "rdp_seeds": seeds["rdp"].tolist(), "epsilon_seeds": seeds["epsilon"].tolist(),
             "param": group[0]["param"],
             "param_values": None if group[0]["param_value"] is None else [c["param_value"] for c in group],
@@ -185,6 +186,15 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             accuracy_rounds=group[0]["accuracy_rounds"], accuracy_curve=[m for m, _ in curve],
                             accuracy_curve_ci95=[ci for _, ci in curve])
     return rows
+
+
+def _leakage_ratios(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The paired comparison with OfflineOptimal: each cell's total leakage sum_t L_t over OfflineOptimal's on the same
+    realisation and nu (``leakage_ratio_seeds``; 1 = optimal) and their geometric mean (``leakage_ratio``)."""
+    ratios = np.array([c.get("leakage", np.nan) / c.get("optimal_leakage", np.nan) for c in cells], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        geometric = float(np.exp(np.mean(np.log(ratios))))
+    return {"leakage_ratio": geometric, "leakage_ratio_seeds": ratios.tolist()}
 
 
 def compare(
@@ -239,56 +249,135 @@ def compare(
 
 
 def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
+    """The comparison as a text table, followed by what its columns mean. Numbers of 1e5 or more in magnitude are
+    printed in scientific notation (:func:`baselines.report.readable`)."""
+    accuracy = bool(rows) and "accuracy" in rows[0]
     head = (f"{'policy':<17} {'nu':>6} {'RDP (alpha=' + str(scenario.rdp_order) + ')':>22} "
-            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'score':>14} {'wall s':>7}"
-            + (f" {'test accuracy':>17}" if rows and "accuracy" in rows[0] else ""))
+            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'L/L_opt':>9} "
+            f"{'score':>9}{'':11} {'wall s':>7}" + (f" {'test accuracy':>17}" if accuracy else ""))
     lines = [head, "-" * len(head)]
     for r in rows:
         flag = "" if r["matched"] else "  (not matched to nu: excluded from the plot)"
+        score, score_ci = readable(r["score"]), readable(r["score_ci95"])
         lines.append(f"{r['policy']:<17} {r['nu']:6.3g} {r['rdp']:12.4g} ± {r['rdp_ci95']:<7.2g} "
                      f"{r['epsilon']:12.4g} ± {r['epsilon_ci95']:<7.2g} {r['cost_mean']:10.4g} "
-                     f"{r['score']:7.1f} ± {r['score_ci95']:<4.1f} {r['wall_s']:7.1f}"
+                     f"{r.get('leakage_ratio', float('nan')):9.3g} {score:>9} ± {score_ci:<8} {r['wall_s']:7.1f}"
                      + (f" {r['accuracy']:9.3f} ± {r['accuracy_ci95']:<5.3f}" if "accuracy" in r else "") + flag)
+    seeds = rows[0]["seeds"] if rows else 0
+    lines += ["", *TABLE_NOTES, (f"±         half-width of the 95% Student-t confidence interval of the mean over "
+                                 f"the {seeds} channel realisations (seeds)")]
     return "\n".join(lines)
+
+
+#: What the columns of :func:`format_table` mean (printed under it).
+TABLE_NOTES = (
+    "RDP, eps  average over devices of the Renyi DP at alpha, and of the (eps, delta)-DP it gives, after T rounds",
+    "mean c_t  realised convergence cost (1/T) sum_t c_t, which the policies are calibrated to meet: nu (within 1%)",
+    "L/L_opt   total leakage sum_t L_t over OfflineOptimal's on the same channels (geometric mean; 1 = optimal)",
+    "score     100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal) on each realisation: 0 = EqualAlloc,",
+    "          100 = OfflineOptimal (which knows the future); below 0: more leakage than EqualAlloc",
+    "wall s    compute time of the policy's cells at this nu",
+)
+#: Scores below this are drawn on the plot's lower edge (a triangle), so that one policy cannot stretch the axis.
+SCORE_FLOOR = -100.0
+
+
+def _offsets(names: list[str], spread: float = 0.035) -> dict[str, float]:
+    """A factor per policy on nu, so that the markers of the policies at one nu stand side by side on a log axis."""
+    middle = (len(names) - 1) / 2
+    return {name: float(np.exp(spread * (i - middle))) for i, name in enumerate(names)}
+
+
+def _excluded(rows: list[dict[str, Any]]) -> str:
+    """The note under the plot naming the rows left out of it (their realised mean c_t missed nu by over 1%)."""
+    missed: dict[str, list[str]] = {}
+    for r in rows:
+        if not r["matched"]:
+            missed.setdefault(r["policy"], []).append(f"{r['nu']:g}")
+    if not missed:
+        return ""
+    return ("Not drawn (realised mean c_t missed nu by more than 1%; see the table): "
+            + "; ".join(f"{name} at nu = {', '.join(nus)}" for name, nus in missed.items()))
+
+
+def _paired_panel(ax: Any, rows: list[dict[str, Any]], key: str, offsets: dict[str, float]) -> list[str]:
+    """One panel of the comparison plot: each matched row's per-realisation values (dots) and their mean (line) vs nu,
+    in the policy's colour. ``key``: ``"excess"`` (leakage over OfflineOptimal's, %), ``"score"`` (values below
+    :data:`SCORE_FLOOR` drawn on it as triangles) or ``"accuracy"``. Returns the notes for the figure."""
+    notes, clipped = [], []
+    for name, factor in offsets.items():
+        pr = [r for r in rows if r["policy"] == name and r["matched"]]
+        if not pr:
+            continue
+        colour = policy_colour(name)
+        nu = np.array([r["nu"] for r in pr]) * factor
+        if key == "excess":
+            seeds = [100.0 * (np.asarray(r["leakage_ratio_seeds"]) - 1.0) for r in pr]
+            mean = np.array([100.0 * (r["leakage_ratio"] - 1.0) for r in pr])
+        else:
+            seeds = [np.asarray(r[key + "_seeds"], dtype=float) for r in pr]
+            mean = np.array([r[key] for r in pr])
+        if key == "score":
+            if any((v < SCORE_FLOOR).any() for v in seeds):
+                clipped.append(name)
+            low = [v < SCORE_FLOOR for v in seeds]
+            seeds = [np.maximum(v, SCORE_FLOOR) for v in seeds]
+            mean = np.maximum(mean, SCORE_FLOOR)
+            for x, v, below in zip(nu, seeds, low):
+                ax.scatter(np.full(below.sum(), x), v[below], marker="v", s=28, color=colour, zorder=3)
+        ax.plot(nu, mean, color=colour, label=name, linewidth=1.5)
+        for x, v in zip(nu, seeds):
+            ax.scatter(np.full(len(v), x), v, s=14, color=colour, alpha=0.6, zorder=3)
+    if key == "excess":
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_title("total leakage over OfflineOptimal's, same channels", fontsize=9)
+        ax.set_ylabel("excess leakage (%, symmetric log)")
+        ax.axhline(0.0, color="k", linewidth=0.8)
+    elif key == "score":
+        ax.set_ylim(bottom=SCORE_FLOOR - 5 if clipped else None)
+        ax.set_title("normalised score: 0 = EqualAlloc, 100 = OfflineOptimal", fontsize=9)
+        ax.set_ylabel("score")
+        if clipped:
+            notes.append(f"Scores below {SCORE_FLOOR:g} are drawn at {SCORE_FLOOR:g} as triangles: "
+                         + ", ".join(clipped) + " (the table has their values).")
+    else:
+        ax.set_title("training fidelity", fontsize=9)
+        ax.set_ylabel("final test accuracy")
+    ax.set_xscale("log")
+    ax.set_xlabel("nu (convergence budget per round)")
+    ax.grid(True, which="both", alpha=0.3)
+    return notes
 
 
 def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path,
          extra: dict[str, Any] | None = None) -> list[Path]:
-    """Write ``compare.png`` (RDP and DP vs nu, shaded 95% CIs; with the training fidelity also
-    ``compare_accuracy.png``), ``compare.csv`` and last ``compare.json`` (:func:`baselines.report.write_rows`: it
-    holds the hashes of the others), each atomically; ``extra`` goes into the JSON beside the scenario."""
+    """Write ``compare.png`` (with the training fidelity also ``compare_accuracy.png``), ``compare.csv`` and last
+    ``compare.json`` (:func:`baselines.report.write_rows`: it holds the hashes of the others), each atomically;
+    ``extra`` goes into the JSON beside the scenario.
+
+    The plot is the paired comparison, per channel realisation: each policy's total leakage over OfflineOptimal's on
+    the same channels (in %, symmetric-log axis) and its normalised score, vs nu; dots are realisations, lines their
+    means, each policy in its fixed colour (:func:`baselines.report.policy_colour`). Rows not matched to nu are left
+    out, and a note under the plot names them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     png_path = out_dir / "compare.png"
-    panels = [("rdp", f"average overall RDP (alpha={scenario.rdp_order})"),
-              ("epsilon", f"average DP epsilon (delta={scenario.delta:g})")]
-    if "accuracy" in rows[0]:
-        panels.append(("accuracy", "final test accuracy (training fidelity)"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2))
-    for ax, (key, label) in zip(axes, panels):
-        for name in dict.fromkeys(r["policy"] for r in rows):
-            pr = [r for r in rows if r["policy"] == name and r["matched"]]
-            if not pr:
-                continue
-            nu = np.array([r["nu"] for r in pr])
-            mean = np.array([r[key] for r in pr])
-            ci = np.array([r[key + "_ci95"] for r in pr])
-            lowest = np.array([min(r[key + "_seeds"]) for r in pr])
-            ax.plot(nu, mean, marker="o", label=name)
-            # Per-seed leakage is heavy-tailed: a symmetric CI can go below zero, which a log axis cannot show; the
-            # band's lower edge is clipped at the smallest value any seed reached.
-            ax.fill_between(nu, np.maximum(mean - ci, lowest), mean + ci, alpha=0.15)
-        ax.set_xscale("log")
-        ax.set_yscale("linear" if key == "accuracy" else "log")
-        ax.set_xlabel("nu (convergence budget per round)")
-        ax.set_ylabel(label)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{scenario.name}: leakage vs nu at matched convergence ({rows[0]['seeds']} seeds, 95% CI)")
-    fig.tight_layout()
+    panels = ["excess", "score"] + (["accuracy"] if "accuracy" in rows[0] else [])
+    offsets = _offsets(list(dict.fromkeys(r["policy"] for r in rows)))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 2.0, 4.6), layout="constrained")
+    notes = [n for ax, key in zip(axes, panels) for n in _paired_panel(ax, rows, key, offsets)]
+    notes = [n for n in [_excluded(rows), *notes] if n]
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=8)
+    fig.suptitle(f"{scenario.name}: every policy at the same convergence budget nu, paired with OfflineOptimal on "
+                 f"the same channels\n{rows[0]['seeds']} channel realisations (dots) and their mean (lines)",
+                 fontsize=10)
+    if notes:
+        fig.text(0.01, 0.0, "\n".join(notes), fontsize=8, ha="left", va="bottom", wrap=True)
+        fig.get_layout_engine().set(rect=(0, 0.06 * len(notes), 1, 1 - 0.06 * len(notes)))
     save_figure(fig, png_path, dpi=120)
     plt.close(fig)
     figures = [png_path] + ([_save_accuracy_rounds(rows, scenario, out_dir / "compare_accuracy.png")]
@@ -306,8 +395,9 @@ def _save_accuracy_rounds(rows: list[dict[str, Any]], scenario: Scenario, path: 
         for r in (r for r in rows if r["nu"] == nu and r["matched"]):
             rounds, mean, ci = (np.asarray(r[k], dtype=float) for k in ("accuracy_rounds", "accuracy_curve",
                                                                          "accuracy_curve_ci95"))
-            ax.plot(rounds, mean, label=r["policy"])
-            ax.fill_between(rounds, mean - ci, np.minimum(mean + ci, 1.0), alpha=0.15)
+            colour = policy_colour(r["policy"])
+            ax.plot(rounds, mean, label=r["policy"], color=colour)
+            ax.fill_between(rounds, mean - ci, np.minimum(mean + ci, 1.0), alpha=0.15, color=colour)
         ax.set_title(f"nu = {nu:g}")
         ax.set_xlabel("rounds played")
         ax.grid(True, alpha=0.3)

@@ -5,8 +5,9 @@ Opacus's orders (1.1 ... 63, "alpha values from 1 to 64") converted by Lemma 2, 
 composition theorem ('act'). Also drawn: the device-level bound for p = q = 0.1 (otagym.anonymous.round_rdp,
 accounting="device"), which does not rely on the independent sampling of Corollary 1.
 
-Run from the repository root: ``python examples/anonymous_fig1.py`` (writes docs/anonymous_fig1.png, prints the
-numbers that docs/anonymous.md quotes).
+Run from the repository root: ``python examples/anonymous_fig1.py`` (writes results/anonymous_fig1.png, outside the
+tracked files: the documentation's copy is made with ``--out docs/anonymous_fig1.png``; prints the numbers that
+docs/anonymous.md quotes).
 """
 
 from __future__ import annotations
@@ -58,11 +59,16 @@ def plot(rounds: np.ndarray, eps: dict[str, np.ndarray], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("docs/anonymous_fig1.png"))
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("results/anonymous_fig1.png"), help="the figure to write")
     parser.add_argument("--rounds", type=int, default=1000, help="last iteration of the figure")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     rounds = np.arange(1, args.rounds + 1)
     eps = curves(rounds)
     plot(rounds, eps, args.out)

@@ -10,17 +10,79 @@ the optional RL dependencies)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import numpy as np
 
-from experiments.argtypes import _ranged, positive_float, positive_int
+from experiments.argtypes import HelpFormatter, key_value, non_negative_int, positive_float, positive_int
 from experiments.compare import add_compare_parser
 from experiments.evaluate import add_evaluate_parser
 from experiments.sweep import add_sweep_parser
+from otagym import __version__
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
+from otagym.tasks import EVALUATION_SEEDS
+
+#: The first held-out channel seed: trained agents are compared and scored on seeds from here (the benchmark's
+#: evaluation set, :data:`otagym.tasks.EVALUATION_SEEDS`, starts here too).
+HELD_OUT_SEED = EVALUATION_SEEDS[0]
+
+#: The examples at the end of each help page (``otagym COMMAND --help``); every line parses (tests/test_friction.py).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "otagym": (
+        "otagym compare                                        # the analytic policies on 3 channel realisations",
+        "otagym train --algo ppo --minutes 10 --run-dir runs/ppo",
+        ("otagym compare --policies OfflineOptimal AdaScale EqualAlloc PPO:runs/ppo/model.zip "
+         f"--seed-start {HELD_OUT_SEED} --seeds 8"),
+        "otagym evaluate otagym/ReceiveScalingIID-v0 runs/ppo/model.zip",
+    ),
+    "rollout": (
+        "otagym rollout",
+        "otagym rollout --scenario paper-cifar10 --nu 0.16 --rounds 10 --seed 3",
+    ),
+    "compare": (
+        "otagym compare                                        # 7 policies x 3 nu x 3 seeds, about 15 s",
+        "otagym compare --nu 0.04 --seeds 8 --policies OfflineOptimal AdaScale EqualAlloc",
+        ("otagym compare --policies OfflineOptimal AdaScale EqualAlloc PPO:runs/ppo/model.zip "
+         f"--seed-start {HELD_OUT_SEED} --seeds 8   # a trained agent on held-out channels"),
+        "otagym compare --fading gauss_markov --correlation 0.9 --out results/gm09",
+        "otagym compare --scheme cdpb",
+    ),
+    "evaluate": (
+        "otagym evaluate otagym/ReceiveScalingIID-v0 OnlineOptimal --seeds 4",
+        "otagym evaluate otagym/ReceiveScalingIID-v0 agents/zoo/iid/ppo/model.zip",
+    ),
+    "sweep": (
+        "otagym sweep examples/sweep_paper.yaml",
+        "otagym sweep examples/sweep_paper.yaml --workers 2 --out results/pool",
+    ),
+    "train": (
+        "otagym train --algo ppo --minutes 10 --run-dir runs/ppo",
+        "otagym train --algo ppo --run-dir runs/ppo --resume          # continue from its newest checkpoint",
+        "otagym train --algo sac --env fading=gauss_markov correlation=0.9 --run-dir runs/sac-gm",
+    ),
+}
+
+
+def _epilog(command: str) -> str:
+    return "examples:\n" + "\n".join("  " + line for line in EXAMPLES[command])
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``otagym`` and of each of its commands (argparse makes the commands' parsers of the parent's
+    class): every help page shows the options' defaults (:class:`~experiments.argtypes.HelpFormatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def _usage_error(command: str, argument: str, message: str) -> NoReturn:
+    """Stop with one line naming the argument, exit code 2, as argparse does."""
+    print(f"otagym {command}: error: argument {argument}: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -40,23 +102,37 @@ def _rollout(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="otagym", description="Privacy in over-the-air federated learning.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    ro = sub.add_parser("rollout", help="seeded rollout printing leakage and cost per round")
+def build_parser() -> argparse.ArgumentParser:
+    """The ``otagym`` parser with every command, each help page ending with its :data:`EXAMPLES`."""
+    parser = _Parser(prog="otagym", description="Privacy in over-the-air federated learning: a Gymnasium "
+                     "environment, analytic policies, RL training and benchmark tasks.",
+                     epilog=_epilog("otagym") + "\nhelp on one command: otagym COMMAND --help")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    ro = sub.add_parser("rollout", help="seeded rollout printing leakage and cost per round",
+                        description="A seeded rollout of model A with EqualAlloc-style actions (c_t = nu every "
+                        "round), printing the channel, the noise, the RDP and the cost of each round.")
     model_a = SCHEMES["receive_scaling"]
-    ro.add_argument("--scenario", default=model_a.default_preset, choices=sorted(model_a.presets))
-    ro.add_argument("--rounds", type=positive_int, default=20)
-    ro.add_argument("--nu", type=positive_float, default=0.04)
-    ro.add_argument("--seed", type=int, default=0)
+    ro.add_argument("--scenario", default=model_a.default_preset, choices=sorted(model_a.presets),
+                    help="scenario preset")
+    ro.add_argument("--rounds", type=positive_int, default=20, help="rounds T")
+    ro.add_argument("--nu", type=positive_float, default=0.04, help="convergence cost per round")
+    ro.add_argument("--seed", type=non_negative_int, default=0, help="channel seed")
     ro.set_defaults(func=_rollout)
     add_compare_parser(sub)
     add_evaluate_parser(sub)
     add_sweep_parser(sub)
     _add_train_parser(sub)
-    args = parser.parse_args(argv)
+    for name, command in sub.choices.items():
+        command.epilog = _epilog(name)
+        command.set_defaults(command_parser=command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if hasattr(args, "check"):
-        args.check(sub.choices[args.command], args)
+        args.check(args.command_parser, args)
     try:
         return int(args.func(args))
     except OSError as err:  # a full disk, a read-only folder: one line naming the file; what was written is kept
@@ -66,38 +142,53 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _parse_env_overrides(items: Sequence[str]) -> dict[str, Any]:
+#: The modules ``otagym train`` needs (the rl extra), checked before anything runs.
+TRAIN_MODULES = ("yaml", "torch", "stable_baselines3", "sb3_contrib")
+
+
+def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, argparse style, ``otagym train`` without the rl extra (before anything is imported or written)."""
+    missing = [name for name in TRAIN_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        parser.error(f"needs the rl extra (missing: {', '.join(missing)}): pip install -c constraints.txt -e '.[rl]'")
+
+
+def _env_overrides(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """``--env`` KEY=VALUE pairs as keyword arguments, each VALUE read as YAML (``0.9`` a float, ``null`` None)."""
     import yaml
 
     out = {}
-    for item in items:
-        if "=" not in item:
-            raise SystemExit(f"--env takes KEY=VALUE (YAML value), e.g. fading=gauss_markov; got {item!r}")
-        key, value = item.split("=", 1)
-        out[key] = yaml.safe_load(value)
+    for key, value in items:
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            _usage_error("train", "--env", f"{key}={value}: not a YAML value ({getattr(err, 'problem', err)})")
     return out
 
 
-#: An integer >= 0 (``--torch-threads``: 0 leaves torch's default).
-_non_negative_int = _ranged(int, lambda v: v >= 0, "an integer >= 0")
+#: :class:`agents.train.SettingsError`'s parameters as the options of ``otagym train``.
+_TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env"}
 
 
 def _train(args: argparse.Namespace) -> int:
-    from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, train
+    from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError, train
 
     try:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
                      total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
                      overwrite=args.overwrite,
-                     max_minutes=args.minutes, env_overrides=_parse_env_overrides(args.env),
+                     max_minutes=args.minutes, env_overrides=_env_overrides(args.env),
                      progress=not args.no_progress, verbose=args.verbose, torch_threads=args.torch_threads or None)
+    except SettingsError as err:  # before the run folder is touched
+        _usage_error("train", _TRAIN_OPTIONS.get(err.argument, err.argument), err.message)
     except (NoCheckpointError, RunExistsError, RunMismatchError) as err:  # before any work: one line, exit 2
         print(f"otagym train: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    last = EVALUATION_SEEDS[-1]
     print(f"saved {path}; compare it with the analytic policies on held-out channels:\n"
           f"  otagym compare --policies OfflineOptimal AdaScale EqualAlloc {args.algo.upper()}:{path} "
-          "--seed-start 10000 --seeds 8\n"
-          f"or score it on a benchmark task (its evaluation set is seeds 10000-10031):\n"
+          f"--seed-start {HELD_OUT_SEED} --seeds 8\n"
+          f"or score it on a benchmark task (its evaluation set is seeds {HELD_OUT_SEED}-{last}):\n"
           f"  otagym evaluate otagym/ReceiveScalingIID-v0 {path}")
     return 0
 
@@ -105,12 +196,14 @@ def _train(args: argparse.Namespace) -> int:
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     from agents import ALGOS
 
-    p = sub.add_parser("train", help="train an RL scheduler (stable-baselines3, rl_zoo3-format config)")
-    p.add_argument("--algo", default="ppo", choices=ALGOS)
+    p = sub.add_parser("train", help="train an RL scheduler (stable-baselines3, rl_zoo3-format config)",
+                       description="Train an RL scheduler with stable-baselines3 on the native vector env (needs the "
+                       "rl extra). The run folder gets model.zip, run.json, checkpoints/, monitor.csv and tb/.")
+    p.add_argument("--algo", default="ppo", choices=ALGOS, help="algorithm")
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
-    p.add_argument("--run-dir", default=None, help="output folder (default runs/<algo>): model.zip, run.json, "
+    p.add_argument("--run-dir", default=None, help="output folder (default: runs/<algo>): model.zip, run.json, "
                    "checkpoints/, monitor.csv, tb/ (TensorBoard)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seeds the env's generator and the learner")
     p.add_argument("--steps", type=positive_int, default=None,
                    help="total env steps (default: the config's n_timesteps)")
     p.add_argument("--minutes", type=positive_float, default=None,
@@ -122,14 +215,15 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
                    "algorithm, seed, env settings and hyperparameters (an error if there is none or they differ)")
     ownership.add_argument("--overwrite", action="store_true",
                    help="replace the run in --run-dir (without it, a fresh run refuses a folder that holds one)")
-    p.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov correlation=0.9")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--verbose", type=int, default=0)
-    p.add_argument("--torch-threads", type=_non_negative_int, default=1, metavar="N",
-                   help="torch's thread count (default 1: the small MLP policies usually train fastest on one; "
+    p.add_argument("--env", nargs="*", type=key_value, default=[], metavar="KEY=VALUE",
+                   help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov correlation=0.9 "
+                   "(values are YAML)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0, help="stable-baselines3's verbosity")
+    p.add_argument("--torch-threads", type=non_negative_int, default=1, metavar="N",
+                   help="torch's thread count (default: 1, the small MLP policies usually train fastest on one; "
                    "0 leaves torch's default)")
-    p.set_defaults(func=_train)
+    p.set_defaults(func=_train, check=_check_train)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@
 Model A's comparison is a sweep (:mod:`experiments.sweep`) named ``compare`` with a fixed table and plot on top: its
 cells are kept in ``OUT/compare/cells/`` (so a rerun resumes, and ``--workers``/``--ray`` run them in parallel) and
 ``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, the JSON last with the
-hashes of the others (one generation: :func:`baselines.report.mismatched_outputs` finds files of another run), and a
-folder that holds an earlier comparison of another configuration is not overwritten without ``--overwrite``.
+hashes of the others (one generation: :func:`baselines.report.mismatched_outputs` finds files of another run). A
+comparison of another configuration in the same folder is replaced when its cells are all stored (its command
+rebuilds it from them in seconds); one that cannot be rebuilt (its records gone, files of two runs mixed, a cdpb
+comparison) is not replaced without ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from baselines.compare import DEFAULT_POLICIES, POLICIES, format_table, save, su
 from baselines.evaluation import training_scenario
 from baselines.report import mismatched_outputs
 from experiments import sweep
-from experiments.argtypes import correlation, positive_float, positive_int, writable_dir
+from experiments.argtypes import correlation, non_negative_int, positive_float, positive_int, writable_dir
 from otagym._io import remove_stale_temporaries
 from otagym.schemes import SCHEMES
+from otagym.tasks import EVALUATION_SEEDS
 
 __all__ = ["SchemeCommand", "COMMANDS", "add_compare_parser"]
 
@@ -40,9 +43,24 @@ def _error(message: str) -> None:
     raise SystemExit(2)
 
 
+def _rebuildable(out: Path, stem: str) -> int | None:
+    """The number of cells of the earlier ``<stem>`` comparison in ``out`` when replacing its outputs loses nothing:
+    its JSON is readable and of one generation with its CSV and plot, and every one of its cells has a finished record
+    in ``OUT/compare/cells/`` (its command rebuilds its outputs from them). None otherwise."""
+    try:
+        keys = json.loads((out / f"{stem}.json").read_text()).get("cells")
+        if not isinstance(keys, list) or not keys or mismatched_outputs(out / f"{stem}.json"):
+            return None
+    except (OSError, ValueError, AttributeError):
+        return None
+    found = sweep.read_records(out / "compare", keys).valid
+    return len(keys) if all(k in found and found[k]["status"] == "ok" for k in keys) else None
+
+
 def _refuse_to_overwrite(out: Path, stem: str, keys: list[str] | None, overwrite: bool) -> bool:
-    """Whether ``out`` holds an earlier ``<stem>`` comparison of the same cells; exits (code 2) if it holds one of
-    another configuration (or of unknown configuration) and ``overwrite`` is not set."""
+    """Whether ``out`` holds an earlier ``<stem>`` comparison of the same cells. An earlier comparison of another
+    configuration is replaced when its cells are kept (``keys`` given and :func:`_rebuildable`: rerunning its command
+    rebuilds it, so nothing is lost) or with ``overwrite``; otherwise this exits (code 2) before any work."""
     if out.is_dir():
         remove_stale_temporaries(out)  # what runs killed mid-write left
     earlier = [out / f"{stem}.{ext}" for ext in ("json", "csv", "png") if (out / f"{stem}.{ext}").exists()]
@@ -51,10 +69,15 @@ def _refuse_to_overwrite(out: Path, stem: str, keys: list[str] | None, overwrite
     try:
         same = keys is not None and json.loads((out / f"{stem}.json").read_text()).get("cells") == keys
         mixed = mismatched_outputs(out / f"{stem}.json")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         same, mixed = False, []
     if same or overwrite:
         return same
+    kept = _rebuildable(out, stem) if keys is not None else None
+    if kept is not None:
+        print(f"replacing the comparison of another configuration in {out}: its {kept} cells stay in "
+              f"{out / 'compare' / 'cells'} (rerun its command to rebuild its table and plot from them)")
+        return False
     _error(f"{out} already holds an earlier comparison ({', '.join(p.name for p in earlier)}) of another "
            "configuration" + (f" (its {', '.join(mixed)} are of yet another run)" if mixed else "")
            + "; pass --overwrite to replace it, or choose another --out")
@@ -90,11 +113,23 @@ def _sweep_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
+#: The options behind each field of the sweep config that :func:`_sweep_config` builds (to name them in errors).
+_CONFIG_OPTIONS = {"policies": "--policies", "nu": "--nu", "seeds": "--seeds/--seed-start", "rounds": "--rounds",
+                   "scenarios": "--scenario/--fading", "dataset": "--dataset", "data_dir": "--data-dir",
+                   "fidelity": "--fidelity"}
+
+
+def _config_error(err: sweep.ConfigError) -> str:
+    """A sweep config error as the command line's: ``argument --policies: policies[0] must be ...``."""
+    field = str(err).split(" ", 1)[0].split("[", 1)[0].split(".", 1)[0].rstrip(":")
+    return (f"argument {_CONFIG_OPTIONS[field]}: " if field in _CONFIG_OPTIONS else "") + str(err)
+
+
 def _run_receive_scaling(args: argparse.Namespace) -> int:
     try:
         p = sweep.plan(_sweep_config(args))
     except sweep.ConfigError as err:
-        _error(str(err))
+        _error(_config_error(err))
     out = Path(args.out)
     if _refuse_to_overwrite(out, "compare", list(p.keys), args.overwrite):
         print(f"{out} holds this comparison already: its finished cells are reused")
@@ -163,31 +198,47 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error("--dataset and --data-dir need --fidelity train")
     if args.dataset != "digits" and args.data_dir is None:
         parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
+    presets = sorted(SCHEMES[args.scheme].presets)
+    if args.scenario is not None and args.scenario not in presets:
+        parser.error(f"argument --scenario: {args.scenario!r} is not a preset of --scheme {args.scheme}; "
+                     f"choose from {presets}")
+    if args.scheme == "cdpb" and args.policies:
+        unknown = [name for name in args.policies if name not in CDPB_POLICIES]
+        if unknown:
+            parser.error(f"argument --policies: --scheme cdpb plays {sorted(CDPB_POLICIES)}; got {unknown}")
     sweep.check_ray(parser, args)
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     schemes, default = _schemes(), "receive_scaling"
     defaults = [SCHEMES[n].default_preset + ("" if n == default else f" with --scheme {n}") for n in schemes]
-    p = sub.add_parser("compare", help="compare the analytic policies (table, CSV/JSON, plot)")
+    p = sub.add_parser("compare", help="compare the analytic policies (table, CSV/JSON, plot)",
+                       description="Play policies on the same channel realisations and compare them: a table (its "
+                       "columns are explained below it), compare.csv, compare.json and compare.png in --out. With "
+                       "model A (receive_scaling), every policy is calibrated to the same convergence budget nu, and "
+                       "each realisation is scored against OfflineOptimal on the same channels.")
     p.add_argument("--scheme", default=default, choices=schemes,
                    help="; ".join(f"{name}: {COMMANDS[name].help}" for name in schemes))
     p.add_argument("--scenario", default=None,
                    choices=[preset for name in schemes for preset in sorted(SCHEMES[name].presets)],
-                   help="preset (default " + ", or ".join(defaults) + ")")
-    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default 0.01 0.04 0.16)")
+                   help="the scheme's preset (default: " + ", or ".join(defaults) + ")")
+    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default: 0.01 0.04 0.16)")
     p.add_argument("--seeds", type=positive_int, default=3,
                    help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
-    p.add_argument("--seed-start", type=int, default=0, help="S, the first realisation seed (use held-out seeds "
-                   "for trained agents)")
-    p.add_argument("--rounds", type=positive_int, default=None, help="override T")
-    p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None, help="override the fading")
-    p.add_argument("--correlation", type=correlation, default=None, help="Gauss-Markov correlation with --fading")
+    p.add_argument("--seed-start", type=non_negative_int, default=0,
+                   help=f"S, the first realisation seed (trained agents: held-out seeds from {EVALUATION_SEEDS[0]}, "
+                   "as the benchmark's evaluation set)")
+    p.add_argument("--rounds", type=positive_int, default=None, help="T (default: the scenario's)")
+    p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None,
+                   help="the fading (default: the scenario's, iid)")
+    p.add_argument("--correlation", type=correlation, default=None,
+                   help="Gauss-Markov correlation with --fading gauss_markov (default: 0)")
     p.add_argument("--coherence-rounds", type=positive_int, default=None,
-                   help="rounds per fading block with --fading block (default 1)")
+                   help="rounds per fading block with --fading block (default: 1)")
     p.add_argument("--policies", nargs="+", default=None,
-                   help=f"analytic: {sorted(POLICIES)} (cdpb: {sorted(CDPB_POLICIES)}); a trained agent: "
-                        "NAME:PATH/TO/model.zip (e.g. PPO:runs/ppo/model.zip)")
+                   help=f"analytic: {sorted(POLICIES)} (default: {' '.join(DEFAULT_POLICIES)}; cdpb: "
+                        f"{sorted(CDPB_POLICIES)}); a trained agent: NAME:PATH/TO/model.zip (e.g. "
+                        "PPO:runs/ppo/model.zip)")
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
@@ -198,9 +249,11 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         "(CifarResNet); the last two read their standard files from --data-dir")
     p.add_argument("--data-dir", default=None, help="folder of the MNIST IDX files or the CIFAR-10 python batches")
     p.add_argument("--out", type=writable_dir, default="results",
-                   help="output folder; model A's cell records go to OUT/compare/cells/ (a rerun reuses them)")
+                   help="output folder; model A's cell records go to OUT/compare/cells/ (a rerun reuses them, and a "
+                   "comparison of another configuration replaces the tables while its cells stay there)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace the outputs of an earlier comparison of another configuration in --out")
+                   help="replace the outputs of an earlier comparison in --out that cannot be rebuilt from stored "
+                   "cells (its records are gone, or it is a cdpb comparison)")
     sweep.add_executor_options(p)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run, check=_check_scheme_options)

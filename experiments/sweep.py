@@ -871,5 +871,5 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                    help="results folder; the sweep writes OUT/NAME/ (cells/<key>.json, cells.csv, summary.csv)")
     p.add_argument("--name", default=None, help="override the config's name (the folder under --out)")
     add_executor_options(p)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_sweep, check=check_ray)

@@ -250,8 +250,8 @@ def test_a_sweep_killed_mid_run_loses_no_finished_cell_and_a_rerun_equals_an_uni
 COMPARE = ["compare", "--rounds", "20", "--seeds", "2", "--nu", "0.04", "--no-progress", "--policies"]
 
 
-def test_compare_resumes_its_cells_and_refuses_to_overwrite_another_comparison(reference, tmp_path, capsys,
-                                                                               monkeypatch):
+def test_compare_resumes_its_cells_and_replaces_another_comparison_only_when_it_can_be_rebuilt(
+        reference, tmp_path, capsys, monkeypatch):
     same, other = COMPARE + TINY["policies"] + ["--out", str(tmp_path)], COMPARE + ["EqualAlloc", "--out", str(tmp_path)]
     assert main(same) == 0
     first = json.loads((tmp_path / "compare.json").read_text())
@@ -260,23 +260,35 @@ def test_compare_resumes_its_cells_and_refuses_to_overwrite_another_comparison(r
     capsys.readouterr()
     assert main(same) == 0  # the same comparison again: nothing recomputed
     assert f"0 cells computed, {N} reused" in capsys.readouterr().out
-
     before = {p.name: p.read_bytes() for p in tmp_path.glob("compare.*")}
-    with pytest.raises(SystemExit) as exc:  # another configuration
-        main(other)
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "already holds an earlier comparison" in err and "--overwrite" in err
-    assert {p.name: p.read_bytes() for p in tmp_path.glob("compare.*")} == before
 
     def broken_savefig(self, *args, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr("matplotlib.figure.Figure.savefig", broken_savefig)
     with pytest.raises(OSError, match="disk full"):  # a write that fails leaves the earlier file whole
-        main(other + ["--overwrite"])
+        main(other)
     assert (tmp_path / "compare.png").read_bytes() == before["compare.png"]
     assert not list(tmp_path.glob(".*.tmp"))
     monkeypatch.undo()
+    capsys.readouterr()
+    # another configuration replaces the outputs: the earlier comparison's cells are all kept, so nothing is lost
+    assert main(other) == 0
+    out = capsys.readouterr().out
+    assert f"replacing the comparison of another configuration in {tmp_path}: its {N} cells stay" in out
+    assert len(json.loads((tmp_path / "compare.json").read_text())["cells"]) == 2
+    assert main(same) == 0  # ... and its command rebuilds it from them, as it was
+    assert f"0 cells computed, {N} reused" in capsys.readouterr().out
+    assert (tmp_path / "compare.csv").read_bytes() == before["compare.csv"]
+
+    # an earlier comparison whose cells are gone cannot be rebuilt: refused without --overwrite
+    for key in first["cells"][:1]:
+        (tmp_path / "compare" / "cells" / f"{key}.json").unlink()
+    with pytest.raises(SystemExit) as exc:
+        main(other)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "already holds an earlier comparison" in err and "--overwrite" in err
+    assert (tmp_path / "compare.csv").read_bytes() == before["compare.csv"]
     assert main(other + ["--overwrite"]) == 0
     assert len(json.loads((tmp_path / "compare.json").read_text())["cells"]) == 2
 
