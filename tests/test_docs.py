@@ -1,0 +1,211 @@
+"""The README and the documentation site: the README's commands and code, its reference scores against the stored
+file, the site's navigation, and the build hook that generates the task pages (docs/hooks/otagym_docs.py).
+
+CI builds the site itself with ``mkdocs build --strict`` (.ci/run); these tests check what a build cannot: that the
+facts on the pages are the package's."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import otagym  # noqa: F401  (registers the tasks)
+from otagym.tasks import TASKS, reference_scores
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+TEST_COMMAND = 'pip install -q -c constraints.txt -e ".[all]" && python -m pytest -q'
+MAIN_COMMAND = 'pip install -q -c constraints.txt -e ".[all]" && otagym compare'
+
+
+def _hook():
+    spec = importlib.util.spec_from_file_location("otagym_docs_hook", ROOT / "docs" / "hooks" / "otagym_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hook = _hook()
+
+
+# ---------------------------------------------------------------------------------------------------------- README
+
+def test_readme_is_short_and_starts_with_the_two_commands():
+    lines = README.splitlines()
+    assert len(lines) < 150
+    blocks = re.findall(r"```bash\n(.*?)\n```", README, re.S)
+    assert blocks[:2] == [MAIN_COMMAND, TEST_COMMAND]
+    assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_readme_has_no_history_or_internal_references():
+    for pattern in (r"\bissue\b", r"\bSPEC\b", r"seed 00\d", r"\bbefore (the|this) (change|issue)"):
+        assert not re.search(pattern, README, re.I), pattern
+
+
+def test_readme_relative_links_exist():
+    targets = re.findall(r"\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)", README)
+    assert targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing
+
+
+def test_readme_python_blocks_run(tmp_path):
+    blocks = re.findall(r"```python\n(.*?)\n```", README, re.S)
+    assert blocks
+    for code in blocks:
+        script = tmp_path / "block.py"
+        script.write_text(code)
+        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+
+
+def _table_rows(text: str, first_cell: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith(f"| `{first_cell}")]
+
+
+def test_readme_reference_scores_are_the_stored_iqms():
+    """Every number of the README's task tables is the interquartile mean of the stored scores, to its 2 decimals."""
+    header = next(line for line in README.splitlines() if line.startswith("| task |") and "OnlineOptimal" in line)
+    names = [c.strip() for c in header.strip().strip("|").split("|")]
+    rows = _table_rows(README, "otagym/")
+    checked = 0
+    for row in rows:
+        task_id = row[0].strip("`")
+        stored = reference_scores(task_id)
+        if len(row) == len(names) and "OnlineOptimal" in stored["scores"]:
+            for name, cell in zip(names[2:], row[2:]):
+                per_nu = stored["scores"][name]
+                expected = [f"{hook.iqm(per_nu[nu]):.2f}" for nu in per_nu]
+                assert cell.split(" / ") == expected, (task_id, name)
+                checked += 1
+        else:  # the other schemes' table: the zero anchor, and "NAME value" of the paper's policy
+            assert row[2] == f"`{stored['anchors'][0]}`", task_id
+            name, value = row[-1].split()
+            assert value == f"{hook.iqm(next(iter(stored['scores'][name.strip('`')].values()))):.2f}", task_id
+            checked += 1
+    assert checked >= 9
+
+
+# ------------------------------------------------------------------------------------------------------- the site
+
+def _nav_files(items) -> list[str]:
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            for value in item.values():
+                out += _nav_files(value) if isinstance(value, list) else [value]
+    return out
+
+
+def test_every_nav_page_exists_or_is_generated():
+    yaml = pytest.importorskip("yaml")
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    generated = set(hook.generated_page_paths())
+    files = _nav_files(config["nav"])
+    assert hook.TASKS_INDEX in files and "cli.md" in files
+    missing = [f for f in files if f not in generated and not (ROOT / "docs" / f).is_file()]
+    assert not missing
+
+
+def test_on_config_lists_every_task_under_the_tasks_section():
+    config = {"nav": [{"Home": "index.md"}, {"Benchmark tasks": [hook.TASKS_INDEX]}]}
+    hook.on_config(config)
+    hook.on_config(config)  # idempotent (mkdocs serve rebuilds)
+    section = config["nav"][1]["Benchmark tasks"]
+    assert section[0] == hook.TASKS_INDEX
+    assert [next(iter(e)) for e in section[1:]] == list(TASKS)
+    assert all(Path("docs", next(iter(e.values()))).parent.name == "tasks" for e in section[1:])
+
+
+@pytest.mark.parametrize("task_id", list(TASKS))
+def test_task_page_states_the_envs_spaces_and_stored_scores(task_id):
+    page = hook.task_page(TASKS[task_id])
+    env = gym.make(task_id)
+    assert f"`{env.action_space}`" in page and f"`{env.observation_space}`" in page
+    for section in ("Description", "Action space", "Observation space", "Rewards", "Starting state", "Episode end",
+                    "Arguments", "Vectorised environment", "Evaluation and reference scores", "Version history"):
+        assert f"\n## {section}\n" in page
+    stored = reference_scores(task_id)
+    for name, per_nu in stored["scores"].items():
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
+        for scores in per_nu.values():
+            assert f"{hook.iqm(scores):.2f} ({np.mean(scores):.2f})" in row
+
+
+@pytest.mark.parametrize("task_id", list(TASKS))
+def test_task_page_observation_table_covers_every_entry(task_id):
+    """The observation table, taken from the scheme's docstring, names each entry of the task's Box exactly once."""
+    page = hook.task_page(TASKS[task_id])
+    section = page.split("\n## Observation space\n")[1].split("\n## ")[0]
+    covered = []
+    for line in section.splitlines():
+        m = re.match(r"\| `(\d+)(?:\.\.(\d+))?` \|", line)
+        if m:
+            covered += range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1)
+    assert covered == list(range(gym.make(task_id).observation_space.shape[0]))
+
+
+def test_cli_page_has_every_command():
+    page = hook.cli_page()
+    for command in ("rollout", "compare", "evaluate", "sweep", "train"):
+        assert f"## otagym {command}" in page and f"usage: otagym {command}" in page
+
+
+# ------------------------------------------------------------------------------------------ the hook's functions
+
+def test_rst_table_with_header_and_continuation_lines():
+    lines = ["intro", "", "=====  =========", "index  meaning", "=====  =========", "0      first", "       more",
+             "1      second", "=====  =========", "after"]
+    rows, start, end = hook.rst_table_to_md(lines)
+    assert rows == [["index", "meaning"], ["0", "first more"], ["1", "second"]]
+    assert (start, end) == (2, 9)
+
+
+def test_rst_table_without_header():
+    text = "x\n\n====  ====\na     b c\n      d\nee    f\n====  ====\ny"
+    assert hook.rst_tables_to_md(text).splitlines() == ["x", "", "", "|  |  |", "|---|---|", "| a | b c d |",
+                                                        "| ee | f |", "", "y"]
+
+
+def test_roles_become_code_spans():
+    assert hook.rst_to_md(":class:`~otagym.env.OTAPrivacyEnv` and :func:`otagym.privacy.rdp_sgm`") == (
+        "`OTAPrivacyEnv` and `otagym.privacy.rdp_sgm`")
+
+
+def test_indexed_items_splits_entries_and_notes():
+    intro, items, notes = hook.indexed_items("Start: 0: t / T; 1: b (x; y); 2: c, d (e). Clipped to [-1, 1].")
+    assert intro == "Start:"
+    assert items == [("0", "t / T"), ("1", "b (x; y)"), ("2", "c, d (e).")]
+    assert notes == "Clipped to [-1, 1]."
+    assert hook.indexed_items("no entries here") is None
+
+
+def test_google_section_reads_multi_name_entries():
+    doc = "Summary.\n\nArgs:\n    a: first\n        continued.\n    b, c: shared.\n\nReturns:\n    x"
+    assert hook.google_section(doc, "Args") == {"a": "first continued.", "b": "shared.", "c": "shared."}
+    assert hook.google_section(doc, "Attributes") == {}
+
+
+def test_concrete_indices():
+    assert hook._concrete("M..2M-1", {"M": 10}) == "10..19"
+    assert hook._concrete("3M+5", {"M": 10}) == "35"
+    assert hook._concrete("K (with csi)", {"M": 10}) == "K (with csi)"
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=32)
+    middle = np.sort(x)[8:24]
+    assert hook.iqm(x) == pytest.approx(middle.mean(), rel=1e-12)
