@@ -5,7 +5,8 @@ Both schemes' cores (:class:`otagym.receive_scaling_env.Rounds`, :class:`otagym.
 :class:`TrainingRuns` when ``fidelity="train"`` and call it at reset and after each round with a function that plays
 their own round on an engine (:class:`otagym.training.FedSGD` for model A, :class:`otagym.training.CDPBTraining` for
 model B). The channels, the action mapping and the accounting are the analytic fidelity's: engines take their
-randomness from generators spawned from the env's, and spawning does not advance it.
+randomness from generators spawned from the env's, and spawning does not advance it. The N envs' models train as one
+stack of models (``round_all`` of the engine class), each env with the numbers of its engine alone.
 
 The training fidelity is safe in forked processes (``gym.make_vec(..., vectorization_mode="async")``, whose default
 context on Linux is fork): :func:`fork_safe_torch`.
@@ -13,6 +14,7 @@ context on Linux is fork): :func:`fork_safe_torch`.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from typing import Any, Callable, Literal, get_args
@@ -81,6 +83,11 @@ def fork_safe_torch() -> None:
 class TrainingRuns:
     """One engine per env of a batched core, and the metrics of :data:`TRAIN_KEYS` as arrays (N,).
 
+    The engines of all envs compute together, as one stack of models (:meth:`otagym.training.Engine.groups`: engines
+    of one class, architecture and data): each round, the initial and periodic evaluations. Each env's numbers are
+    those of its engine alone (its own generator drives its batches and noise), so :attr:`batched` = False, which
+    plays the envs one after another, gives the same trajectories (to rounding, far below 1e-6).
+
     Args:
         args: the checked :data:`TRAINING_ARGS` (``fidelity`` must be ``"train"``).
         num_devices: devices (clients) the data is split over.
@@ -98,6 +105,8 @@ class TrainingRuns:
         self.engines: list[Any] = [None] * num_envs
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
         self.metrics = {k: np.zeros(num_envs) for k in TRAIN_KEYS}
+        #: Compute the envs' engines together (True) or one after another (False: the reference of the same numbers).
+        self.batched = True
 
     @staticmethod
     def create(args: dict[str, Any], num_devices: int, num_envs: int, num_rounds: int) -> "TrainingRuns | None":
@@ -111,31 +120,98 @@ class TrainingRuns:
         """A fresh engine ``make_engine(federation, child)`` for each env in ``rows``, each with its own generator
         spawned from ``rng`` (which is not advanced), then its initial evaluation."""
         fork_safe_torch()  # an env built before a fork may reset and play in the child
-        for i, child in zip(np.flatnonzero(rows), rng.spawn(int(np.sum(rows)))):
+        reset = np.flatnonzero(rows)
+        for i, child in zip(reset, rng.spawn(len(reset))):
             self._rngs[i] = child
             self.engines[i] = make_engine(self.federation, child)
-            self._evaluate(i, -1)
-            self.metrics["train_loss"][i] = self.engines[i].train_loss()
+        self._evaluate(reset, np.full(len(reset), -1))
+        for group in self._groups(reset):
+            engines = [self.engines[i] for i in group]
+            self.metrics["train_loss"][group] = type(engines[0]).train_loss_all(engines)
 
     def round(self, played: NDArray, play: Play) -> None:
-        """Play one round in every env (``play``); evaluate every ``eval_every`` rounds and after the last.
-        ``played`` (N,): rounds played so far, this one included."""
-        fork_safe_torch()
-        for i, engine in enumerate(self.engines):
-            loss = play(i, engine, self._rngs[i])
-            if not engine.diverged:
-                self.metrics["train_loss"][i] = loss
-            self.metrics["diverged"][i] = engine.diverged
-            if played[i] % self.eval_every == 0 or played[i] >= self.num_rounds:
-                self._evaluate(i, int(played[i]) - 1)
+        """Play one round in every env; evaluate every ``eval_every`` rounds and after the last. ``played`` (N,):
+        rounds played so far, this one included.
 
-    def _evaluate(self, i: int, played_round: int) -> None:
-        engine, metrics = self.engines[i], self.metrics
-        metrics["test_loss"][i], metrics["test_accuracy"][i] = engine.evaluate()
-        metrics["gradient_norm2"][i] = engine.gradient_norm2()
-        metrics["evaluated_round"][i] = played_round
-        metrics["diverged"][i] = engine.diverged
+        ``play(i, engine, rng)`` is called for each env with a stand-in for its engine that records the call to
+        ``engine.round(...)`` (and returns a placeholder, whose value is not used); the recorded calls are then
+        played together, one ``round_all`` per group of engines, and the training losses come from there."""
+        fork_safe_torch()
+        recorders = [_Recorder(engine) for engine in self.engines]
+        for i, recorder in enumerate(recorders):
+            play(i, recorder, self._rngs[i])
+        for group in self._groups(np.arange(len(self.engines))):
+            engines = [self.engines[i] for i in group]
+            cls = type(engines[0])
+            losses = cls.round_all(engines, **_as_lists(cls.round, [recorders[i] for i in group]))
+            for i, engine, loss in zip(group, engines, losses):
+                if not engine.diverged:
+                    self.metrics["train_loss"][i] = loss
+                self.metrics["diverged"][i] = engine.diverged
+        due = np.flatnonzero((played % self.eval_every == 0) | (played >= self.num_rounds))
+        self._evaluate(due, played[due] - 1)
+
+    def _groups(self, rows: NDArray) -> list[list[int]]:
+        """The envs ``rows`` in lists whose engines compute together (one list per env unless :attr:`batched`)."""
+        if not self.batched:
+            return [[int(i)] for i in rows]
+        from otagym.training import Engine
+
+        return [[int(rows[j]) for j in group] for group in Engine.groups([self.engines[i] for i in rows])]
+
+    def _evaluate(self, rows: NDArray, played_rounds: NDArray) -> None:
+        """Test loss and accuracy, ||grad f||^2 of the envs ``rows``; ``played_rounds``: the round after which each
+        is taken (-1 = the initial model)."""
+        metrics, after = self.metrics, dict(zip(rows.tolist(), played_rounds.tolist()))
+        for group in self._groups(rows):
+            engines = [self.engines[i] for i in group]
+            cls = type(engines[0])
+            metrics["test_loss"][group], metrics["test_accuracy"][group] = cls.evaluate_all(engines)
+            metrics["gradient_norm2"][group] = cls.gradient_norm2_all(engines)
+            metrics["evaluated_round"][group] = [after[i] for i in group]
+            metrics["diverged"][group] = [e.diverged for e in engines]
 
     def info(self) -> dict[str, NDArray]:
         """The metrics, copied for a step's info."""
         return {k: v.copy() for k, v in self.metrics.items()}
+
+
+class _Recorder:
+    """Stands in for an engine in a ``play`` function: records the call to ``round`` (the engine's other attributes
+    are the engine's own)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.call: tuple[tuple, dict] | None = None
+
+    def round(self, *args: Any, **kwargs: Any) -> "_Placeholder":
+        if self.call is not None:
+            raise RuntimeError("play must call engine.round once per env and round; it called it twice")
+        self.call = (args, kwargs)
+        return _PLACEHOLDER
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+class _Placeholder:
+    """What a recorded ``round`` returns: its training loss is not known yet (NaN); the batched round sets it."""
+
+    train_loss = float("nan")
+
+
+_PLACEHOLDER = _Placeholder()
+
+
+def _as_lists(round_method: Callable, recorders: list[_Recorder]) -> dict[str, list[Any]]:
+    """The recorded calls of ``round_method`` as one list per parameter name (for ``round_all``)."""
+    signature = inspect.signature(round_method)
+    lists: dict[str, list[Any]] = {}
+    for recorder in recorders:
+        if recorder.call is None:
+            raise RuntimeError("play must call engine.round once per env and round; it did not call it")
+        bound = signature.bind(recorder.engine, *recorder.call[0], **recorder.call[1])
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:  # after self
+            lists.setdefault(name, []).append(value)
+    return lists

@@ -24,10 +24,10 @@ def test_clipped_gradient_sum_equals_opacus_grad_sample(path, monkeypatch):
     """Per-sample gradients, clipped and summed, equal Opacus's GradSampleModule's to 1e-6, by both paths: per
     layer (chosen for this model) and torch.func (forced here, as for models with other layers); the summed loss is
     the forward's."""
-    from otagym.training import fedsgd
+    from otagym.training import fedsgd, stacked
 
     if path == "vmap":
-        monkeypatch.setattr(fedsgd, "_layers_supported", lambda model: False)
+        monkeypatch.setattr(stacked, "_layers_supported", lambda model: False)
     opacus = pytest.importorskip("opacus")
     torch.manual_seed(0)
     model = MnistCNN()

@@ -3,7 +3,10 @@
 Imported on demand (torch is optional): ``from otagym.training import FedSGD``. The environments use it under
 ``fidelity="train"`` (:mod:`otagym.fidelity`).
 
-* :class:`Engine`: what every scheme's engine shares (model, data, metrics, divergence guard).
+* :class:`Engine`: what every scheme's engine shares (model, data, metrics, divergence guard); engines of one
+  architecture on the same data compute together (the ``*_all`` class methods: the envs of a vector env).
+* :mod:`otagym.training.stacked`: E models as stacked parameters (``torch.func.functional_call`` under ``vmap``):
+  per-sample clipped gradient sums, local steps, losses, accuracies and gradient norms of all E at once.
 * :class:`FedSGD`: model A (§IV-A of the AdaScale paper): Poisson sampling, per-sample clipping, the device
   average (10), the over-the-air aggregate with its receiver noise (13) and the update (12).
 * :class:`CDPBTraining`: model B (Algorithm 1 of the CDPB paper): local steps, update clipping to W, the received

@@ -19,17 +19,18 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call, grad_and_value
 
 from otagym.cdpb import CDPBScenario, RoundPowers, aggregate_over_the_air
+from otagym.training import stacked
 from otagym.training.engine import Engine
 
 __all__ = ["CDPBTraining", "clip_to_norm"]
 
 
 def clip_to_norm(update: torch.Tensor, bound: float) -> torch.Tensor:
-    """``update`` scaled by min(1, W / ||update||): its norm is at most W (``bound``)."""
-    return update * torch.clamp(bound / (update.norm() + 1e-12), max=1.0)
+    """``update`` scaled by min(1, W / ||update||): its norm is at most W (``bound``); rows (..., d) each on their
+    own."""
+    return update * torch.clamp(bound / (update.norm(dim=-1, keepdim=True) + 1e-12), max=1.0)
 
 
 class CDPBTraining(Engine):
@@ -50,48 +51,71 @@ class CDPBTraining(Engine):
         super().__init__(model, device_data, test_data)
         self.grad_bound, self.local_steps = float(grad_bound), int(local_steps)
         self.learning_rate = float(learning_rate)
-        self._names = [k for k, _ in model.named_parameters()]
-        self._shapes = [p.shape for p in model.parameters()]
+        self._starts = np.cumsum([0] + [len(y) for _, y in self.device_data[:-1]])
+        self._setup += (self.local_steps, self.learning_rate)  # engines together share the local training
 
     def local_update(self, client: int, theta: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(g_k = theta_k,L - theta, the client's mean loss at theta) after L full-batch gradient steps from
         ``theta`` (d,) on client ``client``'s data; g_k is not clipped here."""
-        x, y = self.device_data[client]
+        names = [k for k, _ in self.model.named_parameters()]
+        shapes = [p.shape for p in self.model.parameters()]
+        params = {k: v.reshape(1, *s) for k, v, s in zip(names, torch.split(theta, [s.numel() for s in shapes]),
+                                                           shapes)}
+        x, y, mask = self._client_batches([client])
+        update, loss = stacked.local_steps(self.model, params, x, y, mask, self.local_steps, self.learning_rate)
+        return update[0], float(loss[0])
 
-        def loss(params: dict) -> torch.Tensor:
-            return nn.functional.cross_entropy(functional_call(self.model, params, (x,)), y)
-
-        step = grad_and_value(loss)
-        params = dict(zip(self._names, torch.split(theta, [s.numel() for s in self._shapes])))
-        params = {k: v.view(s) for (k, v), s in zip(params.items(), self._shapes)}
-        first = None
-        for _ in range(self.local_steps):
-            grads, value = step(params)
-            first = float(value) if first is None else first
-            params = {k: v - self.learning_rate * grads[k] for k, v in params.items()}
-        return torch.cat([v.reshape(-1) for v in params.values()]) - theta, first
+    def _client_batches(self, clients: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The local data of ``clients`` padded to the largest: x (P, n, *sample), y (P, n), real-sample mask."""
+        sizes = [len(self.device_data[k][1]) for k in clients]
+        width = max(sizes)
+        index = torch.from_numpy(np.stack([self._starts[k] + np.minimum(np.arange(width), n - 1)
+                                           for k, n in zip(clients, sizes)]))
+        mask = torch.arange(width) < torch.tensor(sizes)[:, None]
+        return self._all_x[index], self._all_y[index], mask
 
     def round(self, rng: np.random.Generator, scenario: CDPBScenario, rho: float, gains: np.ndarray,
               powers: RoundPowers) -> float:
         """One round of Algorithm 1 with power-balancing parameter ``rho``, the clients' power gains (K,) and the
         round's powers (:func:`otagym.cdpb.round_powers`, one env); returns the mean training loss of the reliable
-        clients at theta_t (that of every client's data when none is reliable)."""
-        if self.diverged:
-            return self.train_loss()
-        theta = self.weights()
-        reliable = np.flatnonzero(powers.reliable)
-        if reliable.size == 0:
-            return self.train_loss()
-        updates = np.zeros((len(self.device_data), theta.numel()))
-        loss_sum, count = 0.0, 0
-        for k in reliable:
-            g, loss = self.local_update(int(k), theta)
-            updates[k] = clip_to_norm(g, self.grad_bound).double().numpy()
-            n = len(self.device_data[k][1])
-            loss_sum, count = loss_sum + loss * n, count + n
-        train_loss = loss_sum / count
-        if not self._checkpoint(train_loss):
-            return train_loss
-        _, g_hat = aggregate_over_the_air(scenario, rho, gains, updates, powers, rng)
-        self._apply(theta + torch.from_numpy(g_hat).to(theta.dtype))
-        return train_loss
+        clients at theta_t (that of every client's data when none is reliable). The list of one of
+        :meth:`round_all`."""
+        return float(CDPBTraining.round_all([self], rng=[rng], scenario=[scenario], rho=[rho], gains=[gains],
+                                            powers=[powers])[0])
+
+    @classmethod
+    def round_all(cls, engines: Sequence["CDPBTraining"], *, rng: Sequence[np.random.Generator],
+                  scenario: Sequence[CDPBScenario], rho: Sequence[float], gains: Sequence[np.ndarray],
+                  powers: Sequence[RoundPowers]) -> np.ndarray:
+        """:meth:`round` of each of ``engines`` (one :meth:`~otagym.training.Engine.groups` list; one value of each
+        argument per engine): the local updates of every reliable client of every engine as one stack
+        (:func:`otagym.training.stacked.local_steps`), then each engine's over-the-air aggregate from its own
+        generator. Returns the training losses (E,)."""
+        params = cls._stack(engines)
+        pairs = [(j, int(k)) for j, e in enumerate(engines) if not e.diverged
+                 for k in np.flatnonzero(powers[j].reliable)]
+        losses = np.full(len(engines), np.nan)
+        idle = sorted(set(range(len(engines))) - {j for j, _ in pairs})  # diverged, or no reliable client
+        if idle:
+            losses[idle] = cls.train_loss_all([engines[j] for j in idle])
+        if not pairs:
+            return losses
+        first = engines[0]
+        env = torch.tensor([j for j, _ in pairs])
+        x, y, mask = first._client_batches([k for _, k in pairs])
+        updates, client_loss = stacked.local_steps(first.model, {k: v[env] for k, v in params.items()}, x, y, mask,
+                                                   first.local_steps, first.learning_rate)
+        sizes = mask.sum(dim=1).double().numpy()
+        client_loss = client_loss.double().numpy()
+        for j in sorted({j for j, _ in pairs}):
+            e, rows = engines[j], np.flatnonzero(env.numpy() == j)
+            clients = [pairs[r][1] for r in rows]
+            losses[j] = float((client_loss[rows] * sizes[rows]).sum() / sizes[rows].sum())
+            theta = e.weights()
+            if not e._checkpoint(losses[j]):
+                continue
+            clipped = np.zeros((len(e.device_data), theta.numel()))
+            clipped[clients] = clip_to_norm(updates[rows], e.grad_bound).double().numpy()
+            _, g_hat = aggregate_over_the_air(scenario[j], rho[j], gains[j], clipped, powers[j], rng[j])
+            e._apply(theta + torch.from_numpy(g_hat).to(theta.dtype))
+        return losses

@@ -19,12 +19,12 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
 
+from otagym.training import stacked
 from otagym.training.engine import Engine, full_gradient_norm2
 
 __all__ = ["poisson_sample", "clipped_gradient_sum", "clipped_gradient_sum_and_loss", "receiver_noise_std",
-           "ota_aggregate", "full_gradient_norm2", "FedSGD"]
+           "device_weights", "receiver_noise", "ota_aggregate", "full_gradient_norm2", "FedSGD"]
 
 
 def poisson_sample(rng: np.random.Generator, num_samples: int, rate: float) -> np.ndarray:
@@ -40,81 +40,11 @@ def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cli
 
 def clipped_gradient_sum_and_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip_norm: float
                                   ) -> tuple[torch.Tensor, float]:
-    """(sum_i clip(g_i, G), sum_i l(w; x_i, y_i)) from one forward pass.
-
-    Two exact ways to the per-sample gradients, chosen by measurement (``benchmarks/bench_training.py``): models whose
-    parameters all sit in ``nn.Linear`` and ``nn.Conv2d`` layers (the paper's MNIST CNN, the digits CNN) take
-    :func:`_per_sample_by_layers` (one batched backward to the layer outputs, then each layer's per-sample weight
-    gradient from its input and output gradient, as Opacus's hooks compute it, without Opacus's wrapper); any other
-    model (``CifarResNet``'s GroupNorm) takes ``torch.func`` (vmap of grad).
-    """
-    d = sum(p.numel() for p in model.parameters())
-    if len(y) == 0:
-        return torch.zeros(d), 0.0
-    by_layers = _per_sample_by_layers if _layers_supported(model) else _per_sample_by_vmap
-    flat, loss = by_layers(model, x, y)
-    scale = torch.clamp(clip_norm / (flat.norm(dim=1) + 1e-12), max=1.0)
-    return scale @ flat, loss
-
-
-def _param_layers(model: nn.Module) -> list[nn.Module]:
-    """The modules that own parameters, in the order of ``model.parameters()``."""
-    return [m for m in model.modules() if next(m.parameters(recurse=False), None) is not None]
-
-
-def _layers_supported(model: nn.Module) -> bool:
-    return all((type(m) is nn.Linear or (type(m) is nn.Conv2d and m.groups == 1 and m.padding_mode == "zeros"
-                                         and not isinstance(m.padding, str)))
-               and all(p.requires_grad for p in m.parameters(recurse=False)) for m in _param_layers(model))
-
-
-def _per_sample_by_layers(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Per-sample gradients (B, d) of a model of Linear and Conv2d layers, and the summed loss: the layers' inputs
-    a_i and output gradients delta_i of sum_i l_i from one forward and one backward; Linear: g_i = delta_i a_i^T
-    (summed over any middle axes), Conv2d: g_i = delta_i unfold(a_i)^T; biases: delta_i summed over positions."""
-    layers = _param_layers(model)
-    inputs: dict[nn.Module, torch.Tensor] = {}
-    outputs: dict[nn.Module, torch.Tensor] = {}
-
-    def keep(module: nn.Module, args: tuple, out: torch.Tensor) -> None:
-        inputs[module], outputs[module] = args[0].detach(), out
-
-    hooks = [m.register_forward_hook(keep) for m in layers]
-    try:
-        with torch.enable_grad():
-            loss = nn.functional.cross_entropy(model(x), y, reduction="sum")
-            deltas = torch.autograd.grad(loss, [outputs[m] for m in layers])
-    finally:
-        for h in hooks:
-            h.remove()
-    b, parts = len(y), []
-    for m, delta in zip(layers, deltas):
-        a = inputs[m]
-        if isinstance(m, nn.Conv2d):
-            a = nn.functional.unfold(a, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)
-            delta = delta.reshape(b, delta.shape[1], -1)  # (B, out, positions)
-            parts.append(torch.einsum("bol,bcl->boc", delta, a).reshape(b, -1))
-            if m.bias is not None:
-                parts.append(delta.sum(dim=2))
-        else:
-            a, delta = a.reshape(b, -1, a.shape[-1]), delta.reshape(b, -1, delta.shape[-1])
-            parts.append(torch.einsum("bso,bsi->boi", delta, a).reshape(b, -1))
-            if m.bias is not None:
-                parts.append(delta.sum(dim=1))
-    return torch.cat(parts, dim=1), float(loss.detach())
-
-
-def _per_sample_by_vmap(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Per-sample gradients (B, d) and the summed loss by ``torch.func``: vmap of grad_and_value."""
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    buffers = {k: v.detach() for k, v in model.named_buffers()}
-
-    def loss(p: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
-        out = functional_call(model, (p, buffers), (xi.unsqueeze(0),))
-        return nn.functional.cross_entropy(out, yi.unsqueeze(0))
-
-    per_sample, losses = vmap(grad_and_value(loss), in_dims=(None, 0, 0))(params, x, y)
-    return torch.cat([g.reshape(len(y), -1) for g in per_sample.values()], dim=1), float(losses.sum())
+    """(sum_i clip(g_i, G), sum_i l(w; x_i, y_i)) from one forward pass: the stack of one model of
+    :func:`otagym.training.stacked.clipped_gradient_sums` (which chooses the way to the per-sample gradients)."""
+    sums, losses = stacked.clipped_gradient_sums(model, stacked.stack_parameters([model]), x.unsqueeze(0),
+                                                 y.unsqueeze(0), torch.ones(1, len(y)), clip_norm)
+    return sums[0], float(losses.sum())
 
 
 def receiver_noise_std(noise_power_w: float, receive_scaling: float) -> float:
@@ -122,13 +52,29 @@ def receiver_noise_std(noise_power_w: float, receive_scaling: float) -> float:
     return float(np.sqrt(noise_power_w / (2.0 * receive_scaling)))
 
 
+def device_weights(batch_sizes: Sequence[float]) -> np.ndarray:
+    """1 / (M B_m) (M,): the weight of device m's clipped sum in r = (1/M) sum_m g_m, g_m = sum_i clip(g_i) / B_m
+    ((10) and (13))."""
+    b = np.asarray(batch_sizes, dtype=float)
+    return 1.0 / (len(b) * b)
+
+
+def receiver_noise(rng: np.random.Generator, dim: int, noise_std: float, dtype: torch.dtype) -> torch.Tensor:
+    """N(0, noise_std^2 I_d) (13), drawn from ``rng`` (d standard normals)."""
+    return noise_std * torch.from_numpy(rng.standard_normal(dim)).to(dtype)
+
+
 def ota_aggregate(gradient_sums: torch.Tensor, batch_sizes: Sequence[float], noise_std: float,
                   rng: np.random.Generator) -> torch.Tensor:
     """r = (1/M) sum_m gradient_sums[m] / B_m + N(0, noise_std^2 I_d): eqs. (10) and (13); ``gradient_sums``: (M, d)."""
-    m = gradient_sums.shape[0]
-    b = torch.as_tensor(np.asarray(batch_sizes, dtype=float), dtype=gradient_sums.dtype)
-    noise = torch.from_numpy(rng.standard_normal(gradient_sums.shape[1])).to(gradient_sums.dtype)
-    return (gradient_sums / b[:, None]).sum(dim=0) / m + noise_std * noise
+    weights = torch.as_tensor(device_weights(batch_sizes), dtype=gradient_sums.dtype)
+    return weights @ gradient_sums + receiver_noise(rng, gradient_sums.shape[1], noise_std, gradient_sums.dtype)
+
+
+def _padded(rows: Sequence[np.ndarray], fill: float | bool) -> np.ndarray:
+    """``rows`` of different lengths as one array (len(rows), longest), each padded at its end with ``fill``."""
+    width = max(len(r) for r in rows)
+    return np.stack([np.pad(r, (0, width - len(r)), constant_values=fill) for r in rows])
 
 
 @dataclass
@@ -170,24 +116,50 @@ class FedSGD(Engine):
 
     def round(self, rng: np.random.Generator, receive_scaling: float, noise_power_w: float) -> RoundMetrics:
         """One FedSGD round over the air with receive scaling eta_t (``receive_scaling``) and receiver noise power
-        sigma_n^2 (``noise_power_w``): (10), (13), (12)."""
-        if self.diverged:
-            return self._last
-        sums, losses, sizes = [], [], []
-        for (x, y), q in zip(self.device_data, self.rates):
-            idx = torch.from_numpy(poisson_sample(rng, len(y), q))
-            clipped, loss = clipped_gradient_sum_and_loss(self.model, x[idx], y[idx], self.clip_norm)
-            sums.append(clipped)
-            losses.append(loss)
-            sizes.append(len(idx))
-        train_loss = sum(losses) / max(sum(sizes), 1)
-        if not self._checkpoint(train_loss):
-            return self._last
-        r = ota_aggregate(torch.stack(sums), self.batch_sizes, receiver_noise_std(noise_power_w, receive_scaling), rng)
+        sigma_n^2 (``noise_power_w``): (10), (13), (12). The list of one of :meth:`round_all`."""
+        FedSGD.round_all([self], rng=[rng], receive_scaling=[receive_scaling], noise_power_w=[noise_power_w])
+        return self._last
+
+    @classmethod
+    def round_all(cls, engines: Sequence["FedSGD"], *, rng: Sequence[np.random.Generator],
+                  receive_scaling: Sequence[float], noise_power_w: Sequence[float]) -> np.ndarray:
+        """:meth:`round` of each of ``engines`` (one :meth:`~otagym.training.Engine.groups` list; one generator,
+        eta_t and sigma_n^2 per engine), their models' per-sample gradients computed as one stack
+        (:func:`otagym.training.stacked.clipped_gradient_sums`). Each engine draws from its own generator exactly
+        what its round alone draws (its devices' Poisson batches in device order, then the receiver noise), so its
+        numbers do not depend on the engines beside it. Returns each engine's :attr:`RoundMetrics.train_loss` (E,)."""
+        params = cls._stack(engines)
+        live = [j for j, e in enumerate(engines) if not e.diverged]
+        if live:
+            first = engines[0]
+            index, weight, sizes = zip(*(engines[j]._draw_batches(rng[j]) for j in live))
+            idx = torch.from_numpy(_padded(index, 0))
+            real = torch.from_numpy(_padded([np.ones(len(i), bool) for i in index], False))
+            sums, losses = stacked.clipped_gradient_sums(
+                first.model, {k: v[live] for k, v in params.items()}, first._all_x[idx], first._all_y[idx],
+                torch.from_numpy(_padded(weight, 0.0)).to(first._all_x.dtype),
+                torch.tensor([engines[j].clip_norm for j in live]))
+            for row, j in enumerate(live):
+                e = engines[j]
+                train_loss = float(losses[row][real[row]].sum()) / max(int(sizes[row].sum()), 1)
+                if not e._checkpoint(train_loss):
+                    continue
+                noise_std = receiver_noise_std(noise_power_w[j], receive_scaling[j])
+                e._update(sums[row] + receiver_noise(rng[j], e.dim, noise_std, sums.dtype))
+                e._last = RoundMetrics(train_loss=train_loss, batch_sizes=sizes[row])
+        return np.array([e._last.train_loss for e in engines])
+
+    def _draw_batches(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This round's Poisson batches, device by device from ``rng``: (indices into every local sample, each
+        sample's weight 1 / (M B_m) of its device (:func:`device_weights`), realised batch sizes (M,))."""
+        starts = np.cumsum([0] + [len(y) for _, y in self.device_data[:-1]])
+        picks = [start + poisson_sample(rng, len(y), q)
+                 for start, (_, y), q in zip(starts, self.device_data, self.rates)]
+        sizes = np.array([len(p) for p in picks])
+        return np.concatenate(picks), np.repeat(device_weights(self.batch_sizes), sizes), sizes
+
+    def _update(self, r: torch.Tensor) -> None:
+        """w <- w - lambda v, v <- momentum v + r + weight_decay w: (12) with heavy-ball momentum and weight decay."""
         w = self.weights()
         self._velocity = self.momentum * self._velocity + r + self.weight_decay * w
         self._apply(w - self.learning_rate * self._velocity)
-        self._last = RoundMetrics(train_loss=train_loss, batch_sizes=np.array(sizes))
-        return self._last
-
-
