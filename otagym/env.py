@@ -121,18 +121,22 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
                   the channel stays for that many rounds; 1 under i.i.d. and Gauss-Markov fading
     ============  ======================================================================================
 
-    Formulations (``reward_mode``), with L_t = sum_m rho_alpha(q_m, sigma_m,t) (the summand of objective (28a)) and
-    the per-episode scale S = T E[L_t under EqualAlloc] (placement and nu of the episode, both observed; so
-    EqualAlloc's expected return is -1 and the scale does not change which policy is optimal):
+    Formulations (``reward_mode``), with L_t = sum_m rho_alpha(q_m, sigma_m,t) (the summand of objective (28a)),
+    L_t^EA the same for EqualAlloc on this round's channel (c_t = nu) and the per-episode scale H = T x the
+    placement's stationary headroom at nu (placement and nu of the episode, both observed; the scale does not change
+    which policy is optimal). EqualAlloc's return is 0 in every mode:
 
     ==============  =============================================================================================
     ``budget``      default. Action a in [-1, 1]: ``price`` (default) plays the round's minimiser of L_t + mu_t c_t
                     with mu_t = mu_ref,t 100^a; ``share`` spends c_t = m(a) R_t / (T - t), m(a) = 100^a (m(0) = 1
                     is EqualAlloc). Either is capped at R_t and the last round spends R_t, so (28b) holds with
-                    equality for every policy, and the reward -L_t / S makes the return -(28a) / S.
-    ``cmdp``        action on x (log scale, see below); reward -L_t / S and ``info["cost"]`` = c_t / nu: the
-                    constraint is mean cost <= 1 per step, i.e. an episode cost limit of T (Safety-Gymnasium style).
-    ``lagrangian``  reward -(L_t + lambda (c_t - nu)) / S with ``reward_lambda`` required (the dual price of (28)).
+                    equality for every policy, and the reward -(L_t - L_t^EA) / H makes the return
+                    -((28a) - (28a) of EqualAlloc) / H.
+    ``cmdp``        action on x (log scale, see below); reward -(L_t - L_t^EA) / H and ``info["cost"]`` = c_t / nu:
+                    the constraint is mean cost <= 1 per step, i.e. an episode cost limit of T (Safety-Gymnasium
+                    style).
+    ``lagrangian``  reward -(L_t - L_t^EA + lambda (c_t - nu)) / H with ``reward_lambda`` required (the dual price
+                    of (28)).
     ==============  =============================================================================================
 
     Actions outside budget mode: ``Box(-1, 1, (1,), float32)`` mapped on a log scale to x = x_max * r^((1-a)/2) with
