@@ -435,9 +435,10 @@ def _kept_segments(segments: list[dict[str, Any]], steps: int) -> list[dict[str,
 
 
 class _AtomicCheckpoint(BaseCallback):
-    """Every ``save_freq`` calls: the replay buffer (SAC/TD3) and PPO-Lagrangian's multiplier, then the model, each
-    written atomically (:func:`checkpoint_files`); then the run's current segment in ``run.json`` is brought up to
-    the checkpoint."""
+    """Every ``save_freq`` calls: the run's current segment in ``run.json`` is brought up to the steps trained, then
+    the replay buffer (SAC/TD3), PPO-Lagrangian's multiplier and the model are written, each atomically
+    (:func:`checkpoint_files`). A kill between them leaves a record at least as far as the newest complete checkpoint
+    (which a resume continues from, trimming the record to it)."""
 
     def __init__(self, save_freq: int, run: Path, meta: dict[str, Any]) -> None:
         super().__init__()
@@ -450,6 +451,7 @@ class _AtomicCheckpoint(BaseCallback):
         if self.n_calls % self.save_freq == 0:
             steps = int(self.model.num_timesteps)
             files = checkpoint_files(self.run, steps)
+            self.record_segment(steps)  # first: a kill while the checkpoint is written leaves a record of the steps
             if self.meta["algo"] in OFF_POLICY:
                 with atomic_write(files["replay_buffer"], "wb") as fh:
                     self.model.save_replay_buffer(fh)
@@ -457,7 +459,6 @@ class _AtomicCheckpoint(BaseCallback):
                 write_json(files["lagrange"], {"multiplier": self.training_env.multiplier, "num_timesteps": steps})
             with atomic_write(files["model"], "wb") as fh:
                 self.model.save(fh)
-            self.record_segment(steps)
         return True
 
     def record_segment(self, steps: int) -> None:
