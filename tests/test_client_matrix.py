@@ -145,3 +145,32 @@ def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(task_id, tmp_path):
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert list(tmp_path.rglob(task_id.replace("/", "-") + ".zip"))
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.rllib")
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_rllib_samples_an_episode_of_the_task_by_its_module_prefixed_id(task_id, ray_session):
+    """RLlib's env runner builds the task from ``"otagym:<id>"`` (ray[rllib] pins gymnasium 1.2.2: CI runs this in its
+    second environment) and one sampled episode's return is the closed form of the env's info."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    T = TASKS[task_id].max_episode_steps
+    algo = (PPOConfig().environment("otagym:" + task_id).env_runners(num_env_runners=0)
+            .training(train_batch_size=T, minibatch_size=T, num_epochs=1)).build_algo()
+    try:
+        (episode,) = algo.env_runner.sample(num_episodes=1, explore=True)
+    finally:
+        algo.stop()
+    infos = episode.get_infos()
+    assert len(episode) == T and episode.is_terminated
+    assert episode.get_return() == pytest.approx(float(np.sum(episode.get_rewards())), rel=1e-6)
+    last = {**infos[-1], "reset_mean_channel_gain": infos[0].get("mean_channel_gain")}
+    assert episode.get_return() == pytest.approx(closed_form_return(gym.make(task_id), last), rel=1e-5)
