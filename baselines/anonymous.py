@@ -1,4 +1,5 @@
-"""Analytic policies for the anonymous over-the-air scheme (model C, seed 002): constant noise levels.
+"""Analytic policies for the anonymous over-the-air scheme (model C: Hasırcıoğlu & Gündüz, *Private Wireless
+Federated Learning with Anonymous Over-the-Air Computation*, ICASSP 2021): constant noise levels.
 
 Policies follow the protocol of :mod:`baselines.core` with the env's ``action_type="sigma"`` (sigma per coordinate,
 gradient units). sigma is public (the server hears it in the received noise power), so these policies use the

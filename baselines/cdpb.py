@@ -1,4 +1,5 @@
-"""CDPB planning and policies (model B, seed 003 §IV-V): the two-stage optimiser and the paper's baselines.
+"""CDPB planning and policies (model B: Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air Federated Learning via
+Client-Driven Power Balancing*, arXiv:2410.05907, §IV-V): the two-stage optimiser and the paper's baselines.
 
 The planner sees the channel distribution only and works with the expected per-round terms of
 :func:`otagym.cdpb.expected_round_terms` -- the same formulas the environment evaluates on realised channels:
@@ -98,9 +99,10 @@ def rho_theorem3(s: CDPBScenario, num_rounds: ArrayLike, *, iterations: int = 10
     """rho_tau of Theorem 3 (33) as printed, for CDPB-i: (2 P sigma^2 / W^2) sqrt(a / (W^2 (alpha - 1) / (2 P sigma^2)
     + b - 1)), a = lambda_1 / (lambda_2 tau^2 K_t W^2), b = 4 lambda_1 M^2 G / (lambda_2 tau^2 K_t).
 
-    K_t depends on rho, so (33) is a fixed point; we iterate K_t = E[K_t](rho) from rho_max. The formula is the
-    minimiser of a linearised surrogate of G, not of G itself (``docs/cdpb.md``); it is kept for reproduction.
-    Returns nan where the radicand is not positive (the formula has no solution there). Clipped to rho_max.
+    K_t depends on rho, so (33) is a fixed point; we iterate K_t = E[K_t] at rho, starting from rho_max. The formula
+    is the minimiser of a linearised surrogate of G, not of G itself (``docs/cdpb.md``); it is kept for
+    reproduction. Returns nan where the radicand is not positive (the formula has no solution there). Clipped to
+    rho_max.
     """
     if np.ndim(s.channel_scale) != 0 or s.strategy != "idle":
         raise ValueError("Theorem 3 is stated for CDPB-i with identical channel_scale")
@@ -302,7 +304,8 @@ class NoiseFree(CDPB):
 
 
 class HminBased:
-    """h_min based [9] (§V): with CSI every round, rho_t = P h_min,t / W^2 so that every client transmits.
+    """h_min based (§V; [9] of the CDPB paper, Liu & Simeone, "privacy for free"): with CSI every round,
+    rho_t = P h_min,t / W^2 so that every client transmits.
 
     Runs with ``csi_feedback=True`` (the server knows who transmits, so no amplification by participation) over the
     horizon given to :meth:`configure` (default: the scenario's ``num_rounds``).
@@ -331,9 +334,11 @@ class HminBased:
 
 
 class ISBased(HminBased):
-    """Independent-sampling based [8] (§V): clients take part with probability ``sampling`` regardless of their
-    channel; via CSI feedback the server knows the sampled set and picks rho_t = P min_{sampled} h / W^2, so every
-    sampled client transmits and its participation is known (no amplification)."""
+    """Independent-sampling based (§V; [8] of the CDPB paper, Mohamed, Chang & Tandon, "Privacy amplification for
+    federated learning via user sampling and wireless aggregation"): clients take part with probability ``sampling``
+    regardless of their channel; via CSI feedback the server knows the sampled set and picks
+    rho_t = P min_{sampled} h / W^2, so every sampled client transmits and its participation is known (no
+    amplification)."""
 
     name = "is_based"
 

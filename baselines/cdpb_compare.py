@@ -1,4 +1,5 @@
-"""``otagym compare --scheme cdpb``: CDPB-n / -i / -mixed and the paper's baselines on the same channels (seed 003 §V).
+"""``otagym compare --scheme cdpb``: CDPB-n / -i / -mixed and the paper's baselines on the same channels (§V of
+Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power Balancing*).
 
 Every policy plans from the channel distribution (:mod:`baselines.cdpb`), then runs in the ``scheme="cdpb"``
 environment for the longest planned horizon, so each curve shows G(t) = lambda_1 gamma_t + lambda_2 eps_t after every
@@ -16,12 +17,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from baselines.cdpb import CDPB_POLICIES, CDPB, HminBased
-from baselines.report import write_rows
+from baselines.report import policy_colour, readable, write_rows
 from otagym._io import save_figure
 from otagym.cdpb import Accounting, CDPBScenario, get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyVectorEnv
 
-__all__ = ["compare_cdpb", "format_cdpb_table", "save_cdpb", "DEFAULT_CDPB_POLICIES"]
+__all__ = ["compare_cdpb", "format_cdpb_table", "save_cdpb", "DEFAULT_CDPB_POLICIES", "CDPB_TABLE_NOTES"]
 
 DEFAULT_CDPB_POLICIES = tuple(CDPB_POLICIES)
 _CURVES = ("gamma", "epsilon_sgm", "epsilon_theorem1", "num_reliable", "noise_var", "rho", "max_power")
@@ -87,6 +88,8 @@ def compare_cdpb(scenario: str | CDPBScenario = "paper-cdpb", policies: tuple[st
 
 
 def format_cdpb_table(rows: list[dict[str, Any]], s: CDPBScenario) -> str:
+    """The comparison as a text table, followed by what its columns mean (:data:`CDPB_TABLE_NOTES`). The privacy
+    columns print 2 decimals, or scientific notation from 1e5 on (:func:`baselines.report.readable`)."""
     head = (f"{'policy':<12} {'rho':>7} {'tau':>5} {'E K_t':>6} {'sigma_q^2':>9} {'max P':>6} {'gamma':>9} "
             f"{'eps SGM':>9} {'eps Thm1':>9} {'G SGM':>10} {'G Thm1':>10} {'G plan':>10}")
     lines = [f"CDPB on {s.name}: K={s.num_clients}, lambda=({s.lambda_convergence:g}, {s.lambda_privacy:g}), "
@@ -95,14 +98,37 @@ def format_cdpb_table(rows: list[dict[str, Any]], s: CDPBScenario) -> str:
     for r in rows:
         plan = "-" if r["G_planned"] is None else f"{r['G_planned']:.4e}"
         lines.append(f"{r['policy']:<12} {r['rho']:7.4f} {r['tau']:5d} {r['num_reliable']:6.1f} {r['noise_var']:9.3g} "
-                     f"{r['max_power_w']:6.3f} {r['gamma']:9.3e} {r['epsilon_sgm']:9.3g} {r['epsilon_theorem1']:9.4g} "
-                     f"{r['G_sgm']:10.4e} {r['G_theorem1']:10.4e} {plan:>10}")
+                     f"{r['max_power_w']:6.3f} {r['gamma']:9.3e} {readable(r['epsilon_sgm'], 2):>9} "
+                     f"{readable(r['epsilon_theorem1'], 2):>9} {r['G_sgm']:10.4e} {r['G_theorem1']:10.4e} {plan:>10}")
+    episodes = rows[0]["episodes"] if rows else 0
+    lines += ["", *CDPB_TABLE_NOTES,
+              (f"Realised columns are at each policy's own tau, means over {episodes} episode(s) on the same channels; "
+               f"P = {s.power_max_w:g} W, P/W^2 = {s.rho_max:g}.")]
     return "\n".join(lines)
 
 
+#: What the columns of :func:`format_cdpb_table` mean (printed under it).
+CDPB_TABLE_NOTES = (
+    "rho        the power-balancing threshold the server broadcasts (at most P/W^2), mean over the rounds",
+    "tau        the policy's horizon in rounds: its plan's tau_opt (CDPB-*, noise-free), tau_gamma,min (gamma-based)",
+    "           or CDPB-i's tau_opt (hmin-based, IS-based)",
+    "E K_t      reliable clients per round (power gain h_k,t >= rho W^2 / P), mean over the rounds",
+    "sigma_q^2  noise power at the receiver per round (artificial noise plus receiver noise, W, total over d), mean",
+    "max P      the largest transmit power of any client in any round (W; never above the limit P)",
+    "gamma      the convergence error bound 6 mean_t(B_t) / tau after tau rounds (threshold gamma-bar)",
+    "eps SGM    the worst client's cumulative Renyi DP at alpha after tau rounds (nats), sampled Gaussian accounting",
+    "eps Thm1   the same under the paper's Theorem 1 as printed (reproduction only; see docs/cdpb.md)",
+    "G SGM      the realised utility lambda_1 gamma + lambda_2 eps with eps SGM (the lower, the better)",
+    "G Thm1     the same with eps Thm1",
+    "G plan     the utility G(rho, tau) the planner expects from the channel distribution, under the planner's",
+    "           accounting; - for hmin-based and IS-based, which choose rho each round from the channels",
+)
+
+
 def save_cdpb(rows: list[dict[str, Any]], curves: dict[str, Any], s: CDPBScenario, out_dir: Path) -> list[Path]:
-    """Write ``compare_cdpb.png`` (G(t) over iterations and RDP over rounds), ``compare_cdpb.csv`` and last
-    ``compare_cdpb.json`` with the others' hashes (:func:`baselines.report.write_rows`), each atomically."""
+    """Write ``compare_cdpb.png`` (G(t) over iterations and RDP over rounds, each policy in its fixed colour,
+    :func:`baselines.report.policy_colour`), ``compare_cdpb.csv`` and last ``compare_cdpb.json`` with the others'
+    hashes (:func:`baselines.report.write_rows`), each atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,8 +140,9 @@ def save_cdpb(rows: list[dict[str, Any]], curves: dict[str, Any], s: CDPBScenari
         t = np.arange(1, len(c["gamma"]) + 1)
         for ax, y in ((axes[0], lam1 * np.array(c["gamma"]) + lam2 * np.array(c[f"epsilon_{s.accounting}"])),
                       (axes[1], np.array(c[f"epsilon_{s.accounting}"]))):
-            (line,) = ax.plot(t, y, label=name)
-            ax.plot([c["tau"]], [y[c["tau"] - 1]], marker="o", color=line.get_color())
+            colour = policy_colour(name)
+            ax.plot(t, y, label=name, color=colour)
+            ax.plot([c["tau"]], [y[c["tau"] - 1]], marker="o", color=colour)
     axes[0].set_ylabel("G(rho, t) = lambda_1 gamma + lambda_2 eps")
     axes[1].set_ylabel(f"cumulative RDP, worst client (alpha={s.rdp_order}, {s.accounting})")
     for ax in axes:

@@ -1,4 +1,8 @@
-"""Running policies on the vector env over fixed channel realisations, and the matched-nu calibration (§VII)."""
+"""Running policies on the vector env over fixed channel realisations, and the matched-nu calibration (§VII).
+
+Section and equation numbers are those of the AdaScale paper (Moradi Kalarde et al., *Privacy Enhancement in
+Over-the-Air Federated Learning via Adaptive Receive Scaling*, arXiv:2510.03860).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Analytic receive-scaling policies for model A (AdaScale paper, seed 000, §V and the benchmarks of §VII).
+"""Analytic receive-scaling policies for model A (§V and the benchmarks of §VII of Moradi Kalarde, Liang, Dong,
+Eldemerdash Ahmed & Cheng, *Privacy Enhancement in Over-the-Air Federated Learning via Adaptive Receive Scaling*,
+arXiv:2510.03860, the AdaScale paper).
 
 Every policy returns x_t (use the env with ``action_type="x"``), works for one env (scalars) or batched over a vector
 env (arrays over envs; hyperparameters may be arrays too), and uses only the scenario constants, the observation and
@@ -136,9 +138,9 @@ class LyapunovDPP(_QueuePolicy):
 
 
 class EstimFuture(_PolicyBase):
-    """EstimFuture (§VII): each round, solve the convex problem (28) over the remaining rounds with the remaining budget
-    B = nu T - sum_{tau<t} c_tau, replacing every unknown future h_min^2 by its MMSE estimate E[h_min^2] (closed form,
-    :meth:`~otagym.receive_scaling.ReceiveScalingModel.expected_h_min2`).
+    """EstimFuture (§VII): each round, solve the convex problem (28) over the remaining rounds with the remaining
+    budget B = nu T - sum_{tau<t} c_tau, replacing every unknown future h_min^2 by its MMSE estimate E[h_min^2]
+    (closed form, :meth:`~otagym.receive_scaling.ReceiveScalingModel.expected_h_min2`).
 
     All estimated future rounds are identical, so by convexity they share the budget equally; the round's problem is
     then one-dimensional in the current round's cost z in [0, B]: min_z L_t(x(z)) + n L_hat(x_hat((B - z)/n)). Its
@@ -177,9 +179,9 @@ class OfflineOptimal(_PolicyBase):
     solves min_x L_t(x) + mu c_t(x), and mu is the one with (1/T) sum_t c_t = nu. A lower bound on the leakage of
     every online policy at the same nu.
 
-    The round's minimiser is a receive scaling eta*(mu) that does not depend on the channel, capped by the power
-    limit (:meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`): eta_t = min(eta*, x_max
-    h_min,t^2). So the dual search is one for a common water level eta, and it is solved exactly: bisection on
+    The round's minimiser is a receive scaling ``eta*(mu)`` that does not depend on the channel, capped by the power
+    limit (:meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`): ``eta_t = min(eta*, x_max
+    h_min,t^2)``. So the dual search is one for a common water level eta, and it is solved exactly: bisection on
     log eta (the mean cost decreases in eta) finds which rounds sit at the power limit, and the closed form
     eta = d sigma_n^2 |S| / (nu T + d sigma_n^2 sum_{t in S} 1/(x_max h_t^2)) over the other rounds S gives eta;
     then mu = eta^2 L'(eta) / (d sigma_n^2). (Rounds at the floor x_floor, which no paper scenario reaches, are
@@ -241,8 +243,9 @@ class OfflineOptimal(_PolicyBase):
 
 
 class _DPBudget(_PolicyBase):
-    """A DP budget eps_budget at delta through the tail bound of seed 004: sum_t r_t^2 / 2 <= R_dp(eps, delta), with
-    r_t^2 = 1/sigma_m,t^2 = eta_t u_m (no subsampling credit, as in [20], [23]); the binding device has the largest
+    """A DP budget eps_budget at delta through the Gaussian tail bound of Liu & Simeone
+    (:func:`~otagym.privacy.tail_bound_budget`): sum_t r_t^2 / 2 <= R_dp(eps, delta), with r_t^2 = 1/sigma_m,t^2 =
+    eta_t u_m (no subsampling credit, as in [20] and [23] of the AdaScale paper); the binding device has the largest
     u_m = 2 G^2 / (M^2 B_m^2 sigma_n^2). So the budget is one on sum_t eta_t <= 2 R_dp / u_max."""
 
     def __init__(self, epsilon_budget: ArrayLike, delta: float | None = None) -> None:
@@ -265,12 +268,13 @@ class _DPBudget(_PolicyBase):
 
 
 class LiuSimeone(_DPBudget):
-    """The method of [20] (Liu & Simeone, "privacy for free"): minimise sum_t c_t subject to the tail-bound DP budget,
-    with MMSE estimates of future channels.
+    """The method of [20] of the AdaScale paper (Liu & Simeone, "privacy for free"): minimise sum_t c_t subject to
+    the tail-bound DP budget, with MMSE estimates of future channels.
 
     Minimising sum_t K_t / x_t under sum_t eta_t <= E (eta_t = x_t h_t^2) gives, by the KKT conditions, the same
     eta in every round, clipped by the power limit eta_t <= x_max h_t^2. Online, the remaining budget E_rem is split
-    between this round (eta_t = min(eta*, x_max h_t^2)) and n estimated future rounds (min(eta*, x_max E[h^2])).
+    between this round (``eta_t = min(eta*, x_max h_t^2)``) and n estimated future rounds
+    (``min(eta*, x_max E[h^2])``).
     """
 
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
@@ -291,8 +295,8 @@ class LiuSimeone(_DPBudget):
 
 
 class LyapunovDPBudget(_DPBudget):
-    """The method of [23] (standard Lyapunov drift-plus-penalty on the DP budget): a virtual queue Z on the per-round
-    tail-bound privacy loss eta_t u_max / 2 against R_dp / T,
+    """The method of [23] of the AdaScale paper (Shi, Yang & Wu: standard Lyapunov drift-plus-penalty on the DP
+    budget): a virtual queue Z on the per-round tail-bound privacy loss eta_t u_max / 2 against R_dp / T,
 
         Z_{t+1} = max(Z_t + eta_t u_max / 2 - R_dp(eps_budget, delta) / T, 0),
 
@@ -342,7 +346,10 @@ class ActionPolicy(_PolicyBase):
     Args:
         nu: the budget per round (array over envs allowed); default: the scenario's.
         action_type: ``"price"`` (the env's default), ``"share"`` or ``"normalized"``.
-        price_decades, price_buffer_sd, budget_multiplier_max, x_min_ratio: the env's arguments of the same names.
+        price_decades: the env's argument of the same name.
+        price_buffer_sd: the env's argument of the same name.
+        budget_multiplier_max: the env's argument of the same name.
+        x_min_ratio: the env's argument of the same name.
         env_kwargs: instead of the five above, the env keyword arguments the actions are meant for (a trained
             agent's ``run.json``, a task's settings), resolved with the env's defaults at ``reset``.
     """

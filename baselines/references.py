@@ -12,6 +12,9 @@
 
 "Training channels" are the realisations of :data:`TRAIN_SEEDS`; held-out evaluation uses :data:`TEST_SEEDS` and
 checkpoint selection :data:`VALIDATION_SEEDS` (three disjoint ranges, one convention for every script).
+
+Equation and algorithm numbers are those of the AdaScale paper (Moradi Kalarde et al., *Privacy Enhancement in
+Over-the-Air Federated Learning via Adaptive Receive Scaling*, arXiv:2510.03860).
 """
 
 from __future__ import annotations
@@ -104,7 +107,8 @@ class UniformRandom(ActionPolicy):
 
     Args:
         nu: the budget per round (array over envs allowed); default: the scenario's.
-        action_type, price_decades: the env's action semantics (default: the env's).
+        action_type: the env's action type (default: the env's, ``"price"``).
+        price_decades: the env's argument of the same name (default: the env's).
     """
 
     def __init__(self, nu: ArrayLike | None = None, *, action_type: str = "price", price_decades: float = 2.0) -> None:
@@ -125,7 +129,8 @@ class BestConstant(_Constant):
     Args:
         nu: the budget per round (array over envs allowed); default: the scenario's.
         action: a fixed action (scalar or per env) instead of the tuned one.
-        action_type, price_decades: the env's action semantics (default: the env's).
+        action_type: the env's action type (default: the env's, ``"price"``).
+        price_decades: the env's argument of the same name (default: the env's).
     """
 
     def __init__(self, nu: ArrayLike | None = None, action: ArrayLike | None = None, *, action_type: str = "price",
@@ -214,15 +219,15 @@ def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2:
     solves min_c n_s L(eta(c / n_s, g)) + V_{s+1}(B - c), 0 <= c <= B, where a round's spend c buys
     eta = 1/(c/K + 1/g) (eq. (23), (28b)) and a stage's n_s rounds share its spend equally (L(eta(c, g)) is convex in
     c, so equal shares are optimal when g is constant); the last stage spends all of B. Its first-order condition is a
-    price: mu = -V'_{s+1}(B - c), and the round plays eta = min(eta*(mu), g) as OfflineOptimal does (the channel-free
-    eta*, :meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`).
+    price: mu = -V'_{s+1}(B - c), and the round plays ``eta = min(eta*(mu), g)`` as OfflineOptimal does (the
+    channel-free ``eta*``, :meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`).
 
     The endogenous-grid method (Carroll 2006) runs backwards on the marginal value lambda_s = -V_s': for each
     post-decision budget A_j the price is mu_j = lambda_{s+1}(A_j) and, on each channel node g_k, the stage spends
-    c_jk = n_s K max(1/eta*(mu_j) - 1/g_k, 0) from B_jk = A_j + c_jk (increasing in j); below B_0k the stage spends all of
-    B at the price of spending all. lambda_s(B) is the mean over g_k of the price interpolated at B (log-log, linear),
-    by the envelope theorem. Channel nodes: ``nodes`` equal-probability midpoints of the Exponential law; ``grid``
-    budgets, geometric from 1e-9 nu T to nu T. ``nu`` and ``mean_h_min2`` are (N,).
+    ``c_jk = n_s K max(1/eta*(mu_j) - 1/g_k, 0)`` from B_jk = A_j + c_jk (increasing in j); below B_0k the stage
+    spends all of B at the price of spending all. lambda_s(B) is the mean over g_k of the price interpolated at B
+    (log-log, linear), by the envelope theorem. Channel nodes: ``nodes`` equal-probability midpoints of the
+    Exponential law; ``grid`` budgets, geometric from 1e-9 nu T to nu T. ``nu`` and ``mean_h_min2`` are (N,).
     """
     nu = np.atleast_1d(np.asarray(nu, dtype=float))
     mean = np.broadcast_to(np.asarray(mean_h_min2, dtype=float), nu.shape)
@@ -284,7 +289,8 @@ class OnlineOptimal(_PolicyBase):
 
     Args:
         nu: the budget per round (array over envs allowed); default: the scenario's.
-        grid, nodes: of :func:`solve_online_optimal`.
+        grid: the number of budgets of the solved grid, as for :func:`solve_online_optimal`.
+        nodes: the number of channel nodes, as for :func:`solve_online_optimal`.
     """
 
     def __init__(self, nu: ArrayLike | None = None, grid: int = 200, nodes: int = 128) -> None:

@@ -1,8 +1,10 @@
 """Model C: anonymous over-the-air computation -- the scenario and the pure, batched formulas.
 
-Seed 002 (Hasircioglu & Gunduz, "Private wireless federated learning with anonymous over-the-air computation");
-SPEC §4-5; the user documentation, the reproduced Fig. 1 and the deviations are in ``docs/anonymous.md``. Equation,
-lemma and theorem numbers below are the paper's; [5] is Dwork & Roth (2014), [22] Mironov, Talwar & Zhang (2019).
+The paper: Hasırcıoğlu & Gündüz, *Private Wireless Federated Learning with Anonymous Over-the-Air Computation*
+(IEEE ICASSP 2021). The derivations, the reproduced Fig. 1 and the deviations from the printed formulas are in
+``docs/anonymous.md`` (the site's "Anonymous over-the-air computation" page). Equation, lemma and theorem numbers
+below are the paper's; its references [5] are Dwork & Roth (2014), [9] Abadi et al. (2016, DP-SGD) and [22]
+Mironov, Talwar & Zhang (2019).
 
 The protocol (§III-IV). N devices (``num_devices``), each with n samples. In round t device i takes part when its
 channel is good, which happens with probability p independently of the other devices and rounds (§III); a
@@ -79,8 +81,10 @@ class AnonymousScenario:
         learning_rate: eta of w_t+1 = w_t - eta y[t] (§III) (> 0, eta <= 1 / smoothness).
         smoothness: beta, the Lipschitz constant of the loss gradient (> 0), for the convergence bound.
         initial_gap: F(w_0) - F*, the initial optimality gap (loss units, > 0), for the convergence bound.
-        lambda_convergence, lambda_privacy: the weights of the utility lambda_c gamma + lambda_p eps_alpha (the
-            reward; :func:`convergence_bound`, eps_alpha the cumulative RDP at ``rdp_order``).
+        lambda_convergence: lambda_c, the weight of the convergence bound gamma (:func:`convergence_bound`) in the
+            utility lambda_c gamma + lambda_p eps_alpha that the reward pays (> 0).
+        lambda_privacy: lambda_p, the weight of eps_alpha, the cumulative RDP at ``rdp_order``, in that utility
+            (>= 0).
         name: label.
     """
 
@@ -142,7 +146,8 @@ class AnonymousScenario:
 #: ``paper-anonymous``: delta = 1e-5 and p q = 0.01 are the paper's (§V, Fig. 1: the rate it calls reasonable for
 #: edge networks, with "many devices ... with quite large local datasets"). The paper gives no N, n, p, q separately,
 #: no model and no learning task; we take N = 100 devices, p = q = 0.1, n = 600 (60,000 MNIST examples over 100
-#: devices), d = 26,010 (the MNIST CNN of SPEC §2), L = 1, T = 1000, eta = 0.05, beta = F(w_0) - F* = 1.
+#: devices), d = 26,010 (the MNIST CNN of Tramer & Boneh, :class:`otagym.training.MnistCNN`, as in the
+#: receive-scaling preset ``paper-mnist``), L = 1, T = 1000, eta = 0.05, beta = F(w_0) - F* = 1.
 ANONYMOUS_PRESETS: dict[str, AnonymousScenario] = {"paper-anonymous": AnonymousScenario(name="paper-anonymous")}
 
 
@@ -338,8 +343,9 @@ def theorem1_conditions(order: ArrayLike, rate: ArrayLike, noise_mult: ArrayLike
 def rdp_to_dp_lemma2(rdp: ArrayLike, orders: ArrayLike, delta: float) -> tuple[NDArray, NDArray]:
     """(eps, best order) by Lemma 2: eps = min_alpha rdp_alpha + log(1/delta) / (alpha - 1) (orders on the last axis).
 
-    The paper's conversion (Mironov 2017, Prop. 3). ``otagym.privacy.rdp_to_dp`` (eq. (6) of seed 000, Opacus's
-    current conversion) is lower by log(alpha/(alpha-1)) + log(alpha)/(alpha-1) at every order; the env reports it.
+    The paper's conversion (Mironov 2017, Prop. 3). ``otagym.privacy.rdp_to_dp`` (eq. (6) of Moradi Kalarde et al.,
+    *Privacy Enhancement in Over-the-Air Federated Learning via Adaptive Receive Scaling*; Opacus's current
+    conversion) is lower by log(alpha/(alpha-1)) + log(alpha)/(alpha-1) at every order; the env reports it.
     """
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1); got {delta}")

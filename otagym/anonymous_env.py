@@ -1,4 +1,6 @@
-"""The batched core of ``scheme="anonymous"`` (model C, anonymous over-the-air computation, seed 002).
+"""The batched core of ``scheme="anonymous"`` (model C, anonymous over-the-air computation: Hasırcıoğlu & Gündüz,
+*Private Wireless Federated Learning with Anonymous Over-the-Air Computation*, ICASSP 2021; section numbers below are
+the paper's).
 
 :class:`AnonymousRounds` holds N episodes as arrays and steps them with the pure functions of
 :mod:`otagym.anonymous`; the single and the vector environment of :mod:`otagym.env` are thin shells around it.

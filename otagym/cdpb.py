@@ -1,7 +1,9 @@
 """Model B: client-driven power balancing (CDPB) -- the scenario and the pure, batched formulas.
 
-Seed 003 (Kim, Seo & Choi, "Privacy-enhanced OTA-FL via client-driven power balancing"); SPEC §3; the derivations
-and the deviations from the printed formulas are in ``docs/cdpb.md``. Equation numbers below are the paper's.
+The paper: Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power Balancing*
+(arXiv:2410.05907, 2024). The derivations and the deviations from the printed formulas are in ``docs/cdpb.md`` (the
+site's "Client-driven power balancing" page under "Formulations and derivations"). Equation numbers below are the
+paper's.
 
 Notation: K clients, power limit P (W), gradient-norm bound W, power gain h_k,t ~ Exponential(mean m_k), m_k = 2 s_k
 with s_k the Rayleigh scale sigma_k^2 of the paper (so Pr(h_k >= h) = exp(-h / (2 sigma_k^2)), eq. (53)). The server
@@ -82,10 +84,14 @@ class CDPBScenario(FadingFields):
         accounting: the privacy accounting of the reward: ``"sgm"`` (accountant-consistent, default) or
             ``"theorem1"`` (the paper's Theorem 1 as printed).
         adjacency: ``"replace_one"`` (sensitivity 2 sqrt(rho) W, default) or ``"add_remove"`` (sqrt(rho) W) for ``sgm``.
-        lambda_convergence, lambda_privacy: lambda_1 and lambda_2 of the utility G = lambda_1 gamma + lambda_2 eps (24).
-        gamma_max, epsilon_max: the thresholds gamma-bar (25b) and eps-bar (25c).
+        lambda_convergence: lambda_1, the weight of gamma in the utility G = lambda_1 gamma + lambda_2 eps (24) (> 0).
+        lambda_privacy: lambda_2, the weight of eps in G (>= 0).
+        gamma_max: gamma-bar, the convergence threshold (25b) (> 0).
+        epsilon_max: eps-bar, the privacy threshold (25c) (> 0).
         fading: ``"iid"`` (the paper's), ``"block"`` or ``"gauss_markov"``, as in model A's :class:`Scenario`.
-        coherence_rounds, correlation: parameters of the correlated fading models.
+        coherence_rounds: rounds per coherence block of ``fading="block"`` (>= 1; only with that fading).
+        correlation: the per-round Gauss-Markov coefficient of ``fading="gauss_markov"`` (in [0, 1); only with that
+            fading).
         name: label.
     """
 
@@ -139,7 +145,8 @@ class CDPBScenario(FadingFields):
 
     @property
     def noise_portion(self) -> float:
-        """Probability that an unreliable client sends noise: 1 (noisy), 0 (idle), ``portion`` (mixed); 0 if noise-free."""
+        """Probability that an unreliable client sends noise: 1 (noisy), 0 (idle), ``portion`` (mixed); 0 if
+        noise-free."""
         if not self.artificial_noise:
             return 0.0
         return {"noisy": 1.0, "idle": 0.0, "mixed": float(self.portion)}[self.strategy]
@@ -180,7 +187,7 @@ def participation_probability(s: CDPBScenario, rho: ArrayLike, mean_gain: NDArra
 
 
 def expected_num_reliable(s: CDPBScenario, rho: ArrayLike) -> NDArray:
-    """E[K_t](rho) = s_c sum_k p_k(rho), eq. (53) (s_c = ``client_sampling``, 1 in the paper)."""
+    """E[K_t] at rho: s_c sum_k p_k(rho), eq. (53) (s_c = ``client_sampling``, 1 in the paper)."""
     return s.client_sampling * participation_probability(s, rho).sum(axis=-1)
 
 
@@ -204,7 +211,8 @@ def expected_received_noise(s: CDPBScenario, rho: ArrayLike, mean_gain: NDArray 
 
 
 def expected_noise_var(s: CDPBScenario, rho: ArrayLike) -> NDArray:
-    """E[sigma_q,t^2](rho) = sum_k E[noise_k] + sigma_z^2: eq. (56) (noisy), (60) (idle), their mix (W, total over d).
+    """E[sigma_q,t^2] at rho: sum_k E[noise_k] + sigma_z^2, eq. (56) (noisy), (60) (idle), their mix (W, total
+    over d).
 
     The paper drops sigma_z^2 after eq. (53); we keep it (it is independent of rho and makes the noise-free baseline
     finite).
@@ -285,12 +293,14 @@ def round_powers(s: CDPBScenario, rho: ArrayLike, gains: ArrayLike, sends_noise:
 
 def aggregate_over_the_air(s: CDPBScenario, rho: float, gains: NDArray, gradients: NDArray, powers: RoundPowers,
                            rng: np.random.Generator) -> tuple[NDArray, NDArray]:
-    """The received signal y_t (12)/(16) and the server's estimate g_hat_t = y_t / (sqrt(rho) K_t) (18) for real vectors.
+    """The received signal y_t (12)/(16) and the server's estimate g_hat_t = y_t / (sqrt(rho) K_t) (18) for real
+    vectors.
 
     ``gradients`` (K, d) with norms <= W; each reliable client sends sqrt(a)(g + r), a = rho / h, with artificial noise
     r ~ N(0, (noise power / a) / d I_d); noisy unreliable clients send r ~ N(0, P/d I_d); the receiver adds
     z ~ N(0, sigma_z^2/d I_d). (Phases are compensated, so the channel acts as sqrt(h).) Returns ``(y, g_hat)``;
-    g_hat is the zero vector when K_t = 0. The environment uses the powers only; this is for training fidelity and tests.
+    g_hat is the zero vector when K_t = 0. The environment uses the powers only; this is for the training fidelity and
+    the tests.
     """
     g = np.asarray(gradients, dtype=float)
     k, d = g.shape
@@ -318,7 +328,8 @@ def convergence_term(s: CDPBScenario, num_reliable: ArrayLike, noise_var: ArrayL
 
 
 def convergence_error(term: ArrayLike, num_rounds: ArrayLike) -> NDArray:
-    """gamma ~ 6 B / tau: Theorem 2's bound (23) reduced to its dominant term as in Appendix C (mu = 1, S_tau ~ tau^3/3)."""
+    """gamma ~ 6 B / tau: Theorem 2's bound (23) reduced to its dominant term as in Appendix C (mu = 1,
+    S_tau ~ tau^3/3)."""
     return 6.0 * np.asarray(term, dtype=float) / np.asarray(num_rounds, dtype=float)
 
 

@@ -1,4 +1,6 @@
-"""The batched core of ``scheme="cdpb"`` (model B, client-driven power balancing, seed 003).
+"""The batched core of ``scheme="cdpb"`` (model B, client-driven power balancing: Kim, Seo & Choi,
+*Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power Balancing*, arXiv:2410.05907; equation and
+algorithm numbers below are the paper's).
 
 :class:`CDPBRounds` holds N episodes as arrays and steps them with the pure functions of :mod:`otagym.cdpb`; the
 single and the vector environment of :mod:`otagym.env` are thin shells around it (the single env is N = 1).
@@ -45,13 +47,18 @@ class CDPBRounds:
             make every client reliable and silent, and the estimate's noise infinite).
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
-        fidelity, dataset, data_dir, data_split, data_seed, eval_every: the training fidelity, as for model A
+        fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
             (:class:`otagym.receive_scaling_env.Rounds`): under ``"train"`` each round also runs Algorithm 1 on a real
             model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d
-            follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The other training arguments apply
+            follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training arguments below apply
             only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults.
-        local_steps, local_learning_rate: L full-batch gradient steps per round and their step size, on each reliable
-            client under ``fidelity="train"``.
+        dataset: ``"digits"`` (default), ``"mnist"`` or ``"cifar10"``, as for model A.
+        data_dir: the folder of the MNIST or CIFAR-10 files, as for model A.
+        data_split: ``"iid"`` (default) or ``"classes"`` (2 classes per client), as for model A.
+        data_seed: the seed of the data split, as for model A.
+        eval_every: rounds between evaluations of the model (test loss and accuracy), as for model A.
+        local_steps: L, full-batch gradient steps per round on each reliable client under ``fidelity="train"``.
+        local_learning_rate: the step size of those local steps.
         reward_scale: the reward is the round's share of -G divided by this (> 0, utility units): 1 keeps -G (24) as
             the return; a benchmark task sets its reference policy's expected G, so that its return is about -1.
 

@@ -67,10 +67,11 @@ def fork_safe_torch() -> None:
 
     torch's intra-op thread pool (OpenMP) does not survive a fork: in the child, the first parallel operation waits
     forever for threads that only the parent has. ``gym.make_vec(..., vectorization_mode="async")`` forks its workers
-    on Linux after building an env (and so a model) in the parent, so every worker of the training fidelity hung. In
-    such a child torch is limited to one thread (as ``torch.utils.data.DataLoader`` does in its workers), which runs
-    every operation on the calling thread; one thread per worker is also what N workers on N cores want. Called by
-    :class:`TrainingRuns` before each use of torch; spawned processes (``context="spawn"``) keep torch's default.
+    on Linux after building an env (and so a model) in the parent, so without this every worker of the training
+    fidelity would hang. In such a child torch is limited to one thread (as ``torch.utils.data.DataLoader`` does in
+    its workers), which runs every operation on the calling thread; one thread per worker is also what N workers on N
+    cores want. Called by :class:`TrainingRuns` before each use of torch; spawned processes (``context="spawn"``) keep
+    torch's default.
     """
     global _forked_with_torch
     if _forked_with_torch:

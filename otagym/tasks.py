@@ -3,10 +3,10 @@
 A task fixes everything that changes what is learned (scheme, deployment, horizon, fading, formulation, action, the
 range of budgets nu it is trained over, the reward's scale), so that one number on it means the same for every paper.
 Every task's env reports ``info["cost"]``, a per-round cost whose episode sum is at most the task's
-:attr:`Task.cost_limit` (= T) exactly when the task's constraint holds (Safety-Gymnasium's convention). ``import otagym``
-registers every task of :data:`TASKS` with Gymnasium (``gym.make(task_id)``, ``gym.make_vec(task_id, n)``) with
-``max_episode_steps`` = T. A task's version is bumped whenever anything that changes learning changes (its history is
-in :attr:`Task.versions`).
+:attr:`Task.cost_limit` (= T) exactly when the task's constraint holds (Safety-Gymnasium's convention).
+``import otagym`` registers every task of :data:`TASKS` with Gymnasium (``gym.make(task_id)``,
+``gym.make_vec(task_id, n)``) with ``max_episode_steps`` = T. A task's version is bumped whenever anything that
+changes learning changes (its history is in :attr:`Task.versions`).
 
 **Evaluation.** A task is evaluated on :data:`EVALUATION_SEEDS` at each of its budgets :attr:`Task.eval_nus`: the
 realisation of a seed is drawn from ``numpy.random.default_rng(seed)`` (receive scaling: as
@@ -32,8 +32,8 @@ floor), ``AdaScaleTrained`` (the paper's online policy calibrated on training ch
 online policy computed by dynamic programming: exact for i.i.d. and block fading, a lower bound under Gauss-Markov
 fading). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100), ``CDPB`` (the paper's planner,
 Stage II at the task's horizon). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0: sigma' = sqrt(40), 0),
-``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range), ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated
-episodes).
+``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
+``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated episodes).
 """
 
 from __future__ import annotations

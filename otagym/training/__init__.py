@@ -7,13 +7,17 @@ Imported on demand (torch is optional): ``from otagym.training import FedSGD``. 
   architecture on the same data compute together (the ``*_all`` class methods: the envs of a vector env).
 * :mod:`otagym.training.stacked`: E models as stacked parameters (``torch.func.functional_call`` under ``vmap``):
   per-sample clipped gradient sums, local steps, losses, accuracies and gradient norms of all E at once.
-* :class:`FedSGD`: model A (§IV-A of the AdaScale paper): Poisson sampling, per-sample clipping, the device
+* :class:`FedSGD`: model A (§IV-A of the AdaScale paper, Moradi Kalarde et al., *Privacy Enhancement in
+  Over-the-Air Federated Learning via Adaptive Receive Scaling*): Poisson sampling, per-sample clipping, the device
   average (10), the over-the-air aggregate with its receiver noise (13) and the update (12).
-* :class:`CDPBTraining`: model B (Algorithm 1 of the CDPB paper): local steps, update clipping to W, the received
+* :class:`CDPBTraining`: model B (Algorithm 1 of the CDPB paper, Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air
+  Federated Learning via Client-Driven Power Balancing*): local steps, update clipping to W, the received
   signal (12)/(16) and the estimate (18).
 * :mod:`otagym.training.fadmm`: A-FADMM, its digital twin D-FADMM and analog GD with truncated channel inversion
-  (seed 001), on linear regression (scikit-learn's diabetes) and an MLP on the digits (``docs/fadmm.md``).
-* Models: :class:`MnistCNN` (the paper's, d = 26,010), :class:`DigitsCNN`, :class:`CifarResNet` (d = 494,394).
+  (Elgabli, Ben Issaid, Park & Bennis, *Harnessing Wireless Channels for Scalable and Privacy-Preserving Federated
+  Learning*), on linear regression (scikit-learn's diabetes) and an MLP on the digits (``docs/fadmm.md``).
+* Models: :class:`MnistCNN` (the AdaScale paper's, d = 26,010), :class:`DigitsCNN`, :class:`CifarResNet`
+  (d = 494,394).
 * Data: scikit-learn's 8x8 digits (embedded), MNIST IDX and CIFAR-10 python batches from local files, IID or
   2-classes-per-device partitions; :func:`make_federation` puts a dataset, its split and its model together.
 """

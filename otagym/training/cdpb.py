@@ -1,4 +1,6 @@
-"""Model B's training fidelity: OTA-FL with client-driven power balancing (Algorithm 1 of the CDPB paper, seed 003).
+"""Model B's training fidelity: OTA-FL with client-driven power balancing (Algorithm 1 of Kim, Seo & Choi,
+*Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power Balancing*; equation numbers below are the
+paper's).
 
 One round: each reliable client (h_k,t >= h_th, eq. (6)) starts from the global model theta_t, runs L local steps of
 gradient descent on its own data and forms its update g_k,t = theta_k,t,L - theta_t (Algorithm 1), clipped to the

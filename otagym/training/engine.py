@@ -152,8 +152,9 @@ class Engine:
     @classmethod
     def round_all(cls, engines: Sequence["Engine"], **calls: Sequence[Any]) -> NDArray:
         """One round of each engine; ``calls`` holds, under each name of the engine's ``round``, one value per engine.
-        Returns the training losses (E,) (what ``round`` returns, or its ``train_loss``). This default plays the engines one after another; a scheme's engine
-        overrides it to compute them together (:meth:`otagym.training.FedSGD.round_all`)."""
+        Returns the training losses (E,) (what ``round`` returns, or its ``train_loss``). This default plays the
+        engines one after another; a scheme's engine overrides it to compute them together
+        (:meth:`otagym.training.FedSGD.round_all`)."""
         losses = [e.round(**{k: v[j] for k, v in calls.items()}) for j, e in enumerate(engines)]
         return np.array([getattr(loss, "train_loss", loss) for loss in losses], dtype=float)
 

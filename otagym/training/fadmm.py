@@ -1,15 +1,19 @@
-"""A-FADMM (seed 001, Elgabli et al.): analog federated ADMM without channel inversion, its digital twin D-FADMM and
-analog gradient descent with truncated channel inversion (A-GD), on linear regression and an MLP (§5, App. H).
+"""A-FADMM (Elgabli, Ben Issaid, Park & Bennis, *Harnessing Wireless Channels for Scalable and Privacy-Preserving
+Federated Learning*, IEEE Transactions on Communications, 2021): analog federated ADMM without channel inversion, its
+digital twin D-FADMM and analog gradient descent with truncated channel inversion (A-GD), on linear regression and an
+MLP (§5, App. H). Section, appendix, equation and algorithm numbers are the paper's; ``docs/fadmm.md`` (the site's
+"A-FADMM, D-FADMM and A-GD" page) reproduces its results.
 
 Notation (the paper's): N workers, model size d, worker n's local model theta_n (primal), the PS's global model Theta,
 penalty rho, complex channel h_{n,i} of worker n on the subcarrier carrying element i, gain g_{n,i} = |h_{n,i}|^2.
 
-* **A-FADMM** solves (P2) (3)-(4). The dual is kept as mu_{n,i} = lambda*_{n,i} h_{n,i} (the channel-weighted dual of
-  (14), real); the paper's complex lambda is recovered as lambda* = mu / h. One iteration k -> k+1:
-  primal (27) (the digital-downlink form of (10): no noise term), or, when the channel changed, the frozen primal
-  theta^{k+1} = theta^k with the dual solved from (27) (§2 "Time-varying channel", Alg. 1 lines 9-11); upload
-  x_{n,i} = h*_{n,i} theta_{n,i} + lambda*_{n,i} / rho (Alg. 1 line 14) scaled by alpha = min_n alpha_n (§2 "Power
-  control"); over-the-air sum with matched-filter noise z ~ CN(0, N_o / T) (23); global update (24); dual (28).
+* **A-FADMM** solves (P2) (3)-(4). The dual is kept as ``mu_{n,i} = lambda*_{n,i} h_{n,i}`` (the channel-weighted
+  dual of (14), real; ``*`` is the complex conjugate); the paper's complex lambda is recovered as
+  ``lambda* = mu / h``. One iteration k -> k+1: primal (27) (the digital-downlink form of (10): no noise term), or,
+  when the channel changed, the frozen primal theta^{k+1} = theta^k with the dual solved from (27) (§2 "Time-varying
+  channel", Alg. 1 lines 9-11); upload ``x_{n,i} = h*_{n,i} theta_{n,i} + lambda*_{n,i} / rho`` (Alg. 1 line 14)
+  scaled by alpha = min_n alpha_n (§2 "Power control"); over-the-air sum with matched-filter noise
+  z ~ CN(0, N_o / T) (23); global update (24); dual (28).
 * **D-FADMM** (App. A) solves (P1) with ADMM (20)-(22); each worker's upload theta_n + lambda_n / rho goes as 32-bit
   floats over its equal share of orthogonal subcarriers, error free, in as many 1 ms slots as the Shannon rate of its
   channel needs (App. B, App. H).
@@ -114,7 +118,8 @@ def draw_channels(rng: np.random.Generator, num_workers: int, num_subcarriers: i
 # --- A-FADMM: the analog uplink and the ADMM updates ---------------------------------------------------------------
 
 def transmit_signal(channel: NDArray, local: NDArray, dual: NDArray, rho: float) -> NDArray:
-    """x_{n,i} = h*_{n,i} theta_{n,i} + lambda*_{n,i} / rho with lambda* = mu / h (Alg. 1 line 14), complex (N, d).
+    """``x_{n,i} = h*_{n,i} theta_{n,i} + lambda*_{n,i} / rho`` with ``lambda* = mu / h`` (Alg. 1 line 14), complex
+    (N, d).
 
     No channel inversion: h x = |h|^2 theta + mu / rho, so the PS's sum is that of (7)/(24)."""
     return np.conj(channel) * local + dual / (rho * channel)
@@ -162,7 +167,7 @@ def dual_update(dual: NDArray, gain: NDArray | float, local: NDArray, global_mod
 def frozen_primal_dual(gradient: NDArray, gain: NDArray, local: NDArray, global_model: NDArray,
                        rho: float) -> NDArray:
     """The dual that makes the frozen primal theta^{k+1} = theta^k optimal under the new channel (§2 "Time-varying
-    channel", Alg. 1 line 11): (27) solved for mu = lambda* h: mu = -grad f_n(theta^k) - rho |h^{k+1}|^2 (theta^k -
+    channel", Alg. 1 line 11): (27) solved for ``mu = lambda* h``: mu = -grad f_n(theta^k) - rho |h^{k+1}|^2 (theta^k -
     Theta^k)."""
     return -gradient - rho * gain * (local - global_model)
 
@@ -221,8 +226,8 @@ class LinearRegressionTask:
     """f_n(theta) = ||y_n - X_n theta||^2 on worker n's rows (App. H); the primal (27) is solved in closed form,
     (2 X_n^T X_n + rho diag(g_n)) theta_n = 2 X_n^T y_n - mu_n + rho g_n Theta.
 
-    Metrics: ``loss`` |sum_n f_n(theta_n^k) - f(theta*)| (the paper's, §5, on the local models) and ``gap``
-    f(Theta^k) - f(theta*) >= 0 on the PS's model, theta* the least-squares solution of all data."""
+    Metrics: ``loss`` ``|sum_n f_n(theta_n^k) - f(theta*)|`` (the paper's, §5, on the local models) and ``gap``
+    ``f(Theta^k) - f(theta*) >= 0`` on the PS's model, ``theta*`` the least-squares solution of all data."""
 
     def __init__(self, parts: list[tuple[NDArray, NDArray]]) -> None:
         self.num_workers = len(parts)
@@ -396,7 +401,7 @@ class State:
 
     Attributes:
         local: theta_n, (N, d) (A-GD: every worker holds Theta).
-        dual: A-FADMM: mu_n = lambda*_n h_n (14), real; D-FADMM: lambda_n; A-GD: unused. (N, d).
+        dual: A-FADMM: ``mu_n = lambda*_n h_n`` (14), real; D-FADMM: lambda_n; A-GD: unused. (N, d).
         global_model: Theta, (d,).
         channel: complex h of the current coherence block: (N, d) for the analog schemes (element i on its own
             subcarrier), (N, ceil(S / N)) for D-FADMM (each worker's own subcarriers).

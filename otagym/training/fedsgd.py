@@ -1,12 +1,14 @@
-"""FedSGD over the air for model A (§IV-A of the AdaScale paper), as pure steps and a small stateful engine.
+"""FedSGD over the air for model A (§IV-A of the AdaScale paper: Moradi Kalarde et al., *Privacy Enhancement in
+Over-the-Air Federated Learning via Adaptive Receive Scaling*), as pure steps and a small stateful engine. Equation
+numbers below are the paper's.
 
 One round: every device Poisson-samples its batch with rate q_m = B_m / n_m, clips each sample gradient to norm G
 and sends g_m = (1 / B_m) sum_i clip(g_i) (10) (divided by the *expected* batch size, as the paper's accounting
 assumes); with channel inversion the server's processed signal is r = (1/M) sum_m g_m + n, n ~ N(0, sigma_n^2 /
 (2 eta_t) I_d) (13), and the model moves by w <- w - lambda r (12) (optionally with momentum and weight decay, the
 paper's CIFAR setup). A model that diverges stops training (:class:`~otagym.training.engine.Engine`). The receiver
-noise is the privacy noise: it is the same sigma_n^2 / (2 eta_t) that gives device m
-the noise multiplier of eq. (25), so the env's accounting holds for this training exactly.
+noise is the privacy noise: it is the same sigma_n^2 / (2 eta_t) that gives device m the noise multiplier of
+eq. (25), so the env's accounting holds for this training exactly.
 
 Randomness comes only from the ``numpy.random.Generator`` passed in (batches and receiver noise).
 """
@@ -95,7 +97,8 @@ class FedSGD(Engine):
         batch_sizes: B_m, expected batch size per device (q_m = B_m / n_m).
         clip_norm: G.
         learning_rate: lambda of (12).
-        momentum, weight_decay: heavy-ball momentum and L2 weight decay of the update (0 = the paper's MNIST setup).
+        momentum: heavy-ball momentum of the update (0 = the paper's MNIST setup).
+        weight_decay: L2 weight decay of the update (0 = the paper's MNIST setup).
         test_data: ``(x, y)`` of the held-out set for :meth:`evaluate`.
     """
 

@@ -240,7 +240,8 @@ def clipped_gradient_sums(model: nn.Module, params: Params, x: torch.Tensor, y: 
     Args:
         model: the architecture (its own weights are not used).
         params: the E models' parameters (:func:`stack_parameters`).
-        x, y: each model's samples (E, B, *sample) and labels (E, B).
+        x: each model's samples, (E, B, *sample).
+        y: their labels, (E, B).
         weights: w_i (E, B), applied after clipping; 0 for padding (samples of no model).
         clip_norm: G, one for all or one per model (E,).
         by_layers: the way to the per-sample gradients; None chooses, by measurement
