@@ -15,13 +15,7 @@ from otagym.training.fadmm import (Radio, State, Trace, a_fadmm_iteration, diabe
                                    shannon_bits_per_slot, transmit_signal, truncated_inversion)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny models: one thread is faster, and much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

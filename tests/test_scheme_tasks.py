@@ -19,7 +19,8 @@ from baselines.cdpb import StageTwo
 from otagym.anonymous import get_anonymous_scenario
 from otagym.cdpb import get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
-from otagym.tasks import EVALUATION_SEEDS, TASKS, evaluation_options, normalized_score, reference_scores
+from otagym.tasks import EVALUATION_SEEDS, TASKS, reference_scores
+from test_tasks import plain_loop_scores
 
 CDPB, ANON = "otagym/CDPB-v0", "otagym/AnonymousOTA-v0"
 BUDGET = {CDPB: 100.0, ANON: 8.0}
@@ -133,16 +134,7 @@ def test_a_replayed_realisation_plays_the_episode_it_was_recorded_from():
 def test_a_plain_gymnasium_loop_scores_what_the_batched_evaluation_scores(task_id):
     seeds, nu, action = EVALUATION_SEEDS[:2], BUDGET[task_id], 0.125
     batched = task_scores(lambda nus: ConstantAction(action), task_id, seeds)[str(nu)]
-    env = gym.make(task_id)
-    returns = []
-    for seed in seeds:
-        env.reset(seed=123, options=evaluation_options(task_id, nu, seed))
-        total, done = 0.0, False
-        while not done:
-            _, reward, terminated, truncated, _ = env.step(np.array([action], dtype=np.float32))
-            total, done = total + reward, terminated or truncated
-        returns.append(total)
-    np.testing.assert_allclose(normalized_score(task_id, nu, seeds, returns), batched, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(plain_loop_scores(task_id, nu, seeds, action), batched, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("task_id", [CDPB, ANON])

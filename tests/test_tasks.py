@@ -61,19 +61,25 @@ def test_the_evaluation_set_is_the_realisations_of_its_seeds_and_bad_requests_ar
         evaluation_options("otagym/Nope-v0", 0.04, EVALUATION_SEEDS[0])
 
 
-def test_a_plain_gymnasium_loop_scores_what_the_batched_evaluation_scores():
-    seeds, nu, action = EVALUATION_SEEDS[:3], 0.04, 0.125  # an action float32 holds exactly
-    batched = task_scores(lambda nus: BestConstant(nu=nus, action=action), BLOCK, seeds, nus=[nu])[str(nu)]
-    env = gym.make(BLOCK)
+def plain_loop_scores(task_id: str, nu: float, seeds, action: float) -> np.ndarray:
+    """The normalised scores of a constant action played as a plain Gymnasium user plays the evaluation set: one
+    episode per realisation, reset with :func:`evaluation_options` (under an unrelated seed), rewards summed."""
+    env = gym.make(task_id)
     returns = []
     for seed in seeds:
-        env.reset(seed=123, options=evaluation_options(BLOCK, nu, seed))
+        env.reset(seed=123, options=evaluation_options(task_id, nu, seed))
         total, done = 0.0, False
         while not done:
             _, reward, terminated, truncated, _ = env.step(np.array([action], dtype=np.float32))
             total, done = total + reward, terminated or truncated
         returns.append(total)
-    np.testing.assert_allclose(normalized_score(BLOCK, nu, seeds, returns), batched, rtol=0, atol=1e-8)
+    return normalized_score(task_id, nu, seeds, returns)
+
+
+def test_a_plain_gymnasium_loop_scores_what_the_batched_evaluation_scores():
+    seeds, nu, action = EVALUATION_SEEDS[:3], 0.04, 0.125  # an action float32 holds exactly
+    batched = task_scores(lambda nus: BestConstant(nu=nus, action=action), BLOCK, seeds, nus=[nu])[str(nu)]
+    np.testing.assert_allclose(plain_loop_scores(BLOCK, nu, seeds, action), batched, rtol=0, atol=1e-8)
 
 
 def test_a_sample_of_the_stored_reference_scores_is_recomputed():

@@ -17,13 +17,7 @@ from otagym.training import FedSGD, make_federation, stacked  # noqa: E402
 TOL = dict(rtol=0, atol=1e-6)  # "equal to its sequential run to 1e-6"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Small models: one thread is faster, and much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class _Tiny(nn.Module):
