@@ -176,11 +176,12 @@ def offline_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_S
 def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int = 2000,
               compared: tuple[str, ...] | None = None, poi_reps: int = 200) -> dict[str, dict[str, Any]]:
     """rliable's IQM with its stratified-bootstrap 95% CI for each entry of ``table`` (name -> (runs,
-    realisations)), and, with ``baseline``, the probability of improvement over it with its CI for the entries in
-    ``compared`` (default: all). The bootstrap resamples runs within each realisation and the realisations themselves
-    (``task_bootstrap``), so a policy of one run has a CI too. The probability's bootstrap runs one Mann-Whitney test
-    per realisation and resample (``poi_reps`` = 200 resamples: 2000 took 15 minutes per task of 32 realisations x
-    10 policies)."""
+    realisations)), and, with ``baseline``, rliable's probability of improvement over it with a 95% CI for the entries
+    in ``compared`` (default: all). The IQM's bootstrap resamples runs within each realisation and the realisations
+    themselves (``task_bootstrap``), so a policy of one run has a CI too. rliable's bootstrap of the probability
+    resamples runs only (a policy of one run would get a CI of one point), so its CI is :func:`_paired_poi_interval`'s,
+    which resamples the realisations too (``poi_reps`` = 200 resamples: one Mann-Whitney test per realisation and
+    resample)."""
     from rliable import library as rly
     from rliable import metrics
 
@@ -188,10 +189,26 @@ def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int 
                                              task_bootstrap=True)
     pairs = {name: (x, table[baseline]) for name, x in table.items()
              if baseline is not None and name != baseline and (compared is None or name in compared)}
-    poi, poi_ci = (rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=poi_reps,
-                                              task_bootstrap=True) if pairs else ({}, {}))
+    poi = {name: float(metrics.probability_of_improvement(x, y)) for name, (x, y) in pairs.items()}
     return {name: {"iqm": float(iqm[name][0]), "iqm_ci": [float(v) for v in iqm_ci[name][:, 0]],
                    "mean": float(table[name].mean()),
-                   "p_improve": float(poi[name]) if name in pairs else None,
-                   "p_improve_ci": [float(v) for v in np.ravel(poi_ci[name])] if name in pairs else None}
+                   "p_improve": poi.get(name),
+                   "p_improve_ci": _paired_poi_interval(*pairs[name], poi_reps) if name in pairs else None}
             for name in table}
+
+
+def _paired_poi_interval(x: NDArray, y: NDArray, reps: int, seed: int = 0) -> list[float]:
+    """The percentile 95% CI of rliable's probability of improvement of ``x`` over ``y`` (runs, realisations) under
+    a stratified bootstrap that resamples the realisations (the same ones for both: the scores are paired on them)
+    and, within each, the runs of each policy."""
+    from rliable import metrics
+
+    rng = np.random.default_rng(seed)
+    n = x.shape[1]
+    values = np.empty(reps)
+    for b in range(reps):
+        cols = rng.integers(0, n, n)
+        xb = x[rng.integers(0, x.shape[0], (x.shape[0], n)), cols]
+        yb = y[rng.integers(0, y.shape[0], (y.shape[0], n)), cols]
+        values[b] = metrics.probability_of_improvement(xb, yb)
+    return [float(v) for v in np.percentile(values, [2.5, 97.5])]

@@ -33,6 +33,21 @@ def test_iqm_and_probability_of_improvement_against_closed_forms():
     assert n == 160
 
 
+def test_a_policy_of_one_run_gets_a_probability_of_improvement_with_a_real_interval():
+    """rliable's bootstrap of the probability resamples runs only: with one run it gave a one-point CI. The paired
+    realisation bootstrap gives about the binomial interval of the share of realisations won (one run each: the
+    probability is that share, ties counted half)."""
+    rng = np.random.default_rng(1)
+    ref = rng.normal(size=(1, 64))
+    agent = ref + rng.normal(0.3, 1.0, size=(1, 64))
+    out = rl_results.aggregate({"agent": agent, "ref": ref}, "ref", reps=100, poi_reps=400)
+    p = float(np.mean(agent > ref))
+    assert out["agent"]["p_improve"] == pytest.approx(p)
+    low, high = out["agent"]["p_improve_ci"]
+    half = 1.96 * np.sqrt(p * (1 - p) / 64)
+    assert low < p < high and 0.7 * half < (high - low) / 2 < 1.3 * half
+
+
 def test_markdown_has_one_row_per_task_and_policy():
     summary = {"iqm": 1.0, "iqm_ci": [0.5, 1.5], "mean": 1.0, "p_improve": 0.7, "p_improve_ci": [0.6, 0.8]}
     results = {"iid": {str(nu): {"PPO": summary, "AdaScaleTrained": dict(summary, p_improve=None)}
