@@ -12,7 +12,7 @@ mean with a stratified-bootstrap 95% CI, and the probability of improvement over
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -29,7 +29,8 @@ from otagym.privacy import DEFAULT_ORDERS
 from otagym.tasks import EVALUATION_SEEDS, TASKS, sample_realisation, task_scenario
 from otagym.tasks import normalized_score as task_normalized_score
 
-__all__ = ["task_scores", "offline_returns", "aggregate", "episode_returns", "anchor_returns", "ConstantAction",
+__all__ = ["task_scores", "offline_returns", "aggregate", "episode_returns", "play_episodes", "Episodes",
+           "anchor_returns", "ConstantAction",
            "RandomAction", "EnvActionPolicy", "best_constant_action", "scheme_references"]
 
 class EnvActionPolicy:
@@ -65,10 +66,18 @@ class RandomAction(EnvActionPolicy):
         self.rng = np.random.default_rng(seed)
 
 
-def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overrides: Any) -> NDArray:
-    """The episode return of ``policy`` (``reset(scenario, seed)``, ``act(obs, info)``) on the realisation of each
-    seed (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode; ``env_overrides`` changes
-    env arguments that do not change the physics (an analytic policy's ``action_type``). For the CDPB and anonymous
+class Episodes(NamedTuple):
+    """Per realisation: the episode return, and the episode cost (the sum of ``info["cost"]``) over the task's
+    cost limit (at most 1 exactly when the constraint holds)."""
+
+    returns: NDArray
+    cost_ratios: NDArray
+
+
+def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], **env_overrides: Any) -> Episodes:
+    """``policy`` (``reset(scenario, seed)``, ``act(obs, info)``) on the realisation of each seed
+    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode; ``env_overrides`` changes env
+    arguments that do not change the physics (an analytic policy's ``action_type``). For the CDPB and anonymous
     tasks, whose every draw that matters is in the realisation, an episode is the same as a single env's reset with
     :func:`otagym.tasks.evaluation_options`."""
     task = TASKS[task_id]
@@ -77,11 +86,17 @@ def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overr
     options = {k: np.stack([r[k] for r in real], axis=env.rounds.OPTION_AXES[k]) for k in real[0]}
     policy.reset(env.scenario, 0)
     obs, info = env.reset(seed=0, options=options)
-    total = np.zeros(len(seeds))
+    total, cost = np.zeros(len(seeds)), np.zeros(len(seeds))
     for _ in range(task.max_episode_steps):
         obs, reward, _, _, info = env.step(policy.act(obs, info))
         total += reward
-    return total
+        cost += info["cost"]
+    return Episodes(total, cost / task.cost_limit)
+
+
+def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overrides: Any) -> NDArray:
+    """The episode returns of :func:`play_episodes`."""
+    return play_episodes(policy, task_id, seeds, **env_overrides).returns
 
 
 def scheme_references(task_id: str) -> dict[str, tuple[Callable[[], Any], dict[str, Any]]]:
@@ -105,7 +120,8 @@ def scheme_references(task_id: str) -> dict[str, tuple[Callable[[], Any], dict[s
 @functools.lru_cache(maxsize=None)
 def best_constant_action(task_id: str, points: int = 21, rounds: int = 3) -> float:
     """The constant env action with the best mean return on the training realisations
-    (:data:`baselines.references.TRAIN_SEEDS`, never the evaluation ones; cached): a grid of ``points``
+    (:data:`baselines.references.TRAIN_SEEDS`, never the evaluation ones; cached) among those that meet the task's
+    constraint in the mean (mean episode cost at most the cost limit, the CMDP's constraint): a grid of ``points``
     actions over [-1, 1], then ``rounds - 1`` finer grids around the best, every action and realisation in one
     batched episode per grid."""
     seeds = list(TRAIN_SEEDS)
@@ -115,7 +131,12 @@ def best_constant_action(task_id: str, points: int = 21, rounds: int = 3) -> flo
         grid = np.linspace(lo, hi, points)
         values = np.repeat(grid, len(seeds))  # env j * len(seeds) + i plays grid[j] on seed i
         policy = EnvActionPolicy(lambda obs, v=values: v[:, None])
-        mean = episode_returns(policy, task_id, seeds * points).reshape(points, len(seeds)).mean(axis=1)
+        played = play_episodes(policy, task_id, seeds * points)
+        mean = played.returns.reshape(points, len(seeds)).mean(axis=1)
+        feasible = played.cost_ratios.reshape(points, len(seeds)).mean(axis=1) <= 1.0
+        if not feasible.any():
+            raise ValueError(f"no constant action meets the constraint of {task_id} on the training realisations")
+        mean = np.where(feasible, mean, -np.inf)
         k = int(np.argmax(mean))
         if mean[k] > best:
             best_a, best = float(grid[k]), float(mean[k])

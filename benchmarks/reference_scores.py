@@ -2,7 +2,8 @@
 
 For every benchmark task (:data:`otagym.tasks.TASKS`) and evaluation budget nu: the normalised score of each reference
 policy on every evaluation realisation (:data:`otagym.tasks.EVALUATION_SEEDS`) and the returns of the task's two
-anchors there (what :func:`otagym.tasks.normalized_score` scores against). Receive scaling, floor to ceiling:
+anchors there (what :func:`otagym.tasks.normalized_score` scores against); for CDPB and anonymous OTA also each
+reference's episode cost over the task's cost limit (``cost_ratios``). Receive scaling, floor to ceiling:
 ``UniformRandom``, ``EqualAlloc`` (0 by definition), ``BestConstant`` and ``AdaScaleTrained`` (tuned on training
 channels, never the evaluation ones), ``OnlineOptimal`` (dynamic programming); OfflineOptimal is 100. CDPB and
 anonymous OTA: :func:`baselines.benchmark.scheme_references`. Tasks already stored for this package version are kept
@@ -21,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from baselines.benchmark import aggregate, anchor_returns, episode_returns, scheme_references, task_scores
+from baselines.benchmark import aggregate, anchor_returns, play_episodes, scheme_references, task_scores
 from baselines.core import Policy
 from baselines.policies import EqualAlloc
 from baselines.references import AdaScaleTrained, BestConstant, OnlineOptimal, UniformRandom
@@ -44,16 +45,16 @@ def compute(task_id: str) -> dict[str, Any]:
     scores (CDPB and anonymous: read against the anchors' returns computed here)."""
     task = TASKS[task_id]
     anchors = {str(float(nu)): anchor_returns(task_id, nu) for nu in task.eval_nus}
+    record = {"version": __version__, "seeds": list(EVALUATION_SEEDS), "nus": list(task.eval_nus),
+              "anchors": list(task.anchors), "anchor_returns": {nu: [list(r) for r in v] for nu, v in anchors.items()}}
     if task.scheme == "receive_scaling":
-        scores = {name: task_scores(make, task_id) for name, make in REFERENCES.items()}
-    else:
-        scores = {}
-        for name, (factory, overrides) in scheme_references(task_id).items():
-            returns = episode_returns(factory(), task_id, EVALUATION_SEEDS, **overrides)
-            scores[name] = {nu: score_against(returns, *anchors[nu]).tolist() for nu in anchors}
-    return {"version": __version__, "seeds": list(EVALUATION_SEEDS), "nus": list(task.eval_nus),
-            "anchors": list(task.anchors), "anchor_returns": {nu: [list(r) for r in v] for nu, v in anchors.items()},
-            "scores": scores}
+        return {**record, "scores": {name: task_scores(make, task_id) for name, make in REFERENCES.items()}}
+    scores, costs = {}, {}
+    for name, (factory, overrides) in scheme_references(task_id).items():
+        played = play_episodes(factory(), task_id, EVALUATION_SEEDS, **overrides)
+        scores[name] = {nu: score_against(played.returns, *anchors[nu]).tolist() for nu in anchors}
+        costs[name] = {nu: played.cost_ratios.tolist() for nu in anchors}
+    return {**record, "scores": scores, "cost_ratios": costs}
 
 
 def markdown(stored: dict[str, Any]) -> str:

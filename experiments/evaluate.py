@@ -24,12 +24,12 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.benchmark import EnvActionPolicy, aggregate, scheme_references, task_scores
+from baselines.benchmark import EnvActionPolicy, aggregate, play_episodes, scheme_references
 from baselines.compare import POLICIES, PolicySpec, evaluate_cells
 from baselines.policies import ActionPolicy
 from experiments.argtypes import _ranged, positive_int
 from otagym._io import write_json
-from otagym.tasks import EVALUATION_SEEDS, TASKS, reference_scores, task_scenario
+from otagym.tasks import EVALUATION_SEEDS, TASKS, normalized_score, reference_scores, task_scenario
 
 __all__ = ["FunctionPolicy", "resolve_policy", "evaluate", "add_evaluate_parser"]
 
@@ -95,23 +95,31 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
 
 
 def evaluate(task_id: str, spec: Any, seeds: tuple[int, ...] = EVALUATION_SEEDS,
-             batched: bool = True) -> dict[str, list[float]]:
+             batched: bool = True) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
     """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on each evaluation realisation, per
-    budget (keyed ``str(nu)``). On receive scaling, ``batched``: all realisations of a budget in one vector env
-    (analytic policies, whose numbers are the same bits either way); else one at a time, as ``otagym compare`` plays
-    trained models and callables (a network's forward pass over a batch may round differently from one over a
-    single observation). The other tasks play every realisation of a budget in one batched episode."""
-    if TASKS[task_id].scheme != "receive_scaling":
+    budget (keyed ``str(nu)``), and on the CDPB and anonymous tasks each episode's cost over the task's cost limit
+    (at most 1 where the constraint holds; receive scaling's budget mode meets it by construction: None). On receive
+    scaling, ``batched``: all realisations of a budget in one vector env (analytic policies, whose numbers are the
+    same bits either way); else one at a time, as ``otagym compare`` plays trained models and callables (a network's
+    forward pass over a batch may round differently from one over a single observation). The other tasks play every
+    realisation of a budget in one batched episode."""
+    task = TASKS[task_id]
+    if task.scheme != "receive_scaling":
         factory, overrides = spec
-        return task_scores(lambda nus: factory(), task_id, seeds, **overrides)
+        scores, costs = {}, {}
+        for nu in task.eval_nus:
+            played = play_episodes(factory(), task_id, seeds, **overrides)
+            scores[str(float(nu))] = normalized_score(task_id, nu, seeds, played.returns).tolist()
+            costs[str(float(nu))] = played.cost_ratios.tolist()
+        return scores, costs
     scenario = task_scenario(task_id)
     out = {}
-    for nu in TASKS[task_id].eval_nus:
+    for nu in task.eval_nus:
         cells = [(nu, s) for s in seeds]
         results = (evaluate_cells(scenario, spec, cells) if batched else
                    [evaluate_cells(scenario, spec, [cell])[0] for cell in cells])
         out[str(float(nu))] = [r["score"] for r in results]
-    return out
+    return out, None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -121,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"otagym evaluate: error: {err}", file=sys.stderr)
         return 2
     seeds = EVALUATION_SEEDS[:args.seeds]
-    scores = evaluate(args.task, spec, seeds, batched=args.policy in POLICIES)
+    scores, costs = evaluate(args.task, spec, seeds, batched=args.policy in POLICIES)
     stored = reference_scores(args.task)
     index = [stored["seeds"].index(s) for s in seeds]
     task = TASKS[args.task]
@@ -145,9 +153,13 @@ def _run(args: argparse.Namespace) -> int:
           + ("" if len(seeds) == len(EVALUATION_SEEDS) else f"; a quick look: the benchmark's number is on all "
              f"{len(EVALUATION_SEEDS)}"))
     print("\n".join(lines))
+    for key, ratios in (costs or {}).items():
+        over = int(np.sum(np.asarray(ratios) > 1.0))
+        print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.3g} on average (max "
+              f"{np.max(ratios):.3g}); over the limit on {over} of {len(ratios)} realisations")
     out = Path(args.out) if args.out else Path("results") / "evaluate" / args.task.split("/")[-1] / f"{name}.json"
     write_json(out, {"task": args.task, "policy": args.policy, "name": name, "seeds": list(seeds),
-                     "scores": scores, "summary": summary})
+                     "scores": scores, "cost_ratios": costs, "summary": summary})
     print(f"wrote {out}")
     return 0
 

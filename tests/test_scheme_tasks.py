@@ -154,7 +154,12 @@ def test_a_sample_of_the_stored_reference_scores_is_recomputed(task_id):
     np.testing.assert_allclose(stored["scores"][task.anchors[0]][key], 0.0, atol=1e-9)
     np.testing.assert_allclose(stored["scores"][task.anchors[1]][key], 100.0, atol=1e-9)
     means = {n: np.mean(v[key]) for n, v in stored["scores"].items()}
-    assert means["UniformRandom"] < 0 < 90 < means[name] < 110  # the analytic reference is near the online optimum
+    costs = {n: np.mean(v[key]) for n, v in stored["cost_ratios"].items()}
+    assert means["UniformRandom"] < 0 and costs["BestConstant"] <= 1.0  # the 100 meets the constraint in the mean
+    if task_id == CDPB:  # the planner is the online optimum up to its tuning; every policy is far within eps-bar
+        assert 90 < means[name] < 110 and max(costs.values()) < 0.05
+    else:  # CalibratedSigma meets (8, 1e-5) by its best order, not by the cost's alpha = 8: more reward, more cost
+        assert means[name] > 100 and costs[name] > 1.0
 
 
 def test_best_constant_is_near_the_planner_and_stage_two_is_the_minimiser_of_g():
