@@ -12,18 +12,25 @@ Sources
   Cohen, Rodriguez Villegas & Zagier (2000), every rounding and truncation error bounded: an upper bound on the exact
   RDP, every order and (q, sigma) on shared passes over the terms; the chord between integer orders (log A is convex
   in the order) where that bound is loose.
+* A large ledger's rounds at integer orders: tables of eq. (9) per sampling rate and order, quintic Hermite
+  interpolants in u = 1/sigma^2 raised by certified bounds on their error (the section "Tabulated RDP curves" below;
+  docs/speed.md): upper bounds on eq. (9), within 1e-12 of it.
 * RDP -> (eps, delta)-DP: eq. (6) of the AdaScale paper (Balle et al. 2020, Thm. 21), minimised over orders.
 * Gaussian privacy-loss tail bound ``R_dp(eps, delta)``: appendix of seed 004 (Liu-Simeone style).
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
@@ -49,6 +56,64 @@ __all__ = [
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 10, 13, 17, 22, 28, 36, 47, 61, 79, 103, 134, 174, 226, 256)
 #: Opacus's default grid (``RDPAccountant.DEFAULT_ALPHAS``), fractional orders included.
 OPACUS_ORDERS: tuple[float, ...] = tuple(1 + x / 10.0 for x in range(1, 100)) + tuple(float(a) for a in range(12, 64))
+
+#: Options of every compiled kernel of otagym (numba): compiled on first use and cached on disk (``__pycache__``), so
+#: a process loads them instead of compiling; IEEE arithmetic as numpy's (a division by zero gives inf or NaN, never an
+#: exception); no ``fastmath`` (it reorders sums: results would leave the rounding of the same formula in numpy).
+JIT = {"cache": True, "error_model": "numpy", "nogil": True}
+#: The options of a kernel that takes arrays but creates none (every formula, every loop over given outputs): compiled
+#: without numba's reference counting, which otherwise counts the references of every array passed in a call, with
+#: atomic operations that cost more than most formulas (measured: 3x on the leakage at alpha = 3).
+JIT_NO_ALLOC = {**JIT, "_nrt": False}
+#: Batch size (envs of a vector env, elements of a ledger) from which the kernels of a round run over every core
+#: (numba's ``prange`` on ``NUMBA_NUM_THREADS`` threads); None, the default: always on one core. Measured on the shared
+#: 2-core machine of docs/speed.md (``benchmarks/bench_numba_probe.py``), two threads gave 1.2-1.3x in a quiet moment
+#: and down to 0.05x while other processes held the second core (a parallel region waits for its slowest thread); set
+#: it (e.g. ``otagym.privacy.PARALLEL_FROM = 1024``) on a machine with cores to spare. Results do not depend on it.
+PARALLEL_FROM: int | None = None
+
+
+def parallel(size: int) -> bool:
+    """Whether a kernel over ``size`` envs or elements runs over every core (:data:`PARALLEL_FROM`)."""
+    return PARALLEL_FROM is not None and size >= PARALLEL_FROM
+
+
+#: The otagym modules that hold compiled kernels. A kernel inlines the kernels it calls from the other modules, while
+#: numba keys a cached kernel on its own module's source only: :func:`_share_cache_key` keys every one on all of these.
+KERNEL_MODULES = ("privacy.py", "receive_scaling.py", "receive_scaling_env.py")
+
+
+def _share_cache_key() -> None:
+    """Key numba's on-disk cache of every kernel in :data:`KERNEL_MODULES` on the source of all of them (a SHA-256 of
+    their bytes), so that editing one module recompiles the kernels of the others that inline its functions (numba
+    alone would keep serving them stale). Numba's own cache locators, subclassed for otagym's files only; if its
+    internals move, numba's default (per-module) keys apply."""
+    try:
+        from numba.core import caching
+    except ImportError:  # pragma: no cover - numba reorganised; per-module keys
+        return
+    package = Path(__file__).resolve().parent
+    files = [package / name for name in KERNEL_MODULES]
+
+    def stamp(self: object) -> str:
+        return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
+
+    def ours(base: type) -> type:
+        def from_function(cls: type, py_func: object, py_file: str) -> object:
+            if Path(py_file).resolve() not in files:
+                return None
+            return base.from_function.__func__(cls, py_func, py_file)
+        return type(f"Otagym{base.__name__}", (base,), {"get_source_stamp": stamp,
+                                                        "from_function": classmethod(from_function)})
+    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)  # numba >= 0.59 / older
+    bases = [getattr(caching, name, None) or getattr(caching, "_" + name, None)
+             for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")]
+    if impl is None or None in bases or any(c.__name__.startswith("Otagym") for c in impl._locator_classes):
+        return
+    impl._locator_classes[:0] = [ours(base) for base in bases]
+
+
+_share_cache_key()
 
 #: Spec of an ``orders`` argument: a non-empty sequence of orders in (1, 10000]; ``dp_orders`` may also be None.
 ORDERS = Many(Real(1.0, 1e4, low_open=True))
@@ -88,27 +153,76 @@ def _triangular(alpha: int, ndim: int) -> NDArray:
     return ((k * k - k) / 2).reshape((-1,) + (1,) * ndim)
 
 
-def _log_a_int(log_w: NDArray, tri: NDArray, u: NDArray) -> NDArray:
-    """log A_alpha of eq. (9) for an integer order, from ``u = 1/sigma^2 >= 0`` (``inf`` -> inf).
+@njit(**JIT_NO_ALLOC)
+def _curve_log_a(u: float, log_w: NDArray, tri: NDArray) -> float:
+    """log A_alpha of eq. (9) for an integer order at one ``u = 1/sigma^2 >= 0`` (``inf`` -> inf), from ``log_w`` (K,),
+    the logs of the binomial weights C(alpha,k) q^k (1-q)^(alpha-k) of k = 2..alpha, and ``tri`` (K,) = (k^2-k)/2.
 
-    Since the binomial weights sum to one, A = 1 + sum_{k>=2} w_k expm1(tri_k u) with tri_k = (k^2-k)/2, so
-    log A = log1p(S) with S a sum of non-negative terms: no cancellation, full relative precision even when the
-    RDP is 1e-15 (the plain log-sum-exp of eq. (9) loses it). k is the leading axis, so the reductions are fast.
-    S is summed in linear space where every tri_k u <= 30 (no overflow possible), else in log space; the choice is
-    made per element, so an element's value does not depend on the batch around it.
+    Since the binomial weights sum to one, A = 1 + sum_{k>=2} w_k expm1(tri_k u), so log A = log1p(S) with S a sum of
+    non-negative terms: no cancellation, full relative precision even when the RDP is 1e-15 (the plain log-sum-exp of
+    eq. (9) loses it). S is summed in linear space where every tri_k u <= 30 (no overflow possible), else in log space
+    (terms log w_k + log expm1(x_k) relative to the largest); the choice depends on the element alone.
     """
-    x = tri * u
-    linear = x.max(axis=0, initial=0.0) <= 30.0  # x has every axis of the result (u's, after k)
-    if linear.all():
-        return np.log1p((np.exp(log_w) * np.expm1(x)).sum(axis=0))
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        terms = log_w + (x + np.log(-np.expm1(-x)))  # log expm1(x), stable for all x >= 0
-        top = terms.max(axis=0)
-        top = np.where(np.isfinite(top), top, 0.0)
-        log_a = np.logaddexp(0.0, top + np.log(np.exp(terms - top).sum(axis=0)))
-        if linear.any():
-            log_a = np.where(linear, np.log1p((np.exp(log_w) * np.expm1(np.minimum(x, 30.0))).sum(axis=0)), log_a)
-    return log_a
+    linear = True
+    for k in range(tri.size):
+        if tri[k] * u > 30.0:
+            linear = False
+    if linear:
+        s = 0.0
+        for k in range(tri.size):
+            s += math.exp(log_w[k]) * math.expm1(tri[k] * u)
+        return math.log1p(s)
+    top = -math.inf
+    for k in range(tri.size):
+        if log_w[k] > -math.inf:  # a zero weight (q = 1: only k = alpha) adds nothing, even at u = inf
+            x = tri[k] * u
+            top = max(top, log_w[k] + (x + math.log(-math.expm1(-x))))  # log expm1(x), stable for all x >= 0
+    if not math.isfinite(top):
+        return top if top > 0 else 0.0
+    s = 0.0
+    for k in range(tri.size):
+        if log_w[k] > -math.inf:
+            x = tri[k] * u
+            s += math.exp(log_w[k] + (x + math.log(-math.expm1(-x))) - top)
+    y = top + math.log(s)
+    return max(y, 0.0) + math.log1p(math.exp(-abs(y)))  # log(1 + e^y)
+
+
+@njit(**JIT_NO_ALLOC)
+def _curve_moments(u: float, log_w: NDArray, tri: NDArray, low_mass: float) -> tuple[float, float]:
+    """E_w[tri] and E_w[tri^2] under the weights w_k e^{tri_k u} / A_alpha of eq. (9) at finite ``u`` (k = 0, 1 have
+    tri = 0 and total weight ``low_mass``; ``log_w``, ``tri`` as :func:`_curve_log_a`).
+
+    One set of exponentials e_k = e^{log w_k + tri_k u - top} serves both and the normaliser: A e^-top =
+    (1 - sum_{k>=2} w_k) e^-top + sum_k e_k, a sum of non-negative terms (no cancellation); top >= 0 is the largest
+    exponent, so nothing overflows."""
+    top = 0.0
+    for k in range(tri.size):
+        top = max(top, log_w[k] + tri[k] * u)
+    total = m1 = m2 = 0.0
+    for k in range(tri.size):
+        e = math.exp(log_w[k] + tri[k] * u - top)
+        total += e
+        m1 += tri[k] * e
+        m2 += tri[k] * (tri[k] * e)
+    norm = low_mass * math.exp(-top) + total
+    return m1 / norm, m2 / norm
+
+
+@njit(**JIT_NO_ALLOC)
+def _log_a_rows(log_w: NDArray, tri: NDArray, u: NDArray, out: NDArray) -> NDArray:
+    """:func:`_curve_log_a` of ``u[i]`` with the weights ``log_w[i]`` (rows: elements), into ``out``."""
+    for i in range(u.size):
+        out[i] = _curve_log_a(u[i], log_w[i], tri)
+    return out
+
+
+def _log_a_int(log_w: NDArray, tri: NDArray, u: NDArray) -> NDArray:
+    """log A_alpha of eq. (9) (:func:`_curve_log_a`) for an integer order, element by element: ``log_w`` (K, n) the
+    weights of each of the n elements of ``u`` (n,), ``tri`` (K,) or (K, 1)."""
+    u = np.ascontiguousarray(u, dtype=float)
+    return _log_a_rows(np.ascontiguousarray(np.asarray(log_w, dtype=float).T), np.ascontiguousarray(tri, dtype=float)
+                       .reshape(-1), u, np.empty_like(u))
 
 
 #: Terms provably below e^-(this) of a lower bound on S_alpha are skipped (e^-50 after 1e4 such terms).
@@ -704,12 +818,18 @@ class SGMCurve:
     """RDP of the SGM at one integer order, as a function of ``u = 1 / sigma^2``, for fixed sampling rates.
 
     The weights of eq. (9) depend only on (q, alpha) and are computed once; each evaluation is then the same
-    log1p-of-a-sum as :func:`rdp_sgm` (one implementation, :func:`_log_a_int`). Used by the environments
-    (per-round leakage) and by the policies (objective and derivative of per-round problems such as eq. (30)).
+    log1p-of-a-sum as :func:`rdp_sgm`'s fallback for single orders (one compiled implementation,
+    :func:`_curve_log_a`, which the environments' round kernels call too). Used by the environments (per-round
+    leakage) and by the policies (objective and derivative of per-round problems such as eq. (30)).
 
     Args:
         q: sampling rates, shape ``(C,)`` (one per device class), in (0, 1].
         order: integer RDP order alpha >= 2.
+
+    Attributes:
+        log_weights: (C, K) log C(alpha,k) q^k (1-q)^(alpha-k) for k = 2..alpha (-inf where q = 1 and k < alpha).
+        tri: (K,) (k^2 - k) / 2 for k = 2..alpha.
+        low_mass: (C,) the weight of k = 0, 1: (1-q)^alpha + alpha q (1-q)^(alpha-1).
     """
 
     def __init__(self, q: ArrayLike, order: int) -> None:
@@ -724,44 +844,538 @@ class SGMCurve:
             log_w = _log_weights(self.order, np.log(q_arr), np.log1p(-q_arr))
         k = np.arange(2, self.order + 1)[:, None]
         # q == 1: only k = alpha carries weight (0 * -inf would be NaN above).
-        self._log_w = np.where((q_arr == 1)[None, :], np.where(k == self.order, 0.0, -np.inf), log_w)  # (K, C)
-        self._tri = _triangular(self.order, 0)  # (K,)
+        log_w = np.where((q_arr == 1)[None, :], np.where(k == self.order, 0.0, -np.inf), log_w)
+        self.log_weights = np.ascontiguousarray(log_w.T)  # (C, K): one contiguous row per class
+        self.tri = _triangular(self.order, 0)  # (K,)
         # the weight of k = 0, 1 (tri = 0): (1-q)^alpha + alpha q (1-q)^(alpha-1), without cancellation
-        self._low_mass = (1.0 - q_arr) ** (self.order - 1) * (1.0 + (self.order - 1) * q_arr)
+        self.low_mass = (1.0 - q_arr) ** (self.order - 1) * (1.0 + (self.order - 1) * q_arr)
 
-    def _shaped(self, u: NDArray) -> tuple[NDArray, NDArray]:
-        extra = (1,) * (u.ndim - 1)
-        return (self._log_w.reshape(self._log_w.shape[:1] + extra + self._log_w.shape[1:]),
-                self._tri.reshape((-1,) + (1,) * u.ndim))
+    def _rows(self, u: ArrayLike) -> tuple[NDArray, tuple[int, ...]]:
+        """``u`` broadcast against the classes (last axis) as contiguous rows (n, C), and the result's shape."""
+        u_arr = np.asarray(u, dtype=float)
+        shape = np.broadcast_shapes(u_arr.shape, self.q.shape)
+        return np.ascontiguousarray(np.broadcast_to(u_arr, shape)).reshape(-1, self.q.size), shape
 
     def rdp(self, u: ArrayLike) -> NDArray:
         """RDP (nats) at ``u = 1/sigma^2 >= 0``; last axis = classes. ``u = inf`` (no noise) -> inf."""
-        u_arr = np.asarray(u, dtype=float)
-        log_w, tri = self._shaped(u_arr)
-        return _log_a_int(log_w, tri, u_arr) / (self.order - 1)
-
-    def _tri_moments(self, u: NDArray) -> tuple[NDArray, NDArray]:
-        """E_w[tri] and E_w[tri^2] under the weights w_k e^{tri_k u} / A_alpha of eq. (9) (k = 0, 1 have tri = 0).
-
-        One set of exponentials e_k = e^{log w_k + tri_k u - top} serves both and the normaliser: A e^-top =
-        (1 - sum_{k>=2} w_k) e^-top + sum_k e_k, a sum of non-negative terms (no cancellation); top >= 0 is the
-        largest exponent, so nothing overflows."""
-        log_w, tri = self._shaped(u)
-        terms = log_w + tri * u
-        top = np.maximum(terms.max(axis=0), 0.0)
-        e = np.exp(terms - top)
-        te = tri * e
-        norm = self._low_mass * np.exp(-top) + e.sum(axis=0)
-        return te.sum(axis=0) / norm, (tri * te).sum(axis=0) / norm
+        rows, shape = self._rows(u)
+        return _curve_rdp_rows(rows, self.log_weights, self.tri, self.order, np.empty_like(rows)).reshape(shape)
 
     def slope_and_curvature(self, u: ArrayLike) -> tuple[NDArray, NDArray]:
-        """First and second derivatives of the RDP in u (finite u): E[tri]/(alpha-1) and Var[tri]/(alpha-1)."""
-        m1, m2 = self._tri_moments(np.asarray(u, dtype=float))
-        return m1 / (self.order - 1), np.maximum(m2 - m1 * m1, 0.0) / (self.order - 1)
+        """First and second derivatives of the RDP in u (finite u): E[tri]/(alpha-1) and Var[tri]/(alpha-1) under the
+        weights w_k e^{tri_k u} / A_alpha of eq. (9) (:func:`_curve_moments`)."""
+        rows, shape = self._rows(u)
+        slope, curvature = _curve_slope_rows(rows, self.log_weights, self.tri, self.low_mass, self.order,
+                                             np.empty_like(rows), np.empty_like(rows))
+        return slope.reshape(shape), curvature.reshape(shape)
 
     def slope(self, u: ArrayLike) -> NDArray:
         """d RDP / d u at finite ``u`` (same shape): the tri-weighted mean of eq. (9)'s terms, over alpha - 1."""
-        return self._tri_moments(np.asarray(u, dtype=float))[0] / (self.order - 1)
+        return self.slope_and_curvature(u)[0]
+
+
+@njit(**JIT_NO_ALLOC)
+def _curve_rdp_rows(u: NDArray, log_w: NDArray, tri: NDArray, order: int, out: NDArray) -> NDArray:
+    """RDP at ``u`` (n, C) of the classes' weights ``log_w`` (C, K) (:meth:`SGMCurve.rdp`), into ``out``."""
+    for i in range(u.shape[0]):
+        for c in range(u.shape[1]):
+            out[i, c] = _curve_log_a(u[i, c], log_w[c], tri) / (order - 1)
+    return out
+
+
+@njit(**JIT_NO_ALLOC)
+def _curve_derivatives(u: float, log_w: NDArray, tri: NDArray, low_mass: float, order: int) -> tuple[float, float]:
+    """d RDP / du and d^2 RDP / du^2 of one class at finite ``u``: E[tri] / (alpha - 1) and Var[tri] / (alpha - 1)."""
+    m1, m2 = _curve_moments(u, log_w, tri, low_mass)
+    return m1 / (order - 1), max(m2 - m1 * m1, 0.0) / (order - 1)
+
+
+@njit(**JIT_NO_ALLOC)
+def _curve_slope_rows(u: NDArray, log_w: NDArray, tri: NDArray, low_mass: NDArray, order: int, slope: NDArray,
+                      curvature: NDArray) -> tuple[NDArray, NDArray]:
+    """:func:`_curve_derivatives` at ``u`` (n, C), into ``slope`` and ``curvature``."""
+    for i in range(u.shape[0]):
+        for c in range(u.shape[1]):
+            slope[i, c], curvature[i, c] = _curve_derivatives(u[i, c], log_w[c], tri, low_mass[c], order)
+    return slope, curvature
+
+
+# --- Tabulated RDP curves: a large ledger's few multiply-adds per order and round --------------------------------
+#
+# A large ledger (integer orders, few distinct sampling rates, :data:`_TABLE_MIN_ELEMENTS` elements or more) reads each
+# round's RDP from one table per sampling rate q and order alpha instead of summing eq. (9). f(u) = log A_alpha(u) =
+# (alpha - 1) RDP, as a function of u = 1/sigma^2, is the cumulant generating function of T = (k^2 - k)/2 under the
+# binomial weights w_k of eq. (9): f(0) = 0, f is convex, and its derivatives are the cumulants of T under the weights
+# tilted by e^{T u}. The table spans [u_lo, u_hi] in coarse cells of _TABLE_COARSE nats of log u, each cut into 2^j equal
+# sub-cells in u per order. On a sub-cell of width h the value is the quintic Hermite interpolant p of f, f', f'' at its
+# ends, raised by a bound on |f - p| <= max|f^(6)| h^6 / 46080, with f^(6) = kappa_6 bounded over the sub-cell from the
+# tilted weights at its ends (:func:`_kappa6_bound`), and by bounds on the rounding of the nodes, the coefficients and
+# the evaluation: an upper bound on f, above it by at most _TABLE_TOL of f plus the rounding bounds (1e-15 to 1e-12 of f,
+# the most where the terms of large k, whose weights' logs are the least exact, carry f). Where T's weights form
+# two clusters (the terms near k = alpha overtake those near k = alpha q: f turns within ~1/alpha^2 of u), the two
+# clusters' log-sums are interpolated apart and added at evaluation (log-add-exp). Below u_lo the bound is the chord
+# through the origin (f is convex, f(0) = 0), above u_hi it is t_alpha u + log w_alpha + e^{-(alpha-1) u}
+# (1 - w_alpha) / w_alpha; both lie within 1e-14 of f there.
+
+#: Bound on the interpolation error of every sub-cell, relative to f at its left end (the smallest value on it).
+_TABLE_TOL = 2e-13
+#: Width (nats of log u) of the coarse cells, the first level of a table's index.
+_TABLE_COARSE = 0.25
+#: The bottom of a table: below it the chord through the origin is within this of f (relative).
+_TABLE_CHORD = 1e-14
+#: The top of a table: above it the terms the asymptote leaves out are below e^-this of f.
+_TABLE_TAIL = 60.0
+#: Terms below e^-this of their cluster's largest are left out of the moments (their mass is bounded and added).
+_TABLE_PRUNE = 120.0
+#: Most sub-cells of one coarse cell and order.
+_TABLE_MAX_SUB = 2**16
+#: A ledger tabulates its curves from this many elements (envs x device classes) on, if it has at most
+#: _TABLE_MAX_RATES distinct sampling rates in (0, 1) and only integer orders; smaller ledgers sum eq. (9) (a few
+#: hundred elements cost less per round than a table's build, 0.1-1 s per sampling rate, spread over an episode).
+_TABLE_MIN_ELEMENTS = 512
+_TABLE_MAX_RATES = 8
+#: Largest values on [0, 1] of the quintic Hermite basis functions of a first derivative (16/81) and of a second
+#: (0.01728): how far errors in the nodes' derivatives move the interpolant.
+_HERMITE_D1, _HERMITE_D2 = 16.0 / 81.0, 0.01728
+
+
+@njit(**JIT)
+def _cluster_log(u: float, log_w: NDArray, tri: NDArray, k0: int, k1: int, with_low: bool) -> float:
+    """The log-sum of a cluster of eq. (9)'s terms at u: log sum_{k0 <= j < k1} w_j e^{t_j u} (``log_w``, ``tri`` as
+    :func:`_curve_log_a`: j = k - 2), or with ``with_low`` (k0 = 0) also the k = 0, 1 terms: log(1 - W + S), S =
+    sum_j w_j expm1(t_j u), W the weight of the terms from k1 on; all terms (k1 = K) give log A_alpha to full relative
+    precision (:func:`_curve_log_a`)."""
+    if not with_low:
+        top = -math.inf
+        for j in range(k0, k1):
+            top = max(top, log_w[j] + tri[j] * u)
+        s = 0.0
+        for j in range(k0, k1):
+            s += math.exp(log_w[j] + tri[j] * u - top)
+        return top + math.log(s)
+    log_a = _curve_log_a(u, log_w[:k1], tri[:k1])  # log1p(S)
+    above = 0.0
+    for j in range(k1, tri.size):
+        above += math.exp(log_w[j])
+    return log_a + math.log1p(-above * math.exp(-log_a))
+
+
+@njit(**JIT)
+def _cluster_node(u: float, log_w: NDArray, tri: NDArray, log_low: float, err_w: NDArray, k0: int, k1: int,
+                  with_low: bool) -> tuple[float, float, float, float, float, float, float]:
+    """A node of a tabulated curve: a cluster's log-sum F at u (:func:`_cluster_log`), its slope and curvature in u
+    (mean m and variance of T under the cluster's tilted weights p_j = w_j e^{t_j u - log Z}, and T = 0 with weight
+    e^{log_low - log Z} ``with_low``), bounds on the errors of the three, and log Z.
+
+    Errors: each term's log is off by at most d_j = ``err_w`` (its weight's log) + 2 ulp of t_j u (T = 0's weight: 4
+    ulp of its log), so F = log Z by their weighted mean sum_j p_j d_j, plus the rounding of its sums; in log1p form
+    (``with_low``: 1 + sum_j w_j expm1(t_j u), the 1 exact) by sum_j p_j min(1, t_j u) err_w_j + 2 ulp of u m (as
+    expm1(x) <= min(1, x) e^x); m by sum_j p_j min(t_j, |t_j - m|) (|d_j| + mean d) (T >= 0, and an error common to every
+    term cancels); the variance likewise with (t_j - m)^2, plus 2 E|T - m| times m's error. The pruned terms (below
+    e^-_TABLE_PRUNE of the largest) add their mass.
+    """
+    peak = -math.inf
+    for j in range(k0, k1):
+        peak = max(peak, log_w[j] + tri[j] * u)
+    top = max(log_low, peak) if with_low else peak
+    first, last = k1, k0
+    for j in range(k0, k1):
+        if log_w[j] + tri[j] * u > peak - _TABLE_PRUNE:
+            first, last = min(first, j), j + 1
+    z = math.exp(log_low - top) if with_low else 0.0
+    for j in range(first, last):
+        z += math.exp(log_w[j] + tri[j] * u - top)
+    log_z = top + math.log(z)
+    p_low = math.exp(log_low - log_z) if with_low else 0.0
+    d_low = 4.0 * _U * abs(log_low)
+    m, d_mean, d_f = 0.0, p_low * d_low, 0.0
+    for j in range(first, last):
+        p = math.exp(log_w[j] + tri[j] * u - log_z)
+        m += p * tri[j]
+        d_mean += p * (err_w[j] + 2.0 * _U * tri[j] * u)
+        d_f += p * (min(1.0, tri[j] * u) * err_w[j] if with_low else err_w[j] + 2.0 * _U * tri[j] * u)
+    var = p_low * m * m
+    e_m_raw, e_m_cov = m * d_mean, p_low * m * (d_low + d_mean)
+    e_var = p_low * m * m * (d_low + d_mean)
+    for j in range(first, last):
+        p = math.exp(log_w[j] + tri[j] * u - log_z)
+        dt = tri[j] - m
+        dj = err_w[j] + 2.0 * _U * tri[j] * u + d_mean
+        var += p * dt * dt
+        e_m_raw += p * tri[j] * dj
+        e_m_cov += p * abs(dt) * dj
+        e_var += p * dt * dt * dj
+    f = _cluster_log(u, log_w, tri, k0, k1, with_low)
+    terms = (k1 - k0 + 8) * _U
+    t_top = tri[k1 - 1]
+    pruned = (k1 - k0) * math.exp(peak - _TABLE_PRUNE - log_z)  # the pruned weight
+    e_f = d_f + (2.0 * _U * u * m if with_low else 0.0) + terms * abs(f) + pruned * min(1.0, u * t_top)
+    e_m = min(e_m_raw, e_m_cov) + terms * m + pruned * t_top
+    e_var += 2.0 * math.sqrt(var) * e_m + terms * var + pruned * t_top * t_top
+    return f, m, var, e_f, e_m, e_var, log_z
+
+
+@njit(**JIT)
+def _kappa6_bound(a: float, b: float, log_za: float, log_zb: float, m_a: float, m_b: float, log_w: NDArray,
+                  tri: NDArray, log_low: float, k0: int, k1: int, with_low: bool) -> float:
+    """A bound on max |F^(6)| = |kappa_6| over u in [a, b] for a cluster's log-sum F, from its tilted weights at both ends.
+
+    A weight p_j(u) is log-concave in u (log p_j = log w_j + t_j u - F(u), F convex), so on [a, b] it lies below its
+    tangents at both ends: below p_j(a) where t_j <= m_a = F'(a), below p_j(b) where t_j >= m_b, and below where the
+    tangents meet in between. With c the middle of [m_a, m_b] (the mean m(u) lies there: F' increases), B_n the sum of
+    those bounds times |t_j - c|^n bounds E_u|T - c|^n, and (E_u|T - m(u)|^n)^(1/n) <= B_n^(1/n) + (m_b - m_a)/2
+    (Minkowski) bounds the central moments mu_n; |kappa_6| <= mu_6 + 15 mu_4 mu_2 + 10 mu_3^2 + 30 mu_2^3.
+    """
+    c = 0.5 * (m_a + m_b)
+    shift = 0.5 * (m_b - m_a) * (1.0 + 1e-9) + 1e-12 * c
+    h = b - a
+    bn = np.zeros(7)
+    if with_low:  # T = 0 <= m_a: its weight falls on [a, b]
+        d = abs(c)
+        pw = math.exp(log_low - log_za) * d * d
+        for n in range(2, 7):
+            bn[n] += pw
+            pw *= d
+    peak = -math.inf
+    for j in range(k0, k1):
+        peak = max(peak, max(log_w[j] + tri[j] * a - log_za, log_w[j] + tri[j] * b - log_zb))
+    floor = peak - _TABLE_PRUNE
+    pruned = 0.0
+    for j in range(k0, k1):
+        t = tri[j]
+        la = log_w[j] + t * a - log_za
+        lb = log_w[j] + t * b - log_zb
+        if t <= m_a:
+            lp = la
+        elif t >= m_b:
+            lp = lb
+        else:
+            lp = min(la + (t - m_a) * h, lb + (m_b - t) * h)
+        if lp < floor:
+            pruned += 1.0
+            continue
+        d = abs(t - c)
+        pw = math.exp(lp) * d * d
+        for n in range(2, 7):
+            bn[n] += pw
+            pw *= d
+    span = max(tri[k1 - 1], c)  # |t - c| <= span for every term
+    for n in range(2, 7):
+        bn[n] += pruned * math.exp(floor) * span**n
+    mom = np.zeros(7)
+    for n in range(2, 7):
+        mom[n] = (bn[n] ** (1.0 / n) + shift) ** n
+    return (mom[6] + 15.0 * mom[4] * mom[2] + 10.0 * mom[3] ** 2 + 30.0 * mom[2] ** 3) * (1.0 + 1e-9)
+
+
+@njit(**JIT)
+def _valley(u: float, log_w: NDArray, tri: NDArray, log_low: float) -> int:
+    """Where eq. (9)'s terms at u split into two clusters: the first j of the upper one, or 0 if they form one.
+
+    In k, log w_k + t_k u is concave near both ends and convex between (where u exceeds ~4/alpha), so it has at most
+    two peaks: walking down from k = alpha, up to the upper peak, down to the valley between, and up again if there is
+    a lower peak (the k = 0, 1 terms, T = 0, count as one below k = 2)."""
+    j = tri.size - 1
+    while j > 0 and log_w[j - 1] + tri[j - 1] * u >= log_w[j] + tri[j] * u:
+        j -= 1
+    while j > 0 and log_w[j - 1] + tri[j - 1] * u <= log_w[j] + tri[j] * u:
+        j -= 1
+    if j == 0:
+        return 1 if log_low > log_w[0] + tri[0] * u and tri.size > 1 else 0
+    return j + 1
+
+
+@njit(**JIT)
+def _hermite_cluster(a: float, b: float, log_w: NDArray, tri: NDArray, log_low: float, err_w: NDArray, k0: int,
+                     k1: int, with_low: bool, node_a: tuple, node_b: tuple, out: NDArray) -> tuple[float, float]:
+    """The quintic Hermite interpolant in t = (u - a)/(b - a) of a cluster's log-sum on [a, b] from its nodes at the
+    ends (:func:`_cluster_node`): its coefficients c_0..c_5 into ``out``, and the bounds on its interpolation error and on
+    the rest (the nodes' errors, the coefficients' and the evaluation's rounding (:func:`_quintic`), and where the
+    evaluation places u: the sub-cell's ends, u0 + j w, lie within 2 ulp of b, and t within 1 ulp of (u - u0) <= 0.29 u,
+    so u within 3 ulp of b, times F'(b))."""
+    fa, da, sa, efa, eda, esa, lza = node_a
+    fb, db, sb, efb, edb, esb, lzb = node_b
+    h = b - a
+    interp = _kappa6_bound(a, b, lza, lzb, da, db, log_w, tri, log_low, k0, k1, with_low) * h**6 / 46080.0
+    y0, y1, d0, d1, s0, s1 = fa, fb, h * da, h * db, h * h * sa, h * h * sb
+    out[0], out[1], out[2] = y0, d0, 0.5 * s0
+    out[3] = 10.0 * (y1 - y0) - 6.0 * d0 - 4.0 * d1 - 1.5 * s0 + 0.5 * s1
+    out[4] = -15.0 * (y1 - y0) + 8.0 * d0 + 7.0 * d1 + 1.5 * s0 - s1
+    out[5] = 6.0 * (y1 - y0) - 3.0 * d0 - 3.0 * d1 - 0.5 * s0 + 0.5 * s1
+    nodes = max(efa, efb) + _HERMITE_D1 * h * (eda + edb) + _HERMITE_D2 * h * h * (esa + esb)
+    size = 0.0
+    for i in range(6):
+        size += abs(out[i])
+    return interp, nodes + 24.0 * _U * size + 3.0 * _U * b * db
+
+
+@njit(**JIT)
+def _fill_coarse_cell(u0: float, u1: float, n: int, log_w: NDArray, tri: NDArray, log_low: float, err_w: NDArray,
+                      coef: NDArray, split: NDArray, at: int, row: int, check: bool) -> int:
+    """The n sub-cells of the coarse cell [u0, u1] of one curve: one interpolant of f each, or, where its bound misses
+    _TABLE_TOL and the terms form two clusters (:func:`_valley`), one per cluster. Each interpolant's bound is added to
+    its constant coefficient (rounded up), so that Horner's value is the upper bound.
+
+    With ``check``: 1 if every sub-cell meets _TABLE_TOL, else 0 (nothing written). Else writes ``split[at + j]`` (0 or
+    1) and the coefficient rows from ``row`` on; returns the next free row."""
+    k_n = tri.size
+    nodes = []
+    w = (u1 - u0) / n
+    for j in range(n + 1):
+        u = u1 if j == n else u0 + j * w
+        nodes.append(_cluster_node(u, log_w, tri, log_low, err_w, 0, k_n, True))
+    one, lower, upper = np.empty(6), np.empty(6), np.empty(6)
+    a = u0
+    for j in range(n):
+        b = u1 if j == n - 1 else u0 + (j + 1) * w
+        f_a = nodes[j][0]
+        interp, rest = _hermite_cluster(a, b, log_w, tri, log_low, err_w, 0, k_n, True, nodes[j], nodes[j + 1], one)
+        ks = 0
+        if not interp <= _TABLE_TOL * f_a:
+            ks = _valley(0.5 * (a + b), log_w, tri, log_low)
+            if ks > 0:
+                i_lo, r_lo = _hermite_cluster(a, b, log_w, tri, log_low, err_w, 0, ks, True,
+                                              _cluster_node(a, log_w, tri, log_low, err_w, 0, ks, True),
+                                              _cluster_node(b, log_w, tri, log_low, err_w, 0, ks, True), lower)
+                i_hi, r_hi = _hermite_cluster(a, b, log_w, tri, log_low, err_w, ks, k_n, False,
+                                              _cluster_node(a, log_w, tri, log_low, err_w, ks, k_n, False),
+                                              _cluster_node(b, log_w, tri, log_low, err_w, ks, k_n, False), upper)
+                interp = max(i_lo, i_hi)
+                lower[0] = np.nextafter(lower[0] + (i_lo + r_lo) * (1.0 + 8.0 * _U), np.inf)
+                upper[0] = np.nextafter(upper[0] + (i_hi + r_hi) * (1.0 + 8.0 * _U), np.inf)
+        if check:
+            if not interp <= _TABLE_TOL * f_a:
+                return 0
+        elif ks > 0:
+            coef[row], coef[row + 1] = lower, upper
+            split[at + j] = 1
+            row += 2
+        else:
+            one[0] = np.nextafter(one[0] + (interp + rest) * (1.0 + 8.0 * _U), np.inf)
+            coef[row] = one
+            split[at + j] = 0
+            row += 1
+        a = b
+    return 1 if check else row
+
+
+def _table_weights(q: float, alpha: int) -> tuple[NDArray, NDArray, float, NDArray]:
+    """log w_k (k = 2..alpha) of eq. (9) from exact binomials, t_k = (k^2 - k)/2, log of the k = 0, 1 weight
+    (1-q)^(alpha-1) (1 + (alpha-1) q), and bounds on the logs' errors (their rounding, each within an ulp)."""
+    k = np.arange(2, alpha + 1)
+    log_q, log_p = math.log(q), math.log1p(-q)
+    log_c = np.array([math.log(math.comb(alpha, int(i))) for i in k])
+    log_w = log_c + k * log_q + (alpha - k) * log_p
+    err_w = _U * (np.abs(log_c) + 1.5 * k * abs(log_q) + 1.5 * (alpha - k) * abs(log_p) + np.abs(log_w) + 2.0)
+    return log_w, (k * k - k) / 2.0, (alpha - 1) * log_p + math.log1p((alpha - 1) * q), err_w
+
+
+@dataclass(frozen=True)
+class _CurveTable:
+    """The tabulated curves of one sampling rate q in (0, 1) at a ledger's integer orders (see this section's comment):
+    coarse cells of log u from ``v_lo``, with edges ``edges`` (C + 1,) in u; per coarse cell and order, ``n_sub`` (C, O)
+    equal sub-cells from index ``start`` (C, O) of ``cell_rows``, which holds each sub-cell's first row of ``coef``
+    times 2, plus 1 where it has two clusters (rows r and r + 1); ``coef`` (R, 6): Horner coefficients of f in t in
+    [0, 1], each raised by its sub-cell's bound. ``chord`` (O,): f(u_lo) / u_lo, raised; ``asymptote`` (O, 2): t_alpha and
+    log w_alpha (raised) of the bound above the top."""
+
+    v_lo: float
+    edges: NDArray
+    n_sub: NDArray
+    start: NDArray
+    cell_rows: NDArray
+    coef: NDArray
+    chord: NDArray
+    asymptote: NDArray
+
+
+@lru_cache(maxsize=16)
+def _curve_table(q: float, orders: tuple[int, ...]) -> _CurveTable | None:
+    """The tables of f = log A_alpha at ``orders`` for sampling rate q in (0, 1) (0.1-1 s), or None if a curve would
+    need more than _TABLE_MAX_SUB sub-cells in a coarse cell (the ledger then sums the series)."""
+    specs = [_table_weights(q, a) for a in orders]
+    v_lo, v_hi = math.inf, -math.inf
+    for alpha, (log_w, tri, log_low, err_w) in zip(orders, specs):
+        _, m0, var0, *_ = _cluster_node(0.0, log_w, tri, log_low, err_w, 0, tri.size, True)
+        v_lo = min(v_lo, math.log(_TABLE_CHORD * m0 / var0))
+        v_hi = max(v_hi, math.log((_TABLE_TAIL - log_w[-1]) / (alpha - 1)))
+    cells = max(1, math.ceil((v_hi - v_lo) / _TABLE_COARSE))
+    edges = np.exp(v_lo + _TABLE_COARSE * np.arange(cells + 1))
+    n_sub = np.zeros((cells, len(orders)), dtype=np.int64)
+    no_rows, no_split = np.empty((1, 6)), np.empty(1, dtype=np.int64)
+    for o, (log_w, tri, log_low, err_w) in enumerate(specs):
+        n = 1
+        for c in range(cells):
+            n = max(1, n // 4)  # a curve turns within a few coarse cells: start below the last cell's count
+            while not _fill_coarse_cell(edges[c], edges[c + 1], n, log_w, tri, log_low, err_w, no_rows, no_split,
+                                        0, 0, True):
+                n *= 2
+                if n > _TABLE_MAX_SUB:
+                    return None
+            n_sub[c, o] = n
+    start = np.concatenate([[0], np.cumsum(n_sub.ravel())[:-1]]).reshape(n_sub.shape)
+    split = np.empty(int(n_sub.sum()), dtype=np.int64)
+    coef = np.empty((2 * split.size, 6))
+    row = 0
+    chord, asymptote = np.empty(len(orders)), np.empty((len(orders), 2))
+    for o, (alpha, (log_w, tri, log_low, err_w)) in enumerate(zip(orders, specs)):
+        for c in range(cells):
+            row = _fill_coarse_cell(edges[c], edges[c + 1], n_sub[c, o], log_w, tri, log_low, err_w, coef, split,
+                                    start[c, o], row, False)
+        f, _, _, e_f, *_ = _cluster_node(edges[0], log_w, tri, log_low, err_w, 0, tri.size, True)
+        chord[o] = (f + e_f) / edges[0] * (1.0 + 8.0 * _U)
+        asymptote[o] = tri[-1], log_w[-1] + err_w[-1]
+    # sub-cells were filled order by order, coarse cell by coarse cell: the rows follow that order, not ``start``'s
+    first_row = np.empty(split.size, dtype=np.int64)
+    by_fill = np.concatenate([np.arange(start[c, o], start[c, o] + n_sub[c, o])
+                              for o in range(len(orders)) for c in range(cells)])
+    first_row[by_fill] = np.concatenate([[0], np.cumsum(1 + split[by_fill])[:-1]])
+    return _CurveTable(v_lo, edges, n_sub, start, 2 * first_row + split, coef[:row], chord, asymptote)
+
+
+@dataclass(frozen=True)
+class _LedgerTables:
+    """The curve tables of a ledger's sampling rates, stacked for :func:`_table_element`: ``kind`` (G,) per distinct
+    rate (0: q = 0, no leakage; 1: q = 1, alpha u / 2 exactly; 2: tabulated), ``group`` (E,) each element's rate, and
+    the :class:`_CurveTable` arrays of every rate, concatenated (indices global), coarse cells padded to the most, with
+    ``scale`` (G, C, O) = sub-cells per unit of u."""
+
+    kind: NDArray
+    group: NDArray
+    v_lo: NDArray
+    cells: NDArray
+    edges: NDArray
+    n_sub: NDArray
+    scale: NDArray
+    start: NDArray
+    cell_rows: NDArray
+    coef: NDArray
+    chord: NDArray
+    asymptote: NDArray
+    orders: NDArray
+    inv_scale: NDArray
+
+    @classmethod
+    def build(cls, q: NDArray, orders: NDArray) -> _LedgerTables | None:
+        """The tables of a ledger over sampling rates ``q`` (any shape) at ``orders``, or None where the series serves
+        it better or only it can (:data:`_TABLE_MIN_ELEMENTS`, :data:`_TABLE_MAX_RATES`, fractional orders)."""
+        rates, group = np.unique(q.ravel(), return_inverse=True)
+        inner = rates[(rates > 0) & (rates < 1)]
+        if (q.size < _TABLE_MIN_ELEMENTS or inner.size > _TABLE_MAX_RATES
+                or not np.all(orders == np.round(orders)) or np.any(orders < 2)):
+            return None
+        key = tuple(int(a) for a in orders)
+        tables = [_curve_table(float(r), key) for r in inner]
+        if any(t is None for t in tables):
+            return None
+        n_o, cells = orders.size, max([t.n_sub.shape[0] for t in tables], default=1)
+        g = rates.size
+        v_lo, n_cells = np.zeros(g), np.zeros(g, dtype=np.int64)
+        edges = np.ones((g, cells + 1))
+        n_sub, start = np.ones((g, cells, n_o), dtype=np.int64), np.zeros((g, cells, n_o), dtype=np.int64)
+        scale = np.ones((g, cells, n_o))
+        chord, asymptote = np.zeros((g, n_o)), np.zeros((g, n_o, 2))
+        kind = np.where(rates == 0, 0, np.where(rates == 1, 1, 2))
+        cells_at = rows_at = 0
+        cell_rows, coefs = [np.zeros(1, dtype=np.int64)], [np.zeros((1, 6))]
+        for i, table in zip(np.flatnonzero(kind == 2), tables):
+            c = table.n_sub.shape[0]
+            v_lo[i], n_cells[i], edges[i, :c + 1] = table.v_lo, c, table.edges
+            n_sub[i, :c], start[i, :c] = table.n_sub, table.start + cells_at
+            scale[i, :c] = table.n_sub / np.diff(table.edges)[:, None]
+            chord[i], asymptote[i] = table.chord, table.asymptote
+            cell_rows.append(table.cell_rows + 2 * rows_at)
+            coefs.append(table.coef)
+            cells_at += table.cell_rows.size
+            rows_at += table.coef.shape[0]
+        return cls(kind, group.reshape(-1), v_lo, n_cells, edges, n_sub, scale, start, np.concatenate(cell_rows[1:] or
+                   cell_rows), np.concatenate(coefs[1:] or coefs), chord, asymptote, orders.astype(float),
+                   1.0 / (orders - 1.0) * (1.0 + 4.0 * _U))
+
+    def add(self, totals: NDArray, sigma: NDArray) -> None:
+        """Add one round's RDP at every order to ``totals`` (E, O) for the noise multipliers ``sigma`` (E,)."""
+        kernel = _tables_add_parallel if parallel(sigma.size) else _tables_add_serial
+        kernel(totals, sigma, self.group, self.kind, self.v_lo, self.cells, self.edges, self.n_sub, self.scale,
+               self.start, self.cell_rows, self.coef, self.chord, self.asymptote, self.orders, self.inv_scale)
+
+
+
+
+@njit(**JIT_NO_ALLOC)
+def _quintic(coef: NDArray, row: int, t: float) -> float:
+    """The quintic of row ``row`` of ``coef`` at t, by Estrin's scheme (depth 4: a quarter faster than Horner's;
+    its rounding, ~8 ulp of sum |c_i|, lies within the 24 ulp each interpolant's bound adds)."""
+    t2 = t * t
+    return (coef[row, 0] + coef[row, 1] * t) + t2 * ((coef[row, 2] + coef[row, 3] * t)
+                                                    + t2 * (coef[row, 4] + coef[row, 5] * t))
+
+
+@njit(**JIT_NO_ALLOC)
+def _table_element(e: int, totals: NDArray, sigma: NDArray, group: NDArray, kind: NDArray, v_lo: NDArray,
+                   cells: NDArray, edges: NDArray, n_sub: NDArray, scale: NDArray, start: NDArray, cell_rows: NDArray,
+                   coef: NDArray, chord: NDArray, asymptote: NDArray, orders: NDArray, inv_scale: NDArray) -> None:
+    """Element e's round (noise multiplier sigma[e], rate group[e]) added to totals[e] at every order: RDP = f /
+    (alpha - 1) from its rate's table (:class:`_CurveTable`), the chord below it, the asymptote above it; q = 0: 0;
+    q = 1: alpha u / 2; sigma = 0: inf."""
+    g = group[e]
+    if kind[g] == 0:
+        return
+    s = sigma[e]
+    if s == 0.0:
+        for o in range(orders.size):
+            totals[e, o] = math.inf
+        return
+    u = 1.0 / (s * s)
+    if kind[g] == 1:
+        for o in range(orders.size):
+            totals[e, o] += orders[o] * u / 2.0
+        return
+    top = cells[g]
+    if u <= edges[g, 0]:
+        for o in range(orders.size):
+            totals[e, o] += u * chord[g, o] * inv_scale[o]
+        return
+    if u >= edges[g, top]:
+        for o in range(orders.size):
+            t_a, log_w = asymptote[g, o, 0], asymptote[g, o, 1]
+            lead = t_a * u
+            f = lead + log_w + math.exp(-log_w - (orders[o] - 1.0) * u)
+            totals[e, o] += (f + 4.0 * _U * (lead + abs(log_w))) * inv_scale[o]
+        return
+    c = min(max(int((math.log(u) - v_lo[g]) / _TABLE_COARSE), 0), top - 1)
+    if u < edges[g, c] and c > 0:
+        c -= 1
+    elif u >= edges[g, c + 1] and c < top - 1:
+        c += 1
+    du = u - edges[g, c]
+    for o in range(orders.size):
+        x = du * scale[g, c, o]
+        j = min(int(x), n_sub[g, c, o] - 1)
+        t = min(x - j, 1.0)
+        code = cell_rows[start[g, c, o] + j]
+        f = _quintic(coef, code >> 1, t)
+        if code & 1:
+            f2 = _quintic(coef, (code >> 1) + 1, t)
+            f = (max(f, f2) + math.log1p(math.exp(-abs(f - f2)))) * (1.0 + 4.0 * _U)
+        totals[e, o] += f * inv_scale[o]
+
+
+@njit(**JIT_NO_ALLOC)
+def _tables_add_serial(totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
+                       asymptote, orders, inv_scale):
+    """:func:`_table_element` for every element, one after another."""
+    for e in range(sigma.size):
+        _table_element(e, totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
+                       asymptote, orders, inv_scale)
+
+
+@njit(parallel=True, **JIT_NO_ALLOC)
+def _tables_add_parallel(totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
+                         asymptote, orders, inv_scale):
+    """:func:`_table_element` for every element, over all cores."""
+    for e in prange(sigma.size):
+        _table_element(e, totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
+                       asymptote, orders, inv_scale)
 
 
 #: Rounds per evaluation of the ledger (one :func:`rdp_sgm` call each), fewer where their evaluation would exceed
@@ -786,6 +1400,12 @@ def _ledger_sizes(batch: int, n_orders: int, chunk: int) -> tuple[int, int]:
 class RDPLedger:
     """Running RDP totals at a grid of orders, batched, composing a different noise multiplier every round.
 
+    A large ledger (at least :data:`_TABLE_MIN_ELEMENTS` elements, integer orders, at most :data:`_TABLE_MAX_RATES`
+    distinct sampling rates in (0, 1)) adds each round at once from tables of the RDP curves (:class:`_CurveTable`,
+    built once per sampling rate and order grid in a process, 0.1-1.5 s): a few multiply-adds per element and order,
+    each value a certified upper bound on eq. (9), within 1e-12 of it for q in [1e-3, 0.9] (tested against mpmath).
+    Any other ledger sums the series (:func:`rdp_sgm`):
+
     ``record`` is O(1): it writes the round's noise multipliers into a buffer, grown as rounds arrive up to ``chunk``
     rounds; buffered rounds are folded into the totals in blocks of :data:`_LEDGER_BLOCK` consecutive rounds (one
     vectorised :func:`rdp_sgm` call each; fewer where a block's evaluation would exceed :data:`_LEDGER_EVAL_BYTES`)
@@ -808,8 +1428,9 @@ class RDPLedger:
             raise ValueError(f"chunk must be >= 1; got {chunk}")
         self._block, self._capacity = _ledger_sizes(self.q.size, self.orders.size, chunk)
         self._totals = np.zeros(self.q.shape + (self.orders.size,))
-        self._pending = np.empty((0,) + self.q.shape)  # grown on demand up to _capacity rounds
+        self._pending = np.empty((0,) + self.q.shape)  # grown on demand up to _capacity rounds (the series only)
         self._n = 0
+        self._tables = _LedgerTables.build(self.q, self.orders)
 
     def record(self, noise_multiplier: ArrayLike) -> None:
         """Compose one round: ``noise_multiplier`` (noise std / L2 sensitivity, finite and >= 0) broadcastable to the
@@ -818,6 +1439,10 @@ class RDPLedger:
         if not np.all((sigma >= 0) & (sigma < np.inf)):
             raise ValueError("noise_multiplier must be finite and >= 0 (noise std / L2 sensitivity, in [0, inf)); got "
                              f"{sigma[~((sigma >= 0) & (sigma < np.inf))].ravel()[:3]}")
+        if self._tables is not None:
+            flat = np.ascontiguousarray(np.broadcast_to(sigma, self.q.shape)).reshape(-1)
+            self._tables.add(self._totals.reshape(flat.size, self.orders.size), flat)
+            return
         if self._n == self._capacity:
             self._fold()
         if self._n == self._pending.shape[0]:

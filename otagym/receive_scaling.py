@@ -19,17 +19,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from numba import njit
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from otagym.channel import DISTANCE, FadingFields
-from otagym.privacy import SGMCurve
+from otagym.privacy import JIT, JIT_NO_ALLOC, SGMCurve, _curve_derivatives, _curve_log_a
 from otagym.validation import POSITIVE, Integer, Many, Real, Text, arg, check_dataclass, from_preset
 
-__all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "ReceiveScalingModel", "normalized_x",
+__all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "ReceiveScalingModel", "ModelArrays",
+           "normalized_x",
            "minimize_round", "solve_increasing", "cost_slope_of_leakage", "price_spend", "reference_price",
            "budget_action_cost", "BUDGET_ACTIONS"]
 
@@ -224,14 +226,6 @@ def _scaled_tail_square(theta: NDArray) -> NDArray:
     return np.where(theta <= 40.0, direct, series)
 
 
-def _hermite(t: NDArray, i: NDArray, step: NDArray, y: NDArray, dy: NDArray) -> NDArray:
-    """Cubic Hermite interpolation between nodes i and i + 1 at fraction t, ``step`` the node spacing, values ``y`` and
-    derivatives ``dy`` per unit of the abscissa."""
-    t2 = t * t
-    return ((1.0 + 2.0 * t) * (1.0 - t) ** 2 * y[i] + t * (1.0 - t) ** 2 * step * dy[i]
-            + t2 * (3.0 - 2.0 * t) * y[i + 1] + t2 * (t - 1.0) * step * dy[i + 1])
-
-
 @dataclass(frozen=True)
 class _TailTable:
     """log f(theta) and log(1 + cv^2)(theta) on a uniform grid of v = log theta, with their exact derivatives, for
@@ -254,22 +248,6 @@ class _TailTable:
         return cls(v, np.log(r) - theta, -1.0 / (theta * r), theta + np.log(r2) - 2.0 * np.log(r),
                    theta * (1.0 + dr2 / r2 - 2.0 * dr / r))
 
-    def theta_log(self, log_f: NDArray) -> NDArray:
-        """v = log theta with log f(theta) = ``log_f`` (f decreases): Hermite on the inverse; above the table's top
-        (theta < 1e-12) f ~ 1/theta, below its end theta = 700."""
-        neg = -self.log_f  # increasing
-        i = np.clip(np.searchsorted(neg, -log_f) - 1, 0, self.v.size - 2)
-        step = self.log_f[i + 1] - self.log_f[i]
-        t = np.clip((log_f - self.log_f[i]) / step, 0.0, 1.0)
-        v = _hermite(t, i, step, self.v, 1.0 / self.dlog_f)
-        return np.where(log_f > self.log_f[0], self.v[0] + self.log_f[0] - log_f, v)
-
-    def log_cv2_at(self, v: NDArray) -> NDArray:
-        h = self.v[1] - self.v[0]
-        x = (np.clip(v, self.v[0], self.v[-1]) - self.v[0]) / h
-        i = np.minimum(x.astype(int), self.v.size - 2)
-        return _hermite(x - i, i, h, self.log_cv2, self.dlog_cv2)
-
 
 _TAIL = _TailTable.build()
 
@@ -277,14 +255,311 @@ _TAIL = _TailTable.build()
 def normalized_x(action: ArrayLike, x_max: float, x_min_ratio: float) -> NDArray:
     """x = x_max * x_min_ratio ** ((1 - a) / 2) for a in [-1, 1]: the log-scale action of the cmdp/lagrangian modes
     (a = 1 is full power, a = -1 is x_min_ratio * x_max)."""
-    return x_max * np.exp(0.5 * np.log(x_min_ratio) * (1.0 - np.asarray(action, dtype=float)))
+    return _elementwise(_normalized_x, (action,), x_max, x_min_ratio)
+
+
+# --- the formulas, compiled: one implementation for the numpy API below and the environments' round kernel -------
+#
+# Each formula of one element is a compiled scalar function (numba, :data:`otagym.privacy.JIT`). The methods of
+# :class:`ReceiveScalingModel` and the functions of this module apply them to arrays (broadcast, element by element),
+# and :mod:`otagym.receive_scaling_env` calls the same scalars inside its kernel of the whole round. Those that create no
+# array are compiled without reference counting (:data:`otagym.privacy.JIT_NO_ALLOC`), so that passing
+# :class:`ModelArrays` costs a call nothing.
+
+
+class ModelArrays(NamedTuple):
+    """The constants of a :class:`ReceiveScalingModel` that its compiled formulas read, as one argument."""
+
+    x_max: float
+    cost_scale: float  # d sigma_n^2
+    u_per_eta: NDArray  # (C,) 1/sigma^2 per unit eta of each device class (inverse square of eq. (25))
+    counts: NDArray  # (C,) devices per class
+    log_w: NDArray  # (C, K) the weights of eq. (9) at alpha (:attr:`otagym.privacy.SGMCurve.log_weights`)
+    tri: NDArray  # (K,)
+    low_mass: NDArray  # (C,)
+    order: int  # alpha
+    inv_k2: NDArray  # (M,) 1 / k_m^2
+    power_coeff: NDArray  # (M,) G^2 k_m^2 / (d M^2)
+    price_y: NDArray  # (P,) log eta of the price table (:meth:`ReceiveScalingModel.price_receive_scaling`)
+    price_log_g: NDArray  # (P,) log(eta^2 L'(eta)) there
+    tail_v: NDArray  # the stationary level's table (:class:`_TailTable`), with tail_dv = d v / d log f
+    tail_log_f: NDArray
+    tail_dv: NDArray
+    tail_log_cv2: NDArray
+    tail_dlog_cv2: NDArray
+
+
+@njit(**JIT)
+def _normalized_x(action: float, x_max: float, x_min_ratio: float) -> float:
+    """x of the normalised action (:func:`normalized_x`; numpy's exp and log: this applies to vectors as it is)."""
+    return x_max * np.exp(0.5 * np.log(x_min_ratio) * (1.0 - action))
+
+
+@njit(**JIT)
+def _convergence_cost(x: float, h_min2: float, cost_scale: float, x_max: float) -> float:
+    """c_t(x) = d sigma_n^2 / h_min,t^2 (1/x_t - 1/x_max) (summand of (28b))."""
+    return cost_scale / h_min2 * (1.0 / x - 1.0 / x_max)
+
+
+@njit(**JIT)
+def _x_for_cost(cost: float, h_min2: float, cost_scale: float, x_max: float) -> float:
+    """The x with c_t(x) = cost: x_max / (1 + x_max cost h^2 / (d sigma_n^2))."""
+    return x_max / (1.0 + x_max * cost * h_min2 / cost_scale)
+
+
+@njit(**JIT_NO_ALLOC)
+def _h_min2(gains: NDArray, inv_k2: NDArray) -> float:
+    """h_min,t^2 = min_m |h_m,t|^2 / k_m^2 (below eq. (23)) of one env's gains (M,)."""
+    h = math.inf
+    for m in range(gains.size):
+        h = min(h, gains[m] * inv_k2[m])
+    return h
+
+
+@njit(**JIT_NO_ALLOC)
+def _h_min2_rows(gains: NDArray, inv_k2: NDArray, out: NDArray) -> NDArray:
+    for i in range(gains.shape[0]):
+        out[i] = _h_min2(gains[i], inv_k2)
+    return out
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _class_rdp(eta: float, c: int, mdl: ModelArrays) -> float:
+    """RDP at alpha of device class c at receive scaling eta (eq. (9) at u = eta u_per_eta_c)."""
+    return _curve_log_a(eta * mdl.u_per_eta[c], mdl.log_w[c], mdl.tri) / (mdl.order - 1)
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _leakage(eta: float, mdl: ModelArrays) -> float:
+    """L = sum_m rho_alpha(q_m, sigma_m) at receive scaling eta (summand of (28a))."""
+    total = 0.0
+    for c in range(mdl.counts.size):
+        total += _class_rdp(eta, c, mdl) * mdl.counts[c]
+    return total
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _leakage_derivatives(x: float, h_min2: float, mdl: ModelArrays) -> tuple[float, float]:
+    """dL/dx and d^2L/dx^2 at x on channel h_min2 (u is linear in x: du/dx = h_min2 u_per_eta)."""
+    d1 = d2 = 0.0
+    for c in range(mdl.counts.size):
+        du_dx = h_min2 * mdl.u_per_eta[c]
+        s1, s2 = _curve_derivatives(x * du_dx, mdl.log_w[c], mdl.tri, mdl.low_mass[c], mdl.order)
+        d1 += s1 * du_dx * mdl.counts[c]
+        d2 += s2 * du_dx * du_dx * mdl.counts[c]
+    return d1, d2
+
+
+@njit(**JIT_NO_ALLOC)
+def _hermite(t: float, i: int, step: float, y: NDArray, dy: NDArray) -> float:
+    """Cubic Hermite interpolation between nodes i and i + 1 at fraction t, ``step`` the node spacing, values ``y`` and
+    derivatives ``dy`` per unit of the abscissa."""
+    t2 = t * t
+    return ((1.0 + 2.0 * t) * (1.0 - t) ** 2 * y[i] + t * (1.0 - t) ** 2 * step * dy[i]
+            + t2 * (3.0 - 2.0 * t) * y[i + 1] + t2 * (t - 1.0) * step * dy[i + 1])
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _theta_log(log_f: float, mdl: ModelArrays) -> float:
+    """v = log theta with log f(theta) = ``log_f`` (f decreases) from the table: Hermite on the inverse, between the
+    last node above ``log_f`` and the next; above the table's top (theta < 1e-12) f ~ 1/theta, below its end
+    theta = 700."""
+    lf = mdl.tail_log_f
+    if log_f > lf[0]:
+        return mdl.tail_v[0] + lf[0] - log_f
+    lo, hi = 0, lf.size  # the first node at or below log_f lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if lf[mid] > log_f:
+            lo = mid + 1
+        else:
+            hi = mid
+    i = min(max(lo - 1, 0), lf.size - 2)
+    step = lf[i + 1] - lf[i]
+    t = min(max((log_f - lf[i]) / step, 0.0), 1.0)
+    return _hermite(t, i, step, mdl.tail_v, mdl.tail_dv)
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _stationary_level(spend: float, mean_h_min2: float, mdl: ModelArrays) -> float:
+    """The water level eta_bar of :meth:`ReceiveScalingModel.stationary_level`."""
+    a = mdl.x_max * mean_h_min2
+    return a * math.exp(_theta_log(math.log(spend * a / mdl.cost_scale), mdl))
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _stationary_spend_cv(level: float, mean_h_min2: float, mdl: ModelArrays) -> float:
+    """The coefficient of variation of :meth:`ReceiveScalingModel.stationary_spend_cv`: log(1 + cv^2) by Hermite on
+    the table's uniform grid of v = log theta."""
+    tv = mdl.tail_v
+    h = tv[1] - tv[0]
+    x = (min(max(math.log(level / (mdl.x_max * mean_h_min2)), tv[0]), tv[-1]) - tv[0]) / h
+    i = min(int(x), tv.size - 2)
+    log_cv2 = _hermite(x - i, i, h, mdl.tail_log_cv2, mdl.tail_dlog_cv2)
+    return math.sqrt(max(math.expm1(min(log_cv2, 700.0)), 0.0))
+
+
+@njit(**JIT_NO_ALLOC)
+def _interp(x: float, xp: NDArray, fp: NDArray) -> float:
+    """numpy.interp at one point (the same arithmetic): ends held, linear between the nodes around x."""
+    if x < xp[0]:
+        return fp[0]
+    if x >= xp[-1]:
+        return fp[-1]
+    lo, hi = 0, xp.size - 1  # xp[lo] <= x < xp[hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if xp[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    if xp[lo] == x:
+        return fp[lo]
+    return (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo]) * (x - xp[lo]) + fp[lo]
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _price_receive_scaling(mu: float, mdl: ModelArrays) -> float:
+    """eta*(mu) of :meth:`ReceiveScalingModel.price_receive_scaling`: the price table, then two Newton steps on
+    y = log eta of log(eta^2 L'(eta)) = log(mu d sigma_n^2)."""
+    target = math.log(mu * mdl.cost_scale)
+    g = mdl.price_log_g
+    y = _interp(target, g, mdl.price_y)
+    if target > g[-1]:  # outside the table log g grows with slope 2 in y (L' tends to constants at both ends of u)
+        y = y + (target - g[-1]) / 2.0
+    if target < g[0]:
+        y = y + (target - g[0]) / 2.0
+    for _ in range(2):
+        eta = math.exp(y)
+        d1, d2 = _leakage_derivatives(eta, 1.0, mdl)  # at h = 1, x is eta
+        y = y - (math.log(eta * eta * d1) - target) / (2.0 + eta * d2 / d1)
+    return math.exp(y)
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _cost_slope_of_leakage(x: float, h_min2: float, mdl: ModelArrays) -> float:
+    """-dL/dc at x (:func:`cost_slope_of_leakage`)."""
+    return _leakage_derivatives(x, h_min2, mdl)[0] * x * x * h_min2 / mdl.cost_scale
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _reference_price(remaining: float, rounds_left: float, mean_h_min2: float, buffer_sd: float,
+                     mdl: ModelArrays) -> float:
+    """mu_ref of :func:`reference_price`."""
+    buffer = 0.0
+    if buffer_sd > 0:
+        cv = _stationary_spend_cv(_stationary_level(remaining / rounds_left, mean_h_min2, mdl), mean_h_min2, mdl)
+        buffer = min(buffer_sd * math.sqrt(rounds_left) * cv, rounds_left)
+    return _cost_slope_of_leakage(_stationary_level(remaining / (rounds_left + buffer), mean_h_min2, mdl), 1.0, mdl)
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _price_spend(action: float, h_min2: float, price_ref: float, price_decades: float, mdl: ModelArrays) -> float:
+    """The cost of :func:`price_spend`."""
+    mu = price_ref * 10.0 ** (price_decades * action)
+    eta = min(_price_receive_scaling(mu, mdl), mdl.x_max * h_min2)
+    return _convergence_cost(eta / h_min2, h_min2, mdl.cost_scale, mdl.x_max)
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _budget_action_cost(share: bool, action: float, h_min2: float, remaining: float, rounds_left: float,
+                        mean_h_min2: float, multiplier_max: float, price_decades: float, buffer_sd: float,
+                        mdl: ModelArrays) -> float:
+    """c_t of :func:`budget_action_cost` (``share``: the share action, else the price action)."""
+    remaining = max(remaining, 0.0)  # rounding can leave -1e-17
+    if share:
+        spend = remaining / rounds_left * multiplier_max ** action
+    else:
+        price_ref = _reference_price(remaining, rounds_left, mean_h_min2, buffer_sd, mdl)
+        spend = _price_spend(action, h_min2, price_ref, price_decades, mdl)
+    return remaining if rounds_left <= 1 else min(spend, remaining)
+
+
+# --- applying a compiled formula to arrays ------------------------------------------------------------------------
+
+
+def _flat(arrays: tuple[ArrayLike, ...]) -> tuple[list[NDArray], tuple[int, ...]]:
+    """Arrays broadcast together, each as a contiguous float64 vector, and their broadcast shape."""
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in arrays))
+    return [np.ascontiguousarray(a).reshape(-1) for a in arrays], arrays[0].shape
+
+
+def _shaped(flat: NDArray, shape: tuple[int, ...]) -> NDArray:
+    """A result vector in the broadcast shape (a numpy scalar for shape ())."""
+    return flat.reshape(shape)[()]
+
+
+def _elementwise(formula: Any, arrays: tuple[ArrayLike, ...], *constants: Any) -> NDArray:
+    """``formula`` (a compiled formula of pure arithmetic, which numba applies to vectors as it is) over ``arrays``
+    broadcast, with scalar ``constants`` after them."""
+    flat, shape = _flat(arrays)
+    return _shaped(np.asarray(formula(*flat, *constants), dtype=float), shape)
+
+
+@njit(**JIT_NO_ALLOC)
+def _leakage_many(eta: NDArray, mdl: ModelArrays, out: NDArray) -> NDArray:
+    for i in range(eta.size):
+        out[i] = _leakage(eta[i], mdl)
+    return out
+
+
+@njit(**JIT_NO_ALLOC)
+def _leakage_derivatives_many(x: NDArray, h_min2: NDArray, mdl: ModelArrays, d1: NDArray,
+                              d2: NDArray) -> tuple[NDArray, NDArray]:
+    for i in range(x.size):
+        d1[i], d2[i] = _leakage_derivatives(x[i], h_min2[i], mdl)
+    return d1, d2
+
+
+@njit(**JIT_NO_ALLOC)
+def _stationary_many(spend: NDArray, mean_h_min2: NDArray, cv: bool, mdl: ModelArrays, out: NDArray) -> NDArray:
+    """The stationary level of each ``spend``, or (``cv``) the spend's cv at each level."""
+    for i in range(spend.size):
+        out[i] = (_stationary_spend_cv(spend[i], mean_h_min2[i], mdl) if cv
+                  else _stationary_level(spend[i], mean_h_min2[i], mdl))
+    return out
+
+
+@njit(**JIT_NO_ALLOC)
+def _price_receive_scaling_many(mu: NDArray, mdl: ModelArrays, out: NDArray) -> NDArray:
+    for i in range(mu.size):
+        out[i] = _price_receive_scaling(mu[i], mdl)
+    return out
+
+
+@njit(**JIT_NO_ALLOC)
+def _reference_price_many(remaining: NDArray, rounds_left: NDArray, mean_h_min2: NDArray, buffer_sd: float,
+                          mdl: ModelArrays, out: NDArray) -> NDArray:
+    for i in range(remaining.size):
+        out[i] = _reference_price(remaining[i], rounds_left[i], mean_h_min2[i], buffer_sd, mdl)
+    return out
+
+
+@njit(**JIT_NO_ALLOC)
+def _price_spend_many(action: NDArray, h_min2: NDArray, price_ref: NDArray, price_decades: float, mdl: ModelArrays,
+                      out: NDArray) -> NDArray:
+    for i in range(action.size):
+        out[i] = _price_spend(action[i], h_min2[i], price_ref[i], price_decades, mdl)
+    return out
+
+
+@njit(**JIT_NO_ALLOC)
+def _budget_action_cost_many(share: bool, action: NDArray, h_min2: NDArray, remaining: NDArray, rounds_left: NDArray,
+                             mean_h_min2: NDArray, multiplier_max: float, price_decades: float, buffer_sd: float,
+                             mdl: ModelArrays, out: NDArray) -> NDArray:
+    for i in range(action.size):
+        out[i] = _budget_action_cost(share, action[i], h_min2[i], remaining[i], rounds_left[i], mean_h_min2[i],
+                                     multiplier_max, price_decades, buffer_sd, mdl)
+    return out
 
 
 class ReceiveScalingModel:
     """Scenario constants of model A and the per-round formulas, batched over any leading shape.
 
     Devices with equal (B_m, q_m) leak identically (eq. (25) depends on m only through B_m), so the RDP is evaluated
-    once per *device class* and gathered; the paper's homogeneous presets have a single class.
+    once per *device class* and gathered; the paper's homogeneous presets have a single class. Each formula is one
+    compiled function of one element (:class:`ModelArrays` holds the constants it reads); the methods apply it to
+    arrays, and the environments' round kernel calls the same functions.
     """
 
     def __init__(self, scenario: Scenario) -> None:
@@ -309,11 +584,24 @@ class ReceiveScalingModel:
         # Transmit power per unit eta and unit 1/|h|^2: G^2 k_m^2 / (d M^2)  (eq. (14)).
         self.power_coeff = s.clip_norm**2 * self.k2 / (s.model_dim * s.num_devices**2)
         self.cost_scale = s.model_dim * s.noise_power_w  # d sigma_n^2
+        curve = self.curve
+        self.arrays = ModelArrays(float(self.x_max), float(self.cost_scale), self.class_u_per_eta, self.class_counts,
+                                  curve.log_weights, curve.tri, curve.low_mass, curve.order, self.inv_k2,
+                                  self.power_coeff, np.zeros(2), np.zeros(2), _TAIL.v, _TAIL.log_f, 1.0 / _TAIL.dlog_f,
+                                  _TAIL.log_cv2, _TAIL.dlog_cv2)
+        # the price table (log eta, log(eta^2 L'(eta))) on 4096 points spanning u = 1/sigma^2 in [1e-8, 1e5] for every
+        # class (:meth:`price_receive_scaling`)
+        y = np.linspace(np.log(1e-8 / self.class_u_per_eta.max()), np.log(1e5 / self.class_u_per_eta.min()), 4096)
+        eta = np.exp(y)
+        self.arrays = self.arrays._replace(price_y=y, price_log_g=np.log(eta * eta * self.leakage_slope(eta, 1.0)))
 
     # --- channel statistics --------------------------------------------------------------------------------
     def h_min2(self, gains: ArrayLike) -> NDArray:
         """h_min,t^2 = min_m |h_m,t|^2 / k_m^2 (below eq. (23)); ``gains`` = |h|^2, devices last."""
-        return np.min(gains * self.inv_k2, axis=-1)
+        gains = np.asarray(gains, dtype=float)
+        rows = np.ascontiguousarray(np.broadcast_to(gains, gains.shape[:-1] + self.inv_k2.shape)).reshape(
+            -1, self.num_devices)
+        return _shaped(_h_min2_rows(rows, self.inv_k2, np.empty(rows.shape[0])), gains.shape[:-1])
 
     # --- privacy ---------------------------------------------------------------------------------------------
     def class_inverse_noise_var(self, eta: ArrayLike) -> NDArray:
@@ -326,34 +614,30 @@ class ReceiveScalingModel:
 
     def leakage(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """sum_m rho_alpha(q_m, sigma_m,t) at x_t (the summand of objective (28a))."""
-        return (self.class_rdp(np.multiply(x, h_min2)) * self.class_counts).sum(axis=-1)
+        (eta,), shape = _flat((np.multiply(x, h_min2),))
+        return _shaped(_leakage_many(eta, self.arrays, np.empty_like(eta)), shape)
 
     def leakage_slope(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """d/dx of :meth:`leakage` (u is linear in x: du/dx = h_min^2 u_per_eta)."""
-        h = np.asarray(h_min2, dtype=float)
-        du_dx = np.multiply.outer(h, self.class_u_per_eta)
-        u = np.asarray(x)[..., None] * du_dx
-        return (self.curve.slope(u) * du_dx * self.class_counts).sum(axis=-1)
+        return self.leakage_slope_and_curvature(x, h_min2)[0]
 
     def leakage_slope_and_curvature(self, x: ArrayLike, h_min2: ArrayLike) -> tuple[NDArray, NDArray]:
         """First and second derivatives of :meth:`leakage` in x."""
-        h = np.asarray(h_min2, dtype=float)
-        du_dx = np.multiply.outer(h, self.class_u_per_eta)
-        d1, d2 = self.curve.slope_and_curvature(np.asarray(x)[..., None] * du_dx)
-        return ((d1 * du_dx * self.class_counts).sum(axis=-1),
-                (d2 * du_dx * du_dx * self.class_counts).sum(axis=-1))
+        (x, h), shape = _flat((x, h_min2))
+        d1, d2 = _leakage_derivatives_many(x, h, self.arrays, np.empty_like(x), np.empty_like(x))
+        return _shaped(d1, shape), _shaped(d2, shape)
 
     # --- convergence surrogate -------------------------------------------------------------------------------
     def convergence_cost(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """c_t(x) = d sigma_n^2 / h_min,t^2 (1/x_t - 1/x_max), the summand of constraint (28b); >= 0."""
-        return self.cost_scale / np.asarray(h_min2) * (1.0 / np.asarray(x) - 1.0 / self.x_max)
+        return _elementwise(_convergence_cost, (x, h_min2), self.cost_scale, self.x_max)
 
     def x_for_cost(self, cost: ArrayLike, h_min2: ArrayLike) -> NDArray:
         """The x with c_t(x) = cost (inverse of :meth:`convergence_cost`): x_max / (1 + x_max cost h^2 / (d s_n^2)).
 
         With cost = nu this is EqualAlloc's rule (§VII).
         """
-        return self.x_max / (1.0 + self.x_max * np.asarray(cost) * np.asarray(h_min2) / self.cost_scale)
+        return _elementwise(_x_for_cost, (cost, h_min2), self.cost_scale, self.x_max)
 
     def expected_h_min2(self, mean_channel_gain: ArrayLike) -> NDArray:
         """E[h_min^2] under Rayleigh fading: h_min^2 = min_m |h_m|^2 / k_m^2 is the minimum of independent
@@ -387,18 +671,16 @@ class ReceiveScalingModel:
         error ~1e-13; no E_1 per call). ``spend`` = 0 gives the top of the table
         (theta = 700: every round at full power to rounding). Broadcasts ``spend`` against ``mean_h_min2``.
         """
-        a = self.x_max * np.asarray(mean_h_min2, dtype=float)
-        with np.errstate(divide="ignore"):
-            target = np.log(np.asarray(spend, dtype=float) * a / self.cost_scale)
-        return a * np.exp(_TAIL.theta_log(target))
+        (spend, mean), shape = _flat((spend, mean_h_min2))
+        return _shaped(_stationary_many(spend, mean, False, self.arrays, np.empty_like(spend)), shape)
 
     def stationary_spend_cv(self, level: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
         """Coefficient of variation (std / mean) of one round's convergence cost at the water level ``level``
         (:meth:`stationary_level`), h_min^2 ~ Exponential(mean ``mean_h_min2``): with theta = level / (x_max
         E[h_min^2]), E[c^2] / E[c]^2 = e^theta r2(theta) / r(theta)^2 in closed form (E[c^2] integrates like E[c]). Large
         when most rounds run at full power and a few strong channels take the spend (small nu)."""
-        v = np.log(np.asarray(level, dtype=float) / (self.x_max * np.asarray(mean_h_min2, dtype=float)))
-        return np.sqrt(np.maximum(np.expm1(np.minimum(_TAIL.log_cv2_at(v), 700.0)), 0.0))
+        (level, mean), shape = _flat((level, mean_h_min2))
+        return _shaped(_stationary_many(level, mean, True, self.arrays, np.empty_like(level)), shape)
 
     def stationary_leakage(self, level: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
         """E[L_t] per round when every round plays min(``level``, x_max h_min,t^2), h_min,t^2 ~ Exponential(mean
@@ -431,33 +713,21 @@ class ReceiveScalingModel:
         (eq. (25)). The round's solution is min(eta*, x_max h_min^2).
 
         Solves eta^2 L'(eta) = mu d sigma_n^2 (the left side increases: L is convex and increasing, Prop. 1) by a
-        table lookup on log eta (4096 points), then two Newton steps on y = log eta (F'(y) = 2 + eta L''/L' >= 2)."""
-        target = np.log(np.asarray(mu, dtype=float) * self.cost_scale)
-        grid_y, grid_log_g = self._price_table()
-        y = np.interp(target, grid_log_g, grid_y)
-        # outside the table log g grows with slope 2 in y (L' tends to constants at both ends of u)
-        y = y + np.where(target > grid_log_g[-1], (target - grid_log_g[-1]) / 2.0, 0.0)
-        y = y + np.where(target < grid_log_g[0], (target - grid_log_g[0]) / 2.0, 0.0)
-        for _ in range(2):
-            eta = np.exp(y)
-            d1, d2 = self.leakage_slope_and_curvature(eta, 1.0)  # at h = 1, x is eta
-            y = y - (np.log(eta * eta * d1) - target) / (2.0 + eta * d2 / d1)
-        return np.exp(y)
-
-    def _price_table(self) -> tuple[NDArray, NDArray]:
-        """(log eta, log(eta^2 L'(eta))) on 4096 points spanning u = 1/sigma^2 in [1e-8, 1e5] for every class."""
-        if not hasattr(self, "_price_grid"):
-            lo = np.log(1e-8 / self.class_u_per_eta.max())
-            hi = np.log(1e5 / self.class_u_per_eta.min())
-            y = np.linspace(lo, hi, 4096)
-            eta = np.exp(y)
-            self._price_grid = (y, np.log(eta * eta * self.leakage_slope(eta, 1.0)))
-        return self._price_grid
+        table lookup on log eta (4096 points spanning u = 1/sigma^2 in [1e-8, 1e5] for every class), then two Newton
+        steps on y = log eta (F'(y) = 2 + eta L''/L' >= 2)."""
+        (mu,), shape = _flat((mu,))
+        return _shaped(_price_receive_scaling_many(mu, self.arrays, np.empty_like(mu)), shape)
 
     # --- power -----------------------------------------------------------------------------------------------
     def transmit_power_w(self, eta: ArrayLike, gains: ArrayLike) -> NDArray:
         """Average transmit power bound of eq. (14): eta G^2 k_m^2 / (d M^2 |h_m|^2), W, devices last."""
-        return np.asarray(eta)[..., None] / gains * self.power_coeff  # this order keeps gains' device-major layout
+        return _elementwise(_transmit_power_w, (np.asarray(eta)[..., None], gains, self.power_coeff))
+
+
+@njit(**JIT)
+def _transmit_power_w(eta: float, gain: float, power_coeff: float) -> float:
+    """Eq. (14) for one device: eta / |h_m|^2 times G^2 k_m^2 / (d M^2), W."""
+    return eta / gain * power_coeff
 
 
 def _logit_x(y: NDArray, x_max: float) -> NDArray:
@@ -619,13 +889,9 @@ def reference_price(model: ReceiveScalingModel, remaining: ArrayLike, rounds_lef
     price), that keeps a buffer against a run of strong channels near the end, which the last round spends: without
     it, a constant action runs out of budget on some realisations and the last rounds leak up to 10^3 times the rest
     of the episode (docs/rl.md)."""
-    remaining = np.asarray(remaining, dtype=float)
-    rounds_left = np.asarray(rounds_left, dtype=float)
-    buffer = 0.0
-    if buffer_sd > 0:
-        cv = model.stationary_spend_cv(model.stationary_level(remaining / rounds_left, mean_h_min2), mean_h_min2)
-        buffer = np.minimum(buffer_sd * np.sqrt(rounds_left) * cv, rounds_left)
-    return cost_slope_of_leakage(model, model.stationary_level(remaining / (rounds_left + buffer), mean_h_min2), 1.0)
+    (remaining, rounds_left, mean), shape = _flat((remaining, rounds_left, mean_h_min2))
+    return _shaped(_reference_price_many(remaining, rounds_left, mean, float(buffer_sd), model.arrays,
+                                         np.empty_like(remaining)), shape)
 
 
 def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike, price_ref: ArrayLike,
@@ -633,10 +899,9 @@ def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike
     """The cost a price action buys: the minimiser of the round's Lagrangian L_t(x) + mu_t c_t(x) of (28), as
     ``baselines.OfflineOptimal`` with a fixed mu (eta = min(eta*(mu), x_max h^2), see
     :meth:`ReceiveScalingModel.price_receive_scaling`), at mu_t = price_ref * 10^(price_decades a)."""
-    mu = np.asarray(price_ref, dtype=float) * 10.0 ** (price_decades * np.asarray(action, dtype=float))
-    h = np.asarray(h_min2, dtype=float)
-    eta = np.minimum(model.price_receive_scaling(mu), model.x_max * h)
-    return model.convergence_cost(eta / h, h)
+    (action, h, price_ref), shape = _flat((action, h_min2, price_ref))
+    return _shaped(_price_spend_many(action, h, price_ref, float(price_decades), model.arrays, np.empty_like(h)),
+                   shape)
 
 
 def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: ArrayLike, h_min2: ArrayLike,
@@ -654,14 +919,9 @@ def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: Arr
     capped at R_t, and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any
     sequence of actions.
     """
-    remaining = np.maximum(np.asarray(remaining, dtype=float), 0.0)  # rounding can leave -1e-17
-    rounds_left = np.asarray(rounds_left)
-    fair_share = remaining / rounds_left
-    if action_type == "share":
-        spend = fair_share * np.power(float(multiplier_max), np.asarray(action, dtype=float))
-    elif action_type == "price":
-        price_ref = reference_price(model, remaining, rounds_left, mean_h_min2, buffer_sd)
-        spend = price_spend(model, action, h_min2, price_ref, price_decades)
-    else:
+    if action_type not in BUDGET_ACTIONS:
         raise ValueError(f"budget action_type must be one of {BUDGET_ACTIONS}; got {action_type!r}")
-    return np.where(rounds_left <= 1, remaining, np.minimum(spend, remaining))
+    (action, h, remaining, rounds_left, mean), shape = _flat((action, h_min2, remaining, rounds_left, mean_h_min2))
+    return _shaped(_budget_action_cost_many(action_type == "share", action, h, remaining, rounds_left, mean,
+                                            float(multiplier_max), float(price_decades), float(buffer_sd),
+                                            model.arrays, np.empty_like(h)), shape)

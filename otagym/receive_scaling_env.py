@@ -4,22 +4,29 @@
 :class:`Rounds` holds N episodes as numpy arrays and steps them with the pure functions of
 :mod:`otagym.receive_scaling`, :mod:`otagym.channel` and :mod:`otagym.privacy`; the single and the vector environment
 of :mod:`otagym.env` are thin shells around it (the single env is ``Rounds`` with N = 1, so the physics exists once).
+A round is one compiled kernel over the envs (:func:`_play`: the action, eq. (9) per device class, the reward and the
+info, from the model's compiled formulas), on one core or (:data:`otagym.privacy.PARALLEL_FROM`) on all; the
+observation is another (:func:`_observe`). The channel draws stay numpy's (the generator of the env's seed).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Literal, Sequence, get_args
 
 import numpy as np
 from gymnasium import spaces
+from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 
+from otagym import privacy
 from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
-from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, RDPLedger
-from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ReceiveScalingModel, Scenario, budget_action_cost,
-                                    normalized_x)
+from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, JIT, JIT_NO_ALLOC, RDPLedger, _curve_log_a
+from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ModelArrays, ReceiveScalingModel, Scenario,
+                                    _budget_action_cost, _convergence_cost, _h_min2, _leakage, _normalized_x,
+                                    _x_for_cost)
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array,
                                bound, check_args, real_array, refuse_entries, refuse_without_effect, signature_defaults)
 
@@ -31,6 +38,176 @@ RewardMode = Literal["budget", "cmdp", "lagrangian"]
 DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
 #: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
 OBS_BOUND = 10.0
+
+
+# --- the round, compiled: one kernel for every N (the single env is N = 1) -----------------------------------------
+
+#: Codes of the action types in the kernel (:data:`ActionType`'s order).
+_ACTION_CODES = {name: code for code, name in enumerate(get_args(ActionType))}
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _decide(code: int, a: float, h_min2: float, remaining: float, rounds_left: float, mean_h_min2: float,
+            x_min_ratio: float, multiplier_max: float, price_decades: float, buffer_sd: float,
+            mdl: ModelArrays) -> tuple[float, float]:
+    """``(x_t, c_t)`` of one env's checked action ``a`` (``code``: :data:`_ACTION_CODES`), see :meth:`Rounds.decide`."""
+    if code <= 1:  # price, share
+        cost = _budget_action_cost(code == 1, a, h_min2, remaining, rounds_left, mean_h_min2, multiplier_max,
+                                   price_decades, buffer_sd, mdl)
+        return _x_for_cost(cost, h_min2, mdl.cost_scale, mdl.x_max), cost
+    if code == 2:  # normalized
+        x = _normalized_x(a, mdl.x_max, x_min_ratio)
+    elif code == 3:  # x
+        x = min(a, mdl.x_max)
+    else:  # eta: a huge or infinite eta is inf here, clipped to x_max
+        x = min(max(a / h_min2, X_FLOOR_RATIO * mdl.x_max), mdl.x_max)
+    return x, _convergence_cost(x, h_min2, mdl.cost_scale, mdl.x_max)
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _play(i: int, code: int, actions: NDArray, settings: NDArray, lagrangian: bool, mdl: ModelArrays,
+          device_class: NDArray, t: NDArray, nu: NDArray, cost_sum: NDArray, leak_sum: NDArray,
+          equal_alloc_sum: NDArray, class_rdp_sum: NDArray, h_min2: NDArray, gains: NDArray, mean_h_min2: NDArray,
+          reward_scale: NDArray, out: NDArray, out_class: NDArray, out_device: NDArray) -> None:
+    """One round of env i (the whole of :meth:`Rounds.step` but the channel draw): its action's (x_t, c_t), eta_t,
+    each class's RDP (eq. (9)) and noise multiplier, L_t, EqualAlloc's L_t on the same channel, the reward, the running
+    sums, and the round's info: ``out`` (8, N) x, eta, c_t, L_t, reward, mean c, c_t / nu, nu; ``out_class`` (2, N, C)
+    RDP and noise multiplier per class; ``out_device`` (4, N, M) noise multiplier, RDP, cumulative RDP and transmit
+    power (eq. (14)) per device. ``settings``: T, x_min_ratio, budget_multiplier_max, price_decades, price_buffer_sd,
+    reward_lambda."""
+    big_t = settings[0]
+    h = h_min2[i]
+    x, cost = _decide(code, actions[i], h, nu[i] * big_t - cost_sum[i], big_t - t[i], mean_h_min2[i], settings[1],
+                      settings[2], settings[3], settings[4], mdl)
+    eta = x * h
+    leak = 0.0
+    for c in range(mdl.counts.size):
+        u = eta * mdl.u_per_eta[c]
+        rdp = _curve_log_a(u, mdl.log_w[c], mdl.tri) / (mdl.order - 1)
+        out_class[0, i, c] = rdp
+        out_class[1, i, c] = u ** -0.5  # u > 0: x > 0 and h_min^2 > 0
+        leak += rdp * mdl.counts[c]
+    # the exogenous baseline: EqualAlloc's leakage on this round's channel, which no action changes
+    equal_alloc = _leakage(_x_for_cost(nu[i], h, mdl.cost_scale, mdl.x_max) * h, mdl)
+    if lagrangian:
+        reward = -(leak - equal_alloc + settings[5] * (cost - nu[i])) / reward_scale[i]
+    else:
+        reward = -(leak - equal_alloc) / reward_scale[i]
+    for c in range(mdl.counts.size):
+        class_rdp_sum[i, c] += out_class[0, i, c]
+    cost_sum[i] += cost
+    leak_sum[i] += leak
+    equal_alloc_sum[i] += equal_alloc
+    t[i] += 1
+    out[0, i], out[1, i], out[2, i], out[3, i], out[4, i] = x, eta, cost, leak, reward
+    out[5, i], out[6, i], out[7, i] = cost_sum[i] / t[i], cost / nu[i], nu[i]
+    for m in range(device_class.size):
+        c = device_class[m]
+        out_device[0, i, m] = out_class[1, i, c]
+        out_device[1, i, m] = out_class[0, i, c]
+        out_device[2, i, m] = class_rdp_sum[i, c]
+        out_device[3, i, m] = eta / gains[i, m] * mdl.power_coeff[m]
+
+
+@njit(**JIT_NO_ALLOC)
+def _valid_actions(code: int, actions: NDArray, x_max: float) -> bool:
+    """Whether every action lies in its type's range (:meth:`Rounds._checked_action` names the ones that do not)."""
+    for a in actions:
+        if code <= 2:
+            ok = abs(a) <= 1.0
+        elif code == 3:
+            ok = X_FLOOR_RATIO * x_max <= a <= x_max * (1 + 1e-9)
+        else:
+            ok = a >= 0.0
+        if not ok:  # NaN too
+            return False
+    return True
+
+
+@njit(**JIT_NO_ALLOC)
+def _play_serial(code, actions, settings, lagrangian, mdl, device_class, t, nu, cost_sum, leak_sum, equal_alloc_sum,
+                 class_rdp_sum, h_min2, gains, mean_h_min2, reward_scale, out, out_class, out_device):
+    """:func:`_play` for every env, one after another, if every action is valid: the number of envs whose episode
+    ended (T rounds played), or -1 if an action is out of range (nothing played)."""
+    if not _valid_actions(code, actions, mdl.x_max):
+        return -1
+    for i in range(actions.size):
+        _play(i, code, actions, settings, lagrangian, mdl, device_class, t, nu, cost_sum, leak_sum, equal_alloc_sum,
+              class_rdp_sum, h_min2, gains, mean_h_min2, reward_scale, out, out_class, out_device)
+    return _ended(t, settings[0])
+
+
+@njit(parallel=True, **JIT_NO_ALLOC)
+def _play_parallel(code, actions, settings, lagrangian, mdl, device_class, t, nu, cost_sum, leak_sum, equal_alloc_sum,
+                   class_rdp_sum, h_min2, gains, mean_h_min2, reward_scale, out, out_class, out_device):
+    """:func:`_play_serial` over all cores."""
+    if not _valid_actions(code, actions, mdl.x_max):
+        return -1
+    for i in prange(actions.size):
+        _play(i, code, actions, settings, lagrangian, mdl, device_class, t, nu, cost_sum, leak_sum, equal_alloc_sum,
+              class_rdp_sum, h_min2, gains, mean_h_min2, reward_scale, out, out_class, out_device)
+    return _ended(t, settings[0])
+
+
+@njit(**JIT_NO_ALLOC)
+def _ended(t: NDArray, big_t: float) -> int:
+    """How many episodes have played their T rounds."""
+    ended = 0
+    for ti in t:
+        ended += ti >= big_t
+    return ended
+
+
+@njit(**JIT)
+def _channel(power: NDArray, mean_gain: NDArray, inv_k2: NDArray) -> tuple[NDArray, NDArray]:
+    """The gains |h_m|^2 = g_m E|h_m|^2 (N, M) of normalised fading powers ``power`` and h_min^2 (N,) of each env."""
+    gains = np.empty(mean_gain.shape)
+    h_min2 = np.empty(mean_gain.shape[0])
+    for i in range(gains.shape[0]):
+        for m in range(gains.shape[1]):
+            gains[i, m] = power[i, m] * mean_gain[i, m]
+        h_min2[i] = _h_min2(gains[i], inv_k2)
+    return gains, h_min2
+
+
+@njit(**JIT_NO_ALLOC)
+def _decide_all(code, actions, settings, mdl, t, nu, cost_sum, h_min2, mean_h_min2, x, cost):
+    """:func:`_decide` for every env, into ``x`` and ``cost``."""
+    for i in range(actions.size):
+        x[i], cost[i] = _decide(code, actions[i], h_min2[i], nu[i] * settings[0] - cost_sum[i], settings[0] - t[i],
+                                mean_h_min2[i], settings[1], settings[2], settings[3], settings[4], mdl)
+
+
+@njit(**JIT_NO_ALLOC)
+def _observe(gains: NDArray, mean_gain: NDArray, placement: NDArray, h_min2: NDArray, mean_h_min2: NDArray,
+             t: NDArray, big_t: int, nu: NDArray, cost_sum: NDArray, class_rdp_sum: NDArray, device_class: NDArray,
+             class_device: NDArray, log10_nu_ref: float, block_rounds: int, out: NDArray) -> NDArray:
+    """The observations (N, 3M + 6) of :meth:`Rounds.observation` into ``out`` (float32): each entry computed in float64
+    and clipped to [-10, 10] (no float32 overflow), then rounded to float32."""
+    m = mean_gain.shape[1]
+    rdp_at = 2 * m + 5
+    for i in range(out.shape[0]):
+        budget = nu[i] * big_t
+        left = budget - cost_sum[i]
+        for c in range(class_device.size):  # each class's entry once, at its first device; then copied
+            out[i, rdp_at + class_device[c]] = _clip_obs(math.log1p(class_rdp_sum[i, c]))
+        for j in range(m):
+            out[i, j] = _clip_obs(math.log10(gains[i, j] / mean_gain[i, j]))
+            out[i, m + j] = _clip_obs(placement[i, j])
+            out[i, rdp_at + j] = out[i, rdp_at + class_device[device_class[j]]]
+        out[i, 2 * m] = _clip_obs(math.log10(h_min2[i] / mean_h_min2[i]))
+        out[i, 2 * m + 1] = _clip_obs(t[i] / big_t)
+        out[i, 2 * m + 2] = _clip_obs(left / budget)
+        out[i, 2 * m + 3] = _clip_obs(math.log1p(max(left, 0.0) / (max(big_t - t[i], 1) * nu[i])))
+        out[i, 2 * m + 4] = _clip_obs(math.log10(nu[i]) - log10_nu_ref)
+        out[i, 3 * m + 5] = _clip_obs((block_rounds - t[i] % block_rounds) / block_rounds)
+    return out
+
+
+@njit(**JIT_NO_ALLOC)
+def _clip_obs(value: float) -> float:
+    """An observation entry clipped to [-OBS_BOUND, OBS_BOUND] (NaN stays NaN, as numpy.clip)."""
+    return value if math.isnan(value) else min(max(value, -OBS_BOUND), OBS_BOUND)
 
 
 class Rounds:
@@ -192,7 +369,10 @@ class Rounds:
         self.h_min2 = np.zeros(n)
         self.trace: NDArray | None = None
         self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
-        self._obs = np.zeros((n, self.obs_dim), order="F")  # float64 until clipped (no float32 overflow); columns device-major
+        self._log10_placement = np.zeros((n, m))
+        #: The kernel's settings: T, x_min_ratio, budget_multiplier_max, price_decades, price_buffer_sd, reward_lambda.
+        self._settings = np.array([self.num_rounds, self.x_min_ratio, self.budget_multiplier_max, self.price_decades,
+                                   self.price_buffer_sd, reward_lambda or 0.0], dtype=float)
 
     # --- episode boundaries ----------------------------------------------------------------------------------
     def reset(
@@ -239,8 +419,9 @@ class Rounds:
         else:
             self.fading = self.fading.where(rows, fresh)
             self.distances_m = np.where(rows[:, None], dist, self.distances_m)
-        self.mean_gain = mean_channel_gain(self.distances_m)
-        self.mean_h_min2 = self.model.expected_h_min2(self.mean_gain)
+        mean_gain = mean_channel_gain(self.distances_m)  # device-major, as drawn: its sums over devices are numpy's
+        self.mean_h_min2 = self.model.expected_h_min2(mean_gain)
+        self.mean_gain = np.ascontiguousarray(mean_gain)  # the kernels take C-ordered arrays
         self._log10_placement = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])  # log10(nu E[s_m])
         self.reward_scale[rows] = big_t * self.model.stationary_headroom(self.nu[rows], self.mean_h_min2[rows])
         self.t[rows] = 0
@@ -257,11 +438,12 @@ class Rounds:
                 child, s.batch_sizes, s.clip_norm, s.learning_rate, **self._train_args))
 
     def _set_gains(self) -> None:
+        """The channel of the round about to be played: new arrays (the last step's info keeps the old ones)."""
         if self.trace is not None:
             self.gains = self.trace[np.minimum(self.t, self.scenario.num_rounds - 1), np.arange(self.num_envs)]
+            self.h_min2 = self.model.h_min2(self.gains)
         else:
-            self.gains = self.fading.power * self.mean_gain
-        self.h_min2 = self.model.h_min2(self.gains)
+            self.gains, self.h_min2 = _channel(self.fading.power, self.mean_gain, self.model.inv_k2)
 
     # --- actions ---------------------------------------------------------------------------------------------
     def decide(self, action: ArrayLike) -> tuple[NDArray, NDArray]:
@@ -275,32 +457,28 @@ class Rounds:
         overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max. An eta is
         clipped to [1e-12 x_max h_min,t^2, x_max h_min,t^2] (above, the power limit binds: every device transmits
         at P_max), so every action of the closed ``Box(0, inf)`` space is valid, +inf included (NaN is not);
-        ``info["receive_scaling"]`` is the eta played.
+        ``info["receive_scaling"]`` is the eta played. The round's kernel decides with the same compiled function.
         """
+        a = self._checked_action(action)
+        x, cost = np.empty(self.num_envs), np.empty(self.num_envs)
+        _decide_all(_ACTION_CODES[self.action_type], a, self._settings, self.model.arrays, self.t, self.nu,
+                    self.cost_sum, self.h_min2, self.mean_h_min2, x, cost)
+        return x, cost
+
+    def _checked_action(self, action: ArrayLike) -> NDArray:
+        """The actions as a float vector (N,), each in its action type's range (else ValueError)."""
         a = action_array(action, self.num_envs)
-        model, x_max = self.model, self.model.x_max
+        x_max = self.model.x_max
         if self.action_type in BUDGET_ACTIONS + ("normalized",):
             refuse_entries(f"action ({self.action_type})", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
-            if self.action_type in BUDGET_ACTIONS:
-                cost = budget_action_cost(model, self.action_type, a, self.h_min2,
-                                          self.nu * self.num_rounds - self.cost_sum, self.num_rounds - self.t,
-                                          mean_h_min2=self.mean_h_min2,
-                                          multiplier_max=self.budget_multiplier_max,
-                                          price_decades=self.price_decades, buffer_sd=self.price_buffer_sd)
-                return model.x_for_cost(cost, self.h_min2), cost
-            x = normalized_x(a, x_max, self.x_min_ratio)
-            return x, model.convergence_cost(x, self.h_min2)
-        x_floor = X_FLOOR_RATIO * x_max
-        if self.action_type == "x":
+        elif self.action_type == "x":
+            x_floor = X_FLOOR_RATIO * x_max
             refuse_entries("action (x)", f"lie in [{bound(x_floor)}, x_max={bound(x_max)}] (1e-12 x_max to x_max)", a,
                            ~((a >= x_floor) & (a <= x_max * (1 + 1e-9))))
-            x = np.minimum(a, x_max)
         else:
             refuse_entries("action (eta)", "lie in [0, inf] (an eta above x_max h_min,t^2, +inf included, is played "
                            "at the power limit)", a, ~(a >= 0))  # NaN too
-            with np.errstate(over="ignore"):  # a huge or infinite eta: inf, clipped to x_max
-                x = np.clip(a / self.h_min2, x_floor, x_max)
-        return x, model.convergence_cost(x, self.h_min2)
+        return a
 
     # --- the round -------------------------------------------------------------------------------------------
     def step(self, rng: np.random.Generator, action: ArrayLike) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
@@ -309,54 +487,48 @@ class Rounds:
         The info arrays describe the round just played; episode-end entries (:attr:`EPISODE_END_KEYS`) are present
         when any env terminated (valid where ``terminated``).
         """
-        model, s = self.model, self.scenario
-        x, cost = self.decide(action)
-        eta = x * self.h_min2
-        u = model.class_inverse_noise_var(eta)  # (N, C)
-        class_rdp = model.curve.rdp(u)
-        class_sigma = u ** -0.5  # u > 0: x > 0 and h_min^2 > 0
-        leak = (class_rdp * model.class_counts).sum(axis=-1)  # not @: BLAS order depends on N
-        # the exogenous baseline: EqualAlloc's leakage on this round's channel, which no action changes
-        equal_alloc = model.leakage(model.x_for_cost(self.nu, self.h_min2), self.h_min2)
-        if self.reward_mode == "lagrangian":
-            reward = -(leak - equal_alloc + self.reward_lambda * (cost - self.nu)) / self.reward_scale
-        else:
-            reward = -(leak - equal_alloc) / self.reward_scale
-        self.class_rdp_sum += class_rdp
-        self.cost_sum += cost
-        self.leak_sum += leak
-        self.equal_alloc_sum += equal_alloc
+        s, n = self.scenario, self.num_envs
+        a = action_array(action, n)
+        out, out_class = np.empty((8, n)), np.empty((2, n, self.model.class_q.size))
+        out_device = np.empty((4, n, s.num_devices))
+        kernel = _play_parallel if privacy.parallel(n) else _play_serial
+        ended = kernel(_ACTION_CODES[self.action_type], a, self._settings, self.reward_mode == "lagrangian",
+                       self.model.arrays, self.model.device_class, self.t, self.nu, self.cost_sum, self.leak_sum,
+                       self.equal_alloc_sum, self.class_rdp_sum, self.h_min2, self.gains, self.mean_h_min2,
+                       self.reward_scale, out, out_class, out_device)
+        if ended < 0:
+            self._checked_action(a)  # raises, naming the actions out of range
+        x, eta, cost, leak, reward, cost_mean, cost_share, nu = out
         if self.ledger is not None:
-            self.ledger.record(class_sigma)
-        self.t += 1
+            self.ledger.record(out_class[1])
         if self.training is not None:  # the round's FedSGD update with its eta_t
             noise = s.noise_power_w
             self.training.round(self.t, lambda i, engine, g: engine.round(g, float(eta[i]), noise).train_loss)
-        dc = model.device_class
         info: dict[str, NDArray] = {
             "round": self.t - 1,
             "x": x,
             "receive_scaling": eta,
             "h_min2": self.h_min2,
             "channel_gain": self.gains,
-            "noise_multiplier": class_sigma[:, dc],
-            "rdp_round": class_rdp[:, dc],
-            "rdp_cumulative": self.class_rdp_sum[:, dc],
+            "noise_multiplier": out_device[0],
+            "rdp_round": out_device[1],
+            "rdp_cumulative": out_device[2],
             "leakage": leak,
             "convergence_cost": cost,
-            "convergence_cost_mean": self.cost_sum / self.t,
-            "cost": cost / self.nu,
-            "nu": self.nu.copy(),
-            "transmit_power_w": model.transmit_power_w(eta, self.gains),
+            "convergence_cost_mean": cost_mean,
+            "cost": cost_share,
+            "nu": nu,
+            "transmit_power_w": out_device[3],
         }
         if self.training is not None:
             info.update(self.training.info())
         terminated = self.t >= s.num_rounds
-        if terminated.any():
+        if ended:
             info["leakage_total"] = self.leak_sum.copy()
             info["equal_alloc_leakage"] = self.equal_alloc_sum.copy()
             if self.ledger is not None:
                 eps, order = self.ledger.epsilon(s.delta)
+                dc = self.model.device_class
                 info["dp_epsilon"] = eps[:, dc]
                 info["dp_order"] = order[:, dc]
         if self.trace is None:
@@ -384,22 +556,10 @@ class Rounds:
     def observation(self) -> NDArray:
         """Observations (N, 3M + 6), float32, each entry clipped to [-10, 10]: see :class:`otagym.env.OTAPrivacyEnv`.
         """
-        m, big_t = self.scenario.num_devices, self.num_rounds
-        obs = self._obs
-        budget = self.nu * big_t
-        left = budget - self.cost_sum
-        with np.errstate(divide="ignore"):  # a zero gain only from a replayed trace; clipped below
-            obs[:, :m] = np.log10(self.gains / self.mean_gain)
-            obs[:, m:2 * m] = self._log10_placement
-            obs[:, 2 * m] = np.log10(self.h_min2 / self.mean_h_min2)
-        obs[:, 2 * m + 1] = self.t / big_t
-        obs[:, 2 * m + 2] = left / budget
-        obs[:, 2 * m + 3] = np.log1p(np.maximum(left, 0.0) / (np.maximum(big_t - self.t, 1) * self.nu))
-        obs[:, 2 * m + 4] = np.log10(self.nu) - self.log10_nu_ref
-        obs[:, 2 * m + 5:3 * m + 5] = np.log1p(self.class_rdp_sum[:, self.model.device_class])
-        obs[:, 3 * m + 5] = (self.block_rounds - self.t % self.block_rounds) / self.block_rounds
-        np.clip(obs, -OBS_BOUND, OBS_BOUND, out=obs)
-        return obs.astype(np.float32)
+        out = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
+        return _observe(self.gains, self.mean_gain, self._log10_placement, self.h_min2, self.mean_h_min2, self.t,
+                        self.num_rounds, self.nu, self.cost_sum, self.class_rdp_sum, self.model.device_class,
+                        self.model.class_device, self.log10_nu_ref, self.block_rounds, out)
 
     def reset_info(self) -> dict[str, NDArray]:
         """Constants of the new episodes that policies may use (nu, placement, mean gains) and the first channel;

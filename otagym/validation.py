@@ -292,7 +292,10 @@ def real_array(where: str, value: Any, shapes: tuple[tuple[int, ...], ...]) -> n
 
 def action_array(action: ArrayLike, num_envs: int) -> NDArray:
     """The actions of ``num_envs`` envs as a float64 vector: shape (N, 1) or (N,) (or a scalar for one env), real
-    (:func:`real_array`); the caller checks the range (NaN and infinities included)."""
+    (:func:`real_array`); the caller checks the range (NaN and infinities included). A float ndarray of one of those
+    shapes (what agents pass every step) is converted without the general checks."""
+    if type(action) is np.ndarray and action.dtype.kind == "f" and action.shape in ((num_envs, 1), (num_envs,)):
+        return action.reshape(num_envs).astype(np.float64)
     shapes = ((num_envs, 1), (num_envs,)) + (((),) if num_envs == 1 else ())
     return real_array("action", action, shapes).reshape(num_envs)
 

@@ -1,0 +1,118 @@
+"""The fast paths of the round and of the ledger against their references: the tabulated RDP curves against the exact
+series (eq. (9), rdp_sgm) and 60-digit mpmath, never below it; a round's numbers independent of the batch around an env
+and of the kernel's thread count (docs/speed.md)."""
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from otagym import OTAPrivacyVectorEnv, privacy
+from otagym.privacy import DEFAULT_ORDERS, RDPLedger, _curve_table, _LedgerTables, rdp_sgm
+
+ORDERS = np.asarray(DEFAULT_ORDERS, dtype=float)
+
+
+def table_round(q: float, sigma: np.ndarray) -> np.ndarray:
+    """One round's RDP at DEFAULT_ORDERS of each noise multiplier, from the tables of sampling rate q."""
+    tables = _LedgerTables.build(np.full(privacy._TABLE_MIN_ELEMENTS, q), ORDERS)
+    assert tables is not None
+    tables = type(tables)(**{**tables.__dict__, "group": np.zeros(sigma.size, dtype=np.int64)})
+    totals = np.zeros((sigma.size, ORDERS.size))
+    tables.add(totals, np.ascontiguousarray(sigma, dtype=float))
+    return totals
+
+
+def mp_rdp(q: float, u: float, alpha: int) -> mp.mpf:
+    """Eq. (9) at 60 digits: log1p(sum_{k>=2} C(alpha,k) (1-q)^(alpha-k) q^k expm1(u (k^2-k)/2)) / (alpha - 1)."""
+    with mp.workdps(60):
+        q, u = mp.mpf(q), mp.mpf(u)
+        s = mp.fsum(mp.binomial(alpha, k) * (1 - q) ** (alpha - k) * q**k * mp.expm1(u * (k * k - k) / 2)
+                    for k in range(2, alpha + 1))
+        return mp.log1p(s) / (alpha - 1)
+
+
+@pytest.mark.parametrize("q", [1e-3, 0.01, 0.08, 0.5, 0.9])
+def test_tables_lie_above_the_series_by_less_than_1e12(q):
+    """Across the whole range of u = 1/sigma^2 (below the table: the chord; above it: the asymptote; between: the
+    interpolants, the two-cluster ones included), every order: within [-5e-13, 1e-12] of rdp_sgm, whose own rounding
+    (log-gamma binomials) is ~3e-13 (mpmath below checks the sign against the exact value)."""
+    table = _curve_table(q, DEFAULT_ORDERS)
+    v = np.random.default_rng(0).uniform(table.v_lo - 3.0, math.log(table.edges[-1]) + 3.0, 3000)
+    sigma = np.exp(-0.5 * v)
+    got = table_round(q, sigma)
+    exact = rdp_sgm(q=q, noise_multiplier=sigma, orders=DEFAULT_ORDERS)
+    rel = got / exact - 1
+    assert rel.min() >= -5e-13 and rel.max() <= 1e-12, (rel.min(), rel.max())
+
+
+@pytest.mark.parametrize("q,u,alpha", [(0.01, 0.0408, 226), (0.01, 0.0361, 256), (0.01, 8.9e-16, 256),
+                                       (0.01, 0.3, 28), (0.08, 0.0558, 79), (0.5, 0.567, 22), (0.9, 0.87, 17),
+                                       (0.01, 1.0, 2), (0.01, 200.0, 256)])
+def test_tables_are_upper_bounds_on_the_exact_rdp(q, u, alpha):
+    """At the hardest points found (where the terms near k = alpha overtake those near k = alpha q, at tiny u, above
+    the table): never below 60-digit eq. (9), and within 1e-12 of it."""
+    sigma = np.array([u**-0.5])
+    u_played = 1.0 / (sigma[0] * sigma[0])  # the u the ledger evaluates
+    got = table_round(q, sigma)[0, DEFAULT_ORDERS.index(alpha)]
+    exact = mp_rdp(q, u_played, alpha)
+    assert mp.mpf(got) >= exact
+    assert mp.mpf(got) <= exact * (1 + mp.mpf("1e-12"))
+
+
+def test_a_large_ledger_reads_tables_and_agrees_with_the_series():
+    """A ledger of 1024 elements (two sampling rates and q = 0, 1) uses the tables; its totals over 50 rounds equal
+    the series' sums within 1e-12, with q = 0 leaking nothing and q = 1 leaking alpha u / 2 exactly."""
+    q = np.tile([0.0, 0.01, 0.3, 1.0], 256).reshape(256, 4)
+    rng = np.random.default_rng(1)
+    sigmas = rng.uniform(0.5, 5.0, size=(50, 256, 4))
+    ledger = RDPLedger(q)
+    assert ledger._tables is not None
+    for s in sigmas:
+        ledger.record(s)
+    ref = sum(rdp_sgm(q=q, noise_multiplier=s, orders=DEFAULT_ORDERS) for s in sigmas)
+    np.testing.assert_allclose(ledger.rdp, ref, rtol=1e-12, atol=0)
+    assert (ledger.rdp[:, 0] == 0).all()
+    np.testing.assert_allclose(ledger.rdp[:, 3], sum(ORDERS * s[:, 3, None] ** -2.0 / 2 for s in sigmas), rtol=1e-14)
+    small = RDPLedger(q[:3])  # below _TABLE_MIN_ELEMENTS: the series
+    assert small._tables is None
+
+
+def test_an_envs_round_does_not_depend_on_the_batch_around_it():
+    """Env 3 of a batch of 7 and the same env alone (same channel trace, nu and actions): the same observations,
+    rewards and info, to the bit (the kernel works env by env)."""
+    rng = np.random.default_rng(2)
+    gains = rng.exponential(1e-9, size=(20, 7, 10))
+    nu = rng.uniform(0.01, 0.16, size=7)
+    batch = OTAPrivacyVectorEnv(7, num_rounds=20, dp_orders=None)
+    batch.reset(seed=0, options={"channel_gains": gains, "nu": nu, "distances_m": np.full((7, 10), 50.0)})
+    alone = OTAPrivacyVectorEnv(1, num_rounds=20, dp_orders=None)
+    alone.reset(seed=0, options={"channel_gains": gains[:, 3:4], "nu": nu[3:4], "distances_m": np.full((1, 10), 50.0)})
+    actions = rng.uniform(-1, 1, size=(20, 7, 1))
+    for a in actions:
+        obs_b, rew_b, _, _, info_b = batch.step(a)
+        obs_a, rew_a, _, _, info_a = alone.step(a[3:4])
+        np.testing.assert_array_equal(obs_b[3], obs_a[0])
+        assert rew_b[3] == rew_a[0]
+        for key in ("x", "receive_scaling", "noise_multiplier", "rdp_cumulative", "transmit_power_w", "cost"):
+            np.testing.assert_array_equal(info_b[key][3], info_a[key][0])
+
+
+def test_the_round_on_every_core_equals_the_round_on_one(monkeypatch):
+    """privacy.PARALLEL_FROM changes where the kernels run, not their numbers: the same episode (600 envs, the ledger
+    on its tables) on one core and over numba's threads, to the bit."""
+    results = []
+    for setting in (None, 1):
+        monkeypatch.setattr(privacy, "PARALLEL_FROM", setting)
+        env = OTAPrivacyVectorEnv(600, num_rounds=6)
+        env.reset(seed=4)
+        steps = [env.step(np.full((600, 1), a, np.float32)) for a in (-0.5, 0.0, 0.3, 0.9, -1.0, 1.0)]
+        results.append(steps)
+    for one, every in zip(*results):
+        np.testing.assert_array_equal(one[0], every[0])
+        np.testing.assert_array_equal(one[1], every[1])
+        for key in ("x", "rdp_cumulative", "dp_epsilon"):
+            if key in one[4]:
+                np.testing.assert_array_equal(one[4][key], every[4][key])
+    assert "dp_epsilon" in results[0][-1][4]
