@@ -1,6 +1,6 @@
 """Wireless channel model: placement, COST-231 Hata path loss and small-scale fading. Pure and batched.
 
-Model (SPEC §2, §VII of the AdaScale paper): d_m ~ U[r_min, r_max]; PL_m[dB] = 33.44 + 35.22 log10(d_m);
+Model (§VII of the AdaScale paper): d_m ~ U[r_min, r_max]; PL_m[dB] = 33.44 + 35.22 log10(d_m);
 h_{m,t} ~ CN(0, 1/PL_m), so the channel power |h_{m,t}|^2 ~ Exponential(mean 1/PL_m).
 
 Fading processes (all with the same Exponential(1) marginal of the normalised power |h|^2 PL):

@@ -167,8 +167,14 @@ class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
             or another scheme, whose observation, action and keyword arguments its batched core documents.
         render_mode: ``None``, ``"ansi"`` (a text line per round) or ``"rgb_array"`` (x/x_max, cumulative cost over
             nu t and mean cumulative RDP over the episode so far, as an image).
-        reward_mode, action_type, x_min_ratio, reward_lambda, budget_multiplier_max, nu_range, dp_orders: see
+        reward_mode: the formulation (table above), see :class:`~otagym.receive_scaling_env.Rounds`.
+        action_type: what the action is, see :class:`~otagym.receive_scaling_env.Rounds`.
+        x_min_ratio: the smallest x of the normalised action over x_max, see
             :class:`~otagym.receive_scaling_env.Rounds`.
+        reward_lambda: the dual price of the ``lagrangian`` formulation.
+        budget_multiplier_max: the largest multiple of the fair share one ``share`` action spends.
+        nu_range: (low, high) of the budget drawn log-uniformly per episode, or None.
+        dp_orders: RDP orders of the end-of-episode (eps, delta), or None.
         **overrides: any :class:`~otagym.receive_scaling.Scenario` field (e.g. ``num_rounds=100, nu=0.02``); anything
             else is a TypeError.
 

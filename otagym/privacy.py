@@ -5,7 +5,7 @@ envs x devices), and ``orders`` adds a trailing axis when it is a sequence.
 
 Sources
 -------
-* SGM RDP for integer orders: Lemma 1, eq. (9) of the AdaScale paper (seed 000), computed in log space, all orders
+* SGM RDP for integer orders: Lemma 1, eq. (9) of the AdaScale paper, computed in log space, all orders
   at once from one shared set of exponentials per (q, sigma), terms that provably cannot matter skipped.
 * SGM RDP for fractional orders: Mironov, Talwar, Zhang (2019), Section 3.3, the series of Opacus
   (``opacus.accountants.analysis.rdp._compute_log_a_frac``) rearranged to sum A - 1, its alternating tail summed by
@@ -16,7 +16,8 @@ Sources
   interpolants in u = 1/sigma^2 raised by certified bounds on their error (the section "Tabulated RDP curves" below;
   docs/speed.md): upper bounds on eq. (9), within 1e-12 of it.
 * RDP -> (eps, delta)-DP: eq. (6) of the AdaScale paper (Balle et al. 2020, Thm. 21), minimised over orders.
-* Gaussian privacy-loss tail bound ``R_dp(eps, delta)``: appendix of seed 004 (Liu-Simeone style).
+* Gaussian privacy-loss tail bound ``R_dp(eps, delta)``: appendix of Liu & Simeone, *Privacy for Free: Wireless Federated Learning via Uncoded
+  Transmission with Adaptive Power Control* (IEEE JSAC 2021).
 """
 
 from __future__ import annotations
@@ -767,11 +768,11 @@ def rdp_to_dp(rdp: ArrayLike, orders: ArrayLike, delta: float) -> tuple[NDArray,
     return epsilon, orders_arr[best]
 
 
-# --- Gaussian privacy-loss tail bound (seed 004) ---------------------------------------------------------------
+# --- Gaussian privacy-loss tail bound (Liu & Simeone) ---------------------------------------------------------------
 
 
 def tail_bound_c_inverse(delta: ArrayLike) -> NDArray:
-    """C^{-1}(1/delta) where C(x) = sqrt(pi) x exp(x^2) (seed 004), by Newton's method on log C, batched."""
+    """C^{-1}(1/delta) where C(x) = sqrt(pi) x exp(x^2) (Liu & Simeone), by Newton's method on log C, batched."""
     d = np.asarray(delta, dtype=float)
     if np.any(~((d > 0) & (d < 1))):
         raise ValueError(f"delta must lie in (0, 1); got {d}")
@@ -784,12 +785,12 @@ def tail_bound_c_inverse(delta: ArrayLike) -> NDArray:
 
 
 def tail_bound_budget(epsilon: ArrayLike, delta: ArrayLike) -> NDArray:
-    """R_dp(eps, delta) = (sqrt(eps + c^2) - c)^2 with c = C^{-1}(1/delta) (seed 004, last display).
+    """R_dp(eps, delta) = (sqrt(eps + c^2) - c)^2 with c = C^{-1}(1/delta) (Liu & Simeone, the appendix's last display).
 
     A sequence of Gaussian mechanisms whose per-round ratios r_t = sensitivity / noise std satisfy
     ``sum_t r_t^2 / 2 <= R_dp(eps, delta)`` is (eps, delta)-DP. The ``/2`` is the mean of the privacy loss
-    (sum r_t^2 / 2) and follows from the appendix's definition q = (eps - sum r^2/2) / sqrt(2 sum r^2); SPEC §4 writes
-    ``sum r_t^2 <= R_dp``, which is the same statement for the paper's sqrt(2)-scaled ratio and twice as conservative
+    (sum r_t^2 / 2) and follows from the appendix's definition q = (eps - sum r^2/2) / sqrt(2 sum r^2); written as
+    ``sum r_t^2 <= R_dp`` it is the same statement for the paper's sqrt(2)-scaled ratio and twice as conservative
     for the plain ratio. Here r is always the plain ratio.
     """
     eps = np.asarray(epsilon, dtype=float)

@@ -1,13 +1,14 @@
-"""Model A: channel-inversion FedSGD with server receive scaling (AdaScale paper, seed 000, §IV-V) -- the scenario
+"""Model A: channel-inversion FedSGD with server receive scaling (the AdaScale paper: Kalarde et al., *Privacy Enhancement in Over-the-Air Federated Learning via
+Adaptive Receive Scaling*, §IV-V) -- the scenario
 and the pure, batched formulas.
 
-Scenario presets follow §VII of the AdaScale paper and SPEC §2:
+Scenario presets follow §VII of the AdaScale paper (docs/environment/receive-scaling.md says where they deviate):
 
 * ``paper-mnist``: M=10, P_max=23 dBm, sigma_n^2=-90 dBm, d_m ~ U[10, 200] m, B=60, n_m=6000, T=500, lambda=0.5,
   C=G=1.0, d=26,010 (the Tramer-Boneh CNN), alpha=3, delta=1e-5, nu in [0.01, 0.16].
 * ``paper-cifar10``: as MNIST but n_m=5000, B=400, T=720, C=G=2.0, lambda=0.25, d=~500k (ResNet), nu in [0.01, 0.32].
 
-Notation (SPEC §2): eta_t receive scaling, h_min,t = min_m |h_m,t| / k_m, x_t = eta_t / h_min,t^2 (eq. (23)),
+Notation (the AdaScale paper's): eta_t receive scaling, h_min,t = min_m |h_m,t| / k_m, x_t = eta_t / h_min,t^2 (eq. (23)),
 x_max = P_max d M^2 / G^2, 0 < x_t <= x_max (eq. (24)).
 
 All functions take arrays with a leading batch shape and devices on the last axis; they work for batch size 1.
@@ -57,14 +58,15 @@ def _per_device(name: str, value: Any, m: int) -> tuple:
 
 @dataclass(frozen=True)
 class Scenario(FadingFields):
-    """One OTA-FL deployment (model A of SPEC §2). Per-device fields accept a scalar (same for all) or M values.
+    """One OTA-FL deployment (model A). Per-device fields accept a scalar (same for all) or M values.
 
     Attributes:
         num_devices: M, number of devices (>= 1).
         power_max_w: P_max, per-device average transmit power limit in W (> 0).
         noise_power_w: sigma_n^2, receiver noise power in W (> 0).
-        distance_min_m, distance_max_m: device distances are drawn U[min, max] metres at every reset
+        distance_min_m: device distances are drawn U[distance_min_m, distance_max_m] metres at every reset
             (COST-231 Hata path loss needs distances >= 1 m).
+        distance_max_m: the upper end of that range (metres).
         distances_m: fixed device distances in metres; when set, no distances are drawn.
         batch_size: B_m, expected Poisson batch size per device (> 0, <= dataset_size).
         dataset_size: n_m, local dataset size per device (>= 1).
@@ -641,7 +643,7 @@ class ReceiveScalingModel:
 
     def expected_h_min2(self, mean_channel_gain: ArrayLike) -> NDArray:
         """E[h_min^2] under Rayleigh fading: h_min^2 = min_m |h_m|^2 / k_m^2 is the minimum of independent
-        exponentials with rates PL_m k_m^2, hence Exponential with rate sum_m PL_m k_m^2 (SPEC §2). Holds for every
+        exponentials with rates PL_m k_m^2, hence Exponential with rate sum_m PL_m k_m^2. Holds for every
         fading model here (all have the Exponential marginal). ``mean_channel_gain`` = 1/PL_m, devices last."""
         return 1.0 / (self.k2 / np.asarray(mean_channel_gain, dtype=float)).sum(axis=-1)
 

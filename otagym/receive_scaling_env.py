@@ -1,5 +1,5 @@
 """The batched core of ``scheme="receive_scaling"`` (model A: channel inversion + receive scaling, AdaScale paper
-§IV-V, seed 000).
+§IV-V).
 
 :class:`Rounds` holds N episodes as numpy arrays and steps them with the pure functions of
 :mod:`otagym.receive_scaling`, :mod:`otagym.channel` and :mod:`otagym.privacy`; the single and the vector environment
@@ -243,13 +243,16 @@ class Rounds:
         fidelity: ``"analytic"`` (the surrogate only) or ``"train"``: every step also trains a real model by FedSGD
             over the air with the round's eta_t (:mod:`otagym.training`; the scenario's d and n_m follow the model and
             the data), and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
-        dataset, data_dir: the data under ``fidelity="train"``: ``"digits"`` (scikit-learn's 8x8 digits, embedded,
-            with ``DigitsCNN``), ``"mnist"`` (the paper's ``MnistCNN``) or ``"cifar10"`` (``CifarResNet``), the last
-            two read from their standard files in ``data_dir`` (nothing is downloaded).
-        data_split, data_seed: the devices' data under ``fidelity="train"``: ``"iid"`` or ``"classes"`` (2 classes
-            per device), and the seed of the split.
+        dataset: the data under ``fidelity="train"``: ``"digits"`` (scikit-learn's 8x8 digits, embedded, with
+            ``DigitsCNN``), ``"mnist"`` (the paper's ``MnistCNN``) or ``"cifar10"`` (``CifarResNet``), the last two
+            read from their standard files in ``data_dir``.
+        data_dir: the folder of the MNIST or CIFAR-10 files (nothing is downloaded).
+        data_split: how the devices' data is split under ``fidelity="train"``: ``"iid"`` or ``"classes"`` (2
+            classes per device).
+        data_seed: the seed of the split.
         eval_every: rounds between evaluations (test loss and accuracy, ||grad f||^2) under ``fidelity="train"``.
-        momentum, weight_decay: of the model update (12) under ``fidelity="train"``.
+        momentum: of the model update (12) under ``fidelity="train"``.
+        weight_decay: of the model update (12) under ``fidelity="train"``.
 
     The training arguments (``dataset`` ... ``weight_decay``) apply only under ``fidelity="train"``
     (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults (else ``ValueError``: no effect).
