@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.cdpb import Accounting, CDPBScenario, expected_num_reliable, expected_round_terms, utility
 
 __all__ = ["CDPBPlan", "StageOne", "rho_gamma_lemma1", "rho_theorem3", "minimize_weighted", "stage_one", "two_stage",
-           "CDPB", "StageTwo", "GammaBased", "MaxRho", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES"]
+           "CDPB", "StageTwo", "largest_private_rho", "GammaBased", "MaxRho", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES"]
 
 #: Points of the geometric rho grid that brackets every 1-D minimum before the bisection of Algorithm 2 refines it.
 GRID_POINTS = 2049
@@ -250,8 +250,12 @@ class CDPB(_FixedRho):
 
 class StageTwo(_FixedRho):
     """The planner when the horizon is given: rho_tau = argmin_rho G(rho, tau) (Stage II, Algorithm 2) at the
-    episode's own tau (the scenario's ``num_rounds``) instead of Algorithm 3's tau_opt. The CDPB benchmark task's
-    analytic reference (its episodes have a fixed T).
+    episode's own tau (the scenario's ``num_rounds``) instead of Algorithm 3's tau_opt, subject to the privacy
+    threshold (25c) at that tau, tau eps_1(rho) <= eps-bar. The CDPB benchmark task's analytic reference (its episodes
+    have a fixed T).
+
+    Where the unconstrained minimiser breaks (25c), the constrained one is the largest rho that meets it,
+    :func:`largest_private_rho` (G is unimodal in rho and eps_1 increases with it).
 
     Args:
         accounting: the eps the planner trades against gamma (default: the scenario's).
@@ -264,14 +268,45 @@ class StageTwo(_FixedRho):
 
     def _plan(self, s: CDPBScenario) -> None:
         tau = s.num_rounds
-        self.rho = float(minimize_weighted(s, 6.0 * s.lambda_convergence / tau, s.lambda_privacy * tau,
-                                           accounting=self.accounting))
+        rho = float(minimize_weighted(s, 6.0 * s.lambda_convergence / tau, s.lambda_privacy * tau,
+                                      accounting=self.accounting))
+        self.rho = min(rho, largest_private_rho(s, tau, accounting=self.accounting))
         self.num_rounds = tau
 
     def reset(self, scenario: CDPBScenario, seed: int | None = None, **_: Any) -> None:
         if getattr(self, "_planned_for", None) != scenario:  # the plan depends on tau
             self._plan(scenario)
             self._planned_for = scenario
+
+
+def largest_private_rho(s: CDPBScenario, num_rounds: int, *, accounting: Accounting | None = None) -> float:
+    """The largest rho in (0, P/W^2] with num_rounds eps_1(rho) <= eps-bar (25c), eps_1 the expected worst client's
+    RDP per round: P/W^2 if it meets the threshold, else the root of num_rounds eps_1(rho) = eps-bar, bracketed on the
+    planner's grid and bisected to 1e-15 relative.
+
+    Raises ValueError where eps_1 does not increase with rho on the grid (then (25c) is not an upper bound on rho;
+    the SGM accounting of the presets increases: less signal is more private) or where no rho meets the threshold.
+    """
+    grid = _grid(s)
+    _, eps1 = expected_round_terms(s, grid, accounting=accounting)
+    if np.any(np.diff(eps1) < 0):
+        raise ValueError("largest_private_rho needs eps_1 increasing in rho (the SGM accounting); "
+                         f"got accounting={accounting or s.accounting!r}")
+    spent = num_rounds * eps1
+    if spent[-1] <= s.epsilon_max:
+        return float(s.rho_max)
+    if spent[0] > s.epsilon_max:
+        raise ValueError(f"epsilon_max = {s.epsilon_max:g} is below num_rounds eps_1 at the least rho "
+                         f"{grid[0]:.3g} ({spent[0]:.3g}): no rho meets (25c)")
+    i = int(np.searchsorted(spent, s.epsilon_max, side="right"))  # spent[i - 1] <= eps-bar < spent[i]
+    lo, hi = float(grid[i - 1]), float(grid[i])
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        if num_rounds * float(expected_round_terms(s, mid, accounting=accounting)[1]) <= s.epsilon_max:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 class MaxRho(_FixedRho):

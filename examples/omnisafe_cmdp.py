@@ -7,8 +7,8 @@ before ``omnisafe.Agent``), with the cost of :mod:`otagym.safety`'s Safety-Gymna
 
     import omnisafe
     import examples.omnisafe_cmdp  # noqa: F401 - registers the otagym tasks with OmniSafe
-    custom = {"algo_cfgs": {"cost_limit": 100.0}}  # otagym.tasks.TASKS["otagym/CDPB-v0"].cost_limit
-    agent = omnisafe.Agent("PPOLag", "otagym/CDPB-v0", custom_cfgs=custom)
+    custom = {"algo_cfgs": {"cost_limit": 100.0}}  # otagym.tasks.TASKS["otagym/CDPB-v1"].cost_limit
+    agent = omnisafe.Agent("PPOLag", "otagym/CDPB-v1", custom_cfgs=custom)
     agent.learn()
 
 OmniSafe 0.5 installs only beside gymnasium 0.28 (through safety-gymnasium), which otagym does not support, so the

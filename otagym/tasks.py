@@ -31,7 +31,7 @@ scaling: ``UniformRandom`` (uniform actions), ``EqualAlloc`` (0 by definition), 
 floor), ``AdaScaleTrained`` (the paper's online policy calibrated on training channels), ``OnlineOptimal`` (the best
 online policy computed by dynamic programming: exact for i.i.d. and block fading, a lower bound under Gauss-Markov
 fading). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100), ``CDPB`` (the paper's planner,
-Stage II at the task's horizon). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0: sigma' = sqrt(40), 0),
+Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0: sigma' = sqrt(40), 0),
 ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
 ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated episodes).
 """
@@ -108,11 +108,15 @@ def _receive_scaling(name: str, fading: Mapping[str, Any], summary: str) -> Task
     return Task(f"otagym/{name}-v0", kwargs, get_scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary)
 
 
-#: CDPB's task settings: the paper's deployment (K = 100, lambda = (1, 1e-5), gamma-bar = 1e-2, eps-bar = 100,
-#: CDPB-i), tau = 100 rounds, rho linear in the action between 1e-3 P/W^2 and P/W^2, rewards in units of MaxRho's
-#: expected utility G(P/W^2, 100) = 8.17e-3 (:func:`otagym.cdpb.utility`), so that its return is about -1.
+#: CDPB's task settings: the paper's deployment (K = 100, lambda = (1, 1e-5), gamma-bar = 1e-2, CDPB-i) with the
+#: privacy threshold eps-bar = 1 instead of the paper's 100, tau = 100 rounds, rho linear in the action between
+#: 1e-3 P/W^2 and P/W^2, rewards in units of MaxRho's expected utility G(P/W^2, 100) = 8.17e-3
+#: (:func:`otagym.cdpb.utility`), so that its return is about -1. At eps-bar = 100 no rho comes near the threshold
+#: (an episode spends 0.4% to 1.6% of it); at 1 the threshold binds where G is least (tau eps_1(rho) runs from 0.004
+#: at the least rho to 1.56 at P/W^2, and G is least at rho = 0.39 P/W^2, which spends 1.09): a uniformly random
+#: policy's episode cost is about the limit and the constrained optimum lies on the boundary.
 _CDPB = {"scheme": "cdpb", "scenario": "paper-cdpb", "action_type": "normalized", "dp_orders": None,
-         "reward_scale": 8.17e-3}
+         "reward_scale": 8.17e-3, "epsilon_max": 1.0}
 #: Anonymous OTA's task settings: the paper's Fig. 1 deployment (p q = 0.01, delta = 1e-5), T = 1000 rounds, sigma
 #: log-linear in the action over noise multipliers [2, 20] at the expected batch (where a uniformly random policy's
 #: episode cost is 1.5x the limit: over the env's default [0.1, 100] it is 6,400x, and a Lagrangian multiplier cannot
@@ -131,9 +135,11 @@ TASKS: dict[str, Task] = {t.id: t for t in (
     _receive_scaling("ReceiveScalingBlock", {"fading": "block", "coherence_rounds": 10},
                      "Schedule receive scaling under block fading (10-round coherence, the block position observed): "
                      "a strong channel lasts its block, which a constant price overspends."),
-    Task("otagym/CDPB-v0", _CDPB, 100, (100.0,), "Choose the power-balancing threshold rho of client-driven power "
-         "balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without CSI.",
-         budget="epsilon_max", anchors=("MaxRho", "BestConstant")),
+    Task("otagym/CDPB-v1", _CDPB, 100, (1.0,), "Choose the power-balancing threshold rho of client-driven power "
+         "balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without CSI, within a privacy "
+         "threshold eps <= 1.", budget="epsilon_max", anchors=("MaxRho", "BestConstant"),
+         versions=("v0: the paper's eps-bar = 100, which no policy comes near (the cost was slack)",
+                   "v1: eps-bar = 1, which binds at the best rho")),
     Task("otagym/AnonymousOTA-v0", _ANONYMOUS, 1000, (8.0,), "Choose the public noise level sigma of anonymous "
          "over-the-air FL each round to minimise the SGD bound plus 0.01 x RDP, under an (8, 1e-5)-DP cost.",
          budget="target_epsilon", anchors=("MidAction", "BestConstant")),

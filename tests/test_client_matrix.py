@@ -134,7 +134,7 @@ def test_tianshou_vector_envs(task_id):
             envs.close()
 
 
-@pytest.mark.parametrize("task_id", ["otagym/ReceiveScalingBlock-v0", "otagym/CDPB-v0", "otagym/AnonymousOTA-v0"])
+@pytest.mark.parametrize("task_id", ["otagym/ReceiveScalingBlock-v0", "otagym/CDPB-v1", "otagym/AnonymousOTA-v0"])
 def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(task_id, tmp_path):
     """One task per distinct config entry (the receive-scaling tasks share theirs)."""
     pytest.importorskip("rl_zoo3")

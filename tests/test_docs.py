@@ -88,10 +88,11 @@ def test_readme_reference_scores_are_the_stored_iqms():
                 expected = [f"{hook.iqm(per_nu[nu]):.2f}" for nu in per_nu]
                 assert cell.split(" / ") == expected, (task_id, name)
                 checked += 1
-        else:  # the other schemes' table: the zero anchor, and "NAME value" of the paper's policy
+        else:  # the other schemes' table: the zero anchor, "NAME value" of the paper's policy and its mean cost
             assert row[2] == f"`{stored['anchors'][0]}`", task_id
-            name, value = row[-1].split()
+            name, value = row[3].split()
             assert value == f"{hook.iqm(next(iter(stored['scores'][name.strip('`')].values()))):.2f}", task_id
+            assert row[4] == f"{np.mean(next(iter(stored['cost_ratios'][name.strip('`')].values()))):.2f}", task_id
             checked += 1
     assert checked >= 9
 
