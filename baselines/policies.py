@@ -17,7 +17,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
 from otagym.privacy import tail_bound_budget
-from otagym.receive_scaling import BUDGET_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost, normalized_x
+from otagym.receive_scaling import (BUDGET_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost, normalized_x,
+                                    spend_cost)
 from otagym.receive_scaling_env import Rounds
 
 __all__ = ["FullPower", "EqualAlloc", "AdaScale", "LyapunovDPP", "EstimFuture", "OfflineOptimal", "LiuSimeone",
@@ -338,14 +339,15 @@ def action_semantics(scenario: Scenario, env_kwargs: dict[str, Any] | None) -> d
 
 
 class ActionPolicy(_PolicyBase):
-    """A policy that chooses the env's own action a in [-1, 1] (``price``, ``share`` or ``normalized``) and plays it
-    as x_t through the same pure functions as the env: :func:`~otagym.receive_scaling.budget_action_cost` then the
-    closed-form x(c) in budget mode, :func:`~otagym.receive_scaling.normalized_x` otherwise, keeping the budget ledger
+    """A policy that chooses the env's own action a in [-1, 1] (``price``, ``share``, ``normalized`` or ``spend``) and
+    plays it as x_t through the same pure functions as the env: :func:`~otagym.receive_scaling.budget_action_cost`
+    or :func:`~otagym.receive_scaling.spend_cost` then the closed-form x(c), :func:`~otagym.receive_scaling.normalized_x`
+    for the normalised action, keeping the budget ledger
     R_t = nu T - sum c_tau as the env does. Subclasses implement :meth:`action` (observation and info -> a).
 
     Args:
         nu: the budget per round (array over envs allowed); default: the scenario's.
-        action_type: ``"price"`` (the env's default), ``"share"`` or ``"normalized"``.
+        action_type: ``"price"`` (the env's default), ``"share"``, ``"normalized"`` or ``"spend"``.
         price_decades: the env's argument of the same name.
         price_buffer_sd: the env's argument of the same name.
         budget_multiplier_max: the env's argument of the same name.
@@ -363,8 +365,9 @@ class ActionPolicy(_PolicyBase):
 
     def _semantics(self, action_type: str, price_decades: float, price_buffer_sd: float,
                    budget_multiplier_max: float, x_min_ratio: float) -> None:
-        if action_type not in BUDGET_ACTIONS + ("normalized",):
-            raise ValueError(f"action_type must be one of {BUDGET_ACTIONS + ('normalized',)}; got {action_type!r}")
+        if action_type not in BUDGET_ACTIONS + ("normalized", "spend"):
+            raise ValueError(f"action_type must be one of {BUDGET_ACTIONS + ('normalized', 'spend')}; got "
+                             f"{action_type!r}")
         self.action_type, self.price_decades = action_type, price_decades
         self.multiplier_max, self.x_min_ratio = budget_multiplier_max, x_min_ratio
         self.price_buffer_sd = price_buffer_sd
@@ -390,6 +393,9 @@ class ActionPolicy(_PolicyBase):
                                       mean_h_min2=self.model.expected_h_min2(info["mean_channel_gain"]),
                                       multiplier_max=self.multiplier_max, price_decades=self.price_decades,
                                       buffer_sd=self.price_buffer_sd)
+            x = self.model.x_for_cost(cost, h)
+        elif self.action_type == "spend":
+            cost = spend_cost(a, self.nu)
             x = self.model.x_for_cost(cost, h)
         else:
             x = normalized_x(a, self.model.x_max, self.x_min_ratio)

@@ -32,7 +32,7 @@ from otagym.privacy import JIT, JIT_NO_ALLOC, SGMCurve, _curve_derivatives, _cur
 from otagym.validation import POSITIVE, Integer, Many, Real, Text, arg, check_dataclass, from_preset
 
 __all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "ReceiveScalingModel", "ModelArrays",
-           "normalized_x",
+           "normalized_x", "spend_cost",
            "minimize_round", "solve_increasing", "cost_slope_of_leakage", "price_spend", "reference_price",
            "budget_action_cost", "BUDGET_ACTIONS"]
 
@@ -260,6 +260,14 @@ def normalized_x(action: ArrayLike, x_max: float, x_min_ratio: float) -> NDArray
     return _elementwise(_normalized_x, (action,), x_max, x_min_ratio)
 
 
+def spend_cost(action: ArrayLike, nu: ArrayLike) -> NDArray:
+    """c_t = nu (10^(1 + a) - 1) / 9 for a in [-1, 1]: the ``spend`` action of the constrained formulation, in the
+    units of c_t (28b). Nothing at a = -1 (the optimum spends nothing on a weak channel: half the rounds at
+    nu = 0.01), nu at a = 0 (EqualAlloc), 11 nu at a = 1; exponential in a, so that each tenth of the range multiplies
+    the spend alike above nu."""
+    return _elementwise(_spend_cost, (action, nu))
+
+
 # --- the formulas, compiled: one implementation for the numpy API below and the environments' round kernel -------
 #
 # Each formula of one element is a compiled scalar function (numba, :data:`otagym.privacy.JIT`). The methods of
@@ -295,6 +303,12 @@ class ModelArrays(NamedTuple):
 def _normalized_x(action: float, x_max: float, x_min_ratio: float) -> float:
     """x of the normalised action (:func:`normalized_x`; numpy's exp and log: this applies to vectors as it is)."""
     return x_max * np.exp(0.5 * np.log(x_min_ratio) * (1.0 - action))
+
+
+@njit(**JIT)
+def _spend_cost(action: float, nu: float) -> float:
+    """c_t of the spend action (:func:`spend_cost`; numpy's power: this applies to vectors as it is)."""
+    return nu * (np.power(10.0, 1.0 + action) - 1.0) / 9.0
 
 
 @njit(**JIT)
@@ -481,9 +495,11 @@ def _budget_action_cost(share: bool, action: float, h_min2: float, remaining: fl
 
 
 def _flat(arrays: tuple[ArrayLike, ...]) -> tuple[list[NDArray], tuple[int, ...]]:
-    """Arrays broadcast together, each as a contiguous float64 vector, and their broadcast shape."""
-    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in arrays))
-    return [np.ascontiguousarray(a).reshape(-1) for a in arrays], arrays[0].shape
+    """Arrays broadcast together, each as a contiguous float64 vector of its own (a copy: numba warns on broadcast
+    views, whose writeable flag numpy is deprecating), and their broadcast shape."""
+    arrays = [np.asarray(a, dtype=float) for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [np.array(np.broadcast_to(a, shape), order="C").reshape(-1) for a in arrays], shape
 
 
 def _shaped(flat: NDArray, shape: tuple[int, ...]) -> NDArray:

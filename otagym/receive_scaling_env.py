@@ -26,13 +26,13 @@ from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, JIT, JIT_NO_ALLOC, RDPLedger, _curve_log_a
 from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ModelArrays, ReceiveScalingModel, Scenario,
                                     _budget_action_cost, _convergence_cost, _h_min2, _leakage, _normalized_x,
-                                    _x_for_cost)
+                                    _spend_cost, _x_for_cost)
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array,
                                bound, check_args, real_array, refuse_entries, refuse_without_effect, signature_defaults)
 
 __all__ = ["Rounds", "ActionType", "RewardMode", "OBS_BOUND"]
 
-ActionType = Literal["price", "share", "normalized", "x", "eta"]
+ActionType = Literal["price", "share", "normalized", "x", "eta", "spend"]
 RewardMode = Literal["budget", "cmdp", "lagrangian"]
 
 DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
@@ -47,10 +47,13 @@ _ACTION_CODES = {name: code for code, name in enumerate(get_args(ActionType))}
 
 
 @njit(inline="always", **JIT_NO_ALLOC)
-def _decide(code: int, a: float, h_min2: float, remaining: float, rounds_left: float, mean_h_min2: float,
+def _decide(code: int, a: float, h_min2: float, nu: float, remaining: float, rounds_left: float, mean_h_min2: float,
             x_min_ratio: float, multiplier_max: float, price_decades: float, buffer_sd: float,
             mdl: ModelArrays) -> tuple[float, float]:
     """``(x_t, c_t)`` of one env's checked action ``a`` (``code``: :data:`_ACTION_CODES`), see :meth:`Rounds.decide`."""
+    if code == 5:  # spend
+        cost = _spend_cost(a, nu)
+        return _x_for_cost(cost, h_min2, mdl.cost_scale, mdl.x_max), cost
     if code <= 1:  # price, share
         cost = _budget_action_cost(code == 1, a, h_min2, remaining, rounds_left, mean_h_min2, multiplier_max,
                                    price_decades, buffer_sd, mdl)
@@ -77,8 +80,8 @@ def _play(i: int, code: int, actions: NDArray, settings: NDArray, lagrangian: bo
     reward_lambda."""
     big_t = settings[0]
     h = h_min2[i]
-    x, cost = _decide(code, actions[i], h, nu[i] * big_t - cost_sum[i], big_t - t[i], mean_h_min2[i], settings[1],
-                      settings[2], settings[3], settings[4], mdl)
+    x, cost = _decide(code, actions[i], h, nu[i], nu[i] * big_t - cost_sum[i], big_t - t[i], mean_h_min2[i],
+                      settings[1], settings[2], settings[3], settings[4], mdl)
     eta = x * h
     leak = 0.0
     for c in range(mdl.counts.size):
@@ -113,7 +116,7 @@ def _play(i: int, code: int, actions: NDArray, settings: NDArray, lagrangian: bo
 def _valid_actions(code: int, actions: NDArray, x_max: float) -> bool:
     """Whether every action lies in its type's range (:meth:`Rounds._checked_action` names the ones that do not)."""
     for a in actions:
-        if code <= 2:
+        if code <= 2 or code == 5:
             ok = abs(a) <= 1.0
         elif code == 3:
             ok = X_FLOOR_RATIO * x_max <= a <= x_max * (1 + 1e-9)
@@ -174,8 +177,9 @@ def _channel(power: NDArray, mean_gain: NDArray, inv_k2: NDArray) -> tuple[NDArr
 def _decide_all(code, actions, settings, mdl, t, nu, cost_sum, h_min2, mean_h_min2, x, cost):
     """:func:`_decide` for every env, into ``x`` and ``cost``."""
     for i in range(actions.size):
-        x[i], cost[i] = _decide(code, actions[i], h_min2[i], nu[i] * settings[0] - cost_sum[i], settings[0] - t[i],
-                                mean_h_min2[i], settings[1], settings[2], settings[3], settings[4], mdl)
+        x[i], cost[i] = _decide(code, actions[i], h_min2[i], nu[i], nu[i] * settings[0] - cost_sum[i],
+                                settings[0] - t[i], mean_h_min2[i], settings[1], settings[2], settings[3], settings[4],
+                                mdl)
 
 
 @njit(**JIT_NO_ALLOC)
@@ -225,8 +229,10 @@ class Rounds:
             cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
             or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
             a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
-            see :meth:`decide`), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t in [0, inf], clipped
-            to [1e-12, 1] x_max h_min,t^2: above, the power limit binds).
+            see :meth:`decide`), ``"spend"`` (a in [-1, 1] spends c_t = nu (10^(1 + a) - 1) / 9 this round,
+            uncapped: the constrained task's action, whose cost c_t / nu lies in [0, 11]; a = 0 is EqualAlloc), ``"x"`` (x_t in [1e-12 x_max,
+            x_max]) or ``"eta"`` (eta_t in [0, inf], clipped to [1e-12, 1] x_max h_min,t^2: above, the power limit
+            binds).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
         reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
             dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
@@ -455,6 +461,8 @@ class Rounds:
         * price, share: c_t = :func:`~otagym.receive_scaling.budget_action_cost` (capped at the budget left R_t; the
           last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
         * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
+        * spend: c_t = :func:`~otagym.receive_scaling.spend_cost` = nu (10^(1 + a) - 1) / 9, a in [-1, 1] (a = 0 is
+          EqualAlloc), x_t = the x with c_t(x) = c_t.
         * x: x in [1e-12 x_max, x_max]. * eta: x = eta / h_min,t^2 clipped to [1e-12 x_max, x_max].
         x must be >= 1e-12 x_max (the floor of the analytic policies' search; below it the convergence cost
         overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max. An eta is
@@ -472,7 +480,7 @@ class Rounds:
         """The actions as a float vector (N,), each in its action type's range (else ValueError)."""
         a = action_array(action, self.num_envs)
         x_max = self.model.x_max
-        if self.action_type in BUDGET_ACTIONS + ("normalized",):
+        if self.action_type in BUDGET_ACTIONS + ("normalized", "spend"):
             refuse_entries(f"action ({self.action_type})", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
         elif self.action_type == "x":
             x_floor = X_FLOOR_RATIO * x_max
@@ -550,7 +558,7 @@ class Rounds:
         return {"distances_m": ((n, m),), "channel_gains": ((big_t, n, m),), "nu": ((), (n,))}
 
     def action_space(self) -> spaces.Box:
-        if self.action_type in BUDGET_ACTIONS + ("normalized",):
+        if self.action_type in BUDGET_ACTIONS + ("normalized", "spend"):
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
         if self.action_type == "x":
             return spaces.Box(X_FLOOR_RATIO * self.model.x_max, self.model.x_max, shape=(1,), dtype=np.float64)

@@ -28,6 +28,7 @@ ACTION_SETTINGS = [
     ("receive_scaling", {"action_type": "price"}),
     ("receive_scaling", {"action_type": "share"}),
     ("receive_scaling", {"action_type": "normalized"}),
+    ("receive_scaling", {"action_type": "spend"}),
     ("receive_scaling", {"action_type": "x"}),
     ("receive_scaling", {"action_type": "eta"}),
     ("receive_scaling", {"action_type": "eta", "reward_mode": "lagrangian", "reward_lambda": 0.1}),
