@@ -23,13 +23,14 @@ from baselines.cdpb import MaxRho, StageTwo
 from baselines.core import Policy
 from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
 from baselines.policies import EqualAlloc
-from baselines.references import TRAIN_SEEDS
+from baselines.compare import POLICIES, PolicySpec
+from baselines.references import TRAIN_SEEDS, BestConstant, DualPrice, UniformRandom
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.privacy import DEFAULT_ORDERS
 from otagym.tasks import EVALUATION_SEEDS, TASKS, sample_realisation, task_scenario
 from otagym.tasks import normalized_score as task_normalized_score
 
-__all__ = ["task_scores", "offline_returns", "aggregate", "episode_returns", "play_episodes", "Episodes",
+__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate", "episode_returns", "play_episodes", "Episodes",
            "anchor_returns", "ConstantAction",
            "RandomAction", "EnvActionPolicy", "best_constant_action", "scheme_references"]
 
@@ -161,23 +162,50 @@ def anchor_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_SE
 
 def task_scores(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] = EVALUATION_SEEDS,
                 nus: Sequence[float] | None = None, **env_overrides: Any) -> dict[str, list[float]]:
+    """The normalised scores of :func:`task_scores_and_costs`."""
+    return task_scores_and_costs(make, task_id, seeds, nus, **env_overrides)[0]
+
+
+def task_scores_and_costs(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] = EVALUATION_SEEDS,
+                          nus: Sequence[float] | None = None,
+                          **env_overrides: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """The normalised score of ``make(nus)``'s policy (``nus``: each env's budget) on the realisation of each seed,
-    per budget (keyed ``str(nu)``; default: the task's evaluation budgets). One batched episode per nu. On a CDPB or
-    anonymous task the policy plays the env's own action (or ``env_overrides``' action type) and is scored from its
-    returns against the stored anchors (evaluation seeds only)."""
-    out = {}
+    and its episode cost over the task's cost limit there, per budget (keyed ``str(nu)``; default: the task's
+    evaluation budgets). One batched episode per nu. On a CDPB or anonymous task the policy plays the env's own action
+    (or ``env_overrides``' action type) and is scored from its returns against the stored anchors (evaluation seeds
+    only); on receive scaling it returns x_t (:class:`baselines.core.Policy`) and is scored from its leakage."""
+    scores, costs = {}, {}
     task = TASKS[task_id]
     for nu in nus or task.eval_nus:
+        key, per_env = str(float(nu)), np.full(len(seeds), float(nu))
         if task.scheme != "receive_scaling":
-            returns = episode_returns(make(np.full(len(seeds), float(nu))), task_id, seeds, **env_overrides)
-            out[str(float(nu))] = task_normalized_score(task_id, nu, seeds, returns).tolist()
+            played = play_episodes(make(per_env), task_id, seeds, **env_overrides)
+            scores[key] = task_normalized_score(task_id, nu, seeds, played.returns).tolist()
+            costs[key] = played.cost_ratios.tolist()
             continue
         scenario = task_scenario(task_id, nu)
-        per_env = np.full(len(seeds), float(nu))
         result = run_policy(make(per_env), scenario, sample_realisations(scenario, seeds), dp=False, nu=per_env)
         optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
-        out[str(float(nu))] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
-    return out
+        scores[key] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
+        costs[key] = (result.cost_mean / per_env).tolist()  # info["cost"] = c_t / nu: the episode's over T
+    return scores, costs
+
+
+def receive_scaling_references(task_id: str) -> dict[str, PolicySpec]:
+    """The reference policies of a receive-scaling task by name, floor to ceiling (OfflineOptimal is 100 by
+    definition of the score): ``UniformRandom`` (the task's own action, uniform), ``EqualAlloc``, ``BestConstant``,
+    ``AdaScaleTrained`` and ``OnlineOptimal`` (:mod:`baselines.references`; budget mode, so each meets nu on every
+    realisation). On the constrained task (the spend action, a CMDP) ``BestConstant`` is the constant spend a = 0
+    (EqualAlloc: a constant spend meets the constraint exactly when a <= 0, and spending more leaks less),
+    and ``DualPrice`` is the online optimum when the constraint holds in expectation."""
+    task = TASKS[task_id]
+    action = str(task.kwargs["action_type"])
+    refs = {"UniformRandom": PolicySpec(lambda nu, p: UniformRandom(nu=nu, action_type=action), matched=False),
+            **{name: POLICIES[name] for name in ("EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal")}}
+    if task.constrained:
+        refs["BestConstant"] = PolicySpec(lambda nu, p: BestConstant(nu=nu, action=0.0, action_type=action))
+        refs["DualPrice"] = PolicySpec(lambda nu, p: DualPrice(nu=nu), matched=False)
+    return refs
 
 
 def offline_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_SEEDS) -> list[float]:

@@ -29,11 +29,12 @@ from numpy.typing import ArrayLike, NDArray
 from baselines.core import Policy
 from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
 from baselines.policies import ActionPolicy, AdaScale, Budgeted, _PolicyBase
-from otagym.receive_scaling import ReceiveScalingModel, Scenario, cost_slope_of_leakage, reference_price
+from otagym.receive_scaling import (ReceiveScalingModel, Scenario, cost_slope_of_leakage, price_spend,
+                                    reference_price)
 from otagym.tasks import EVALUATION_SEEDS
 
 __all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "BestConstant", "AdaScaleTrained",
-           "OnlineOptimal", "tune_on_training", "solve_online_optimal", "OnlinePrices"]
+           "OnlineOptimal", "DualPrice", "tune_on_training", "solve_online_optimal", "OnlinePrices"]
 
 #: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned.
 TRAIN_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
@@ -184,6 +185,35 @@ class AdaScaleTrained(Budgeted):
             self.inner.V = (self.scale * nu / price).reshape(np.shape(info["next_h_min2"]))
             self._placed = True
         return super().act(observation, info)
+
+
+class DualPrice(_PolicyBase):
+    """The optimal online policy of problem (28) with its constraint in expectation, E[(1/T) sum_t c_t] <= nu (the
+    constrained task's CMDP), under i.i.d. fading: every round plays the minimiser of L_t + mu c_t (as
+    ``OfflineOptimal`` does with its realisation's mu) at the one price mu whose expected spend per round under the
+    channel law of the env's placement is nu (:func:`~otagym.receive_scaling.reference_price` without safety stock:
+    the mu_bar of :class:`AdaScaleTrained`). No budget ledger: the realised mean cost is nu in expectation only.
+
+    Optimal by Lagrangian sufficiency (Everett 1963): the rounds' channels are independent of the actions, so this
+    policy minimises E[sum_t L_t + mu c_t] over all online policies; any policy pi' that meets the constraint in
+    expectation has E[L(pi')] + mu E[c(pi')] >= E[L] + mu nu T, hence E[L(pi')] >= E[L]. Under block or Gauss-Markov
+    fading the same holds (the channels still do not depend on the actions) but the price is that of the marginal law.
+
+    Args:
+        nu: the budget per round (array over envs allowed); default: the scenario's.
+    """
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed, **offline)
+        self.price: NDArray | None = None
+
+    def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
+        model, big_t = self.model, self.scenario.num_rounds
+        if self.price is None:  # the placement is known from the first info
+            mean = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
+            nu = np.broadcast_to(self.nu, mean.shape)
+            self.price = reference_price(model, nu * big_t, big_t, mean, buffer_sd=0.0).reshape(np.shape(h))
+        return model.x_for_cost(price_spend(model, 0.0, h, self.price, 1.0), h)
 
 
 # --- the online optimum by dynamic programming -------------------------------------------------------------------

@@ -2,14 +2,13 @@
 
 For every benchmark task (:data:`otagym.tasks.TASKS`) and evaluation budget nu: the normalised score of each reference
 policy on every evaluation realisation (:data:`otagym.tasks.EVALUATION_SEEDS`) and the returns of the task's two
-anchors there (what :func:`otagym.tasks.normalized_score` scores against); for CDPB and anonymous OTA also each
-reference's episode cost over the task's cost limit (``cost_ratios``). Receive scaling, floor to ceiling:
-``UniformRandom``, ``EqualAlloc`` (0 by definition), ``BestConstant`` and ``AdaScaleTrained`` (tuned on training
-channels, never the evaluation ones), ``OnlineOptimal`` (dynamic programming); OfflineOptimal is 100. CDPB and
-anonymous OTA: :func:`baselines.benchmark.scheme_references`. Tasks already stored for this package version are kept
+anchors there (what :func:`otagym.tasks.normalized_score` scores against); on the constrained tasks (all but
+receive scaling's budget mode) also each reference's episode cost over the task's cost limit (``cost_ratios``).
+Receive scaling: :func:`baselines.benchmark.receive_scaling_references`; OfflineOptimal is 100. CDPB and anonymous
+OTA: :func:`baselines.benchmark.scheme_references`. Tasks already stored for this package version are kept
 unless ``--force``; the file is written atomically after each task, so an interrupted run resumes.
 
-    python benchmarks/reference_scores.py            # about 15 minutes on 2 cores for the five tasks
+    python benchmarks/reference_scores.py            # about 20 minutes on 2 cores for the six tasks
     python benchmarks/reference_scores.py --markdown # also print the README's task table
 """
 
@@ -18,27 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from baselines.benchmark import aggregate, anchor_returns, play_episodes, scheme_references, task_scores
-from baselines.core import Policy
-from baselines.policies import EqualAlloc
-from baselines.references import AdaScaleTrained, BestConstant, OnlineOptimal, UniformRandom
+from baselines.benchmark import (aggregate, anchor_returns, play_episodes, receive_scaling_references,
+                                 scheme_references, task_scores_and_costs)
 from otagym import __version__
 from otagym._io import write_json
 from otagym.tasks import EVALUATION_SEEDS, REFERENCE_SCORES_PATH, TASKS, score_against
-
-#: The reference policies of every task, floor to ceiling (OfflineOptimal is 100 by definition of the score).
-REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
-    "UniformRandom": lambda nu: UniformRandom(nu=nu),
-    "EqualAlloc": lambda nu: EqualAlloc(nu=nu),
-    "BestConstant": lambda nu: BestConstant(nu=nu),
-    "AdaScaleTrained": lambda nu: AdaScaleTrained(nu=nu),
-    "OnlineOptimal": lambda nu: OnlineOptimal(nu=nu),
-}
-
 
 def compute(task_id: str) -> dict[str, Any]:
     """The stored record of one task: version, seeds, budgets, its anchors and their returns, every reference's
@@ -47,9 +34,11 @@ def compute(task_id: str) -> dict[str, Any]:
     anchors = {str(float(nu)): anchor_returns(task_id, nu) for nu in task.eval_nus}
     record = {"version": __version__, "seeds": list(EVALUATION_SEEDS), "nus": list(task.eval_nus),
               "anchors": list(task.anchors), "anchor_returns": {nu: [list(r) for r in v] for nu, v in anchors.items()}}
-    if task.scheme == "receive_scaling":
-        return {**record, "scores": {name: task_scores(make, task_id) for name, make in REFERENCES.items()}}
     scores, costs = {}, {}
+    if task.scheme == "receive_scaling":
+        for name, spec in receive_scaling_references(task_id).items():
+            scores[name], costs[name] = task_scores_and_costs(lambda nu, b=spec.build: b(nu, None), task_id)
+        return {**record, "scores": scores, **({"cost_ratios": costs} if task.constrained else {})}
     for name, (factory, overrides) in scheme_references(task_id).items():
         played = play_episodes(factory(), task_id, EVALUATION_SEEDS, **overrides)
         scores[name] = {nu: score_against(played.returns, *anchors[nu]).tolist() for nu in anchors}

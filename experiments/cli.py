@@ -23,7 +23,7 @@ from experiments.sweep import add_sweep_parser
 from otagym import __version__
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
-from otagym.tasks import EVALUATION_SEEDS
+from otagym.tasks import EVALUATION_SEEDS, TASKS
 
 #: The first held-out channel seed: trained agents are compared and scored on seeds from here (the benchmark's
 #: evaluation set, :data:`otagym.tasks.EVALUATION_SEEDS`, starts here too).
@@ -187,10 +187,28 @@ def _train(args: argparse.Namespace) -> int:
     last = EVALUATION_SEEDS[-1]
     print(f"saved {path}; compare it with the analytic policies on held-out channels:\n"
           f"  otagym compare --policies OfflineOptimal AdaScale EqualAlloc {args.algo.upper()}:{path} "
-          f"--seed-start {HELD_OUT_SEED} --seeds 8\n"
-          f"or score it on a benchmark task (its evaluation set is seeds {HELD_OUT_SEED}-{last}):\n"
-          f"  otagym evaluate otagym/ReceiveScalingIID-v0 {path}")
+          f"--seed-start {HELD_OUT_SEED} --seeds 8")
+    task_id = _task_trained_on(path)
+    if task_id is not None:
+        print(f"or score it on its benchmark task (the evaluation set is seeds {HELD_OUT_SEED}-{last}):\n"
+              f"  otagym evaluate {task_id} {path}")
     return 0
+
+
+def _task_trained_on(model_path: Any) -> str | None:
+    """The receive-scaling task with the formulation (reward mode, action) and fading of a run's env arguments, if
+    one has them."""
+    from pathlib import Path
+
+    from agents.policy import run_metadata
+
+    def key(kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        mode = kwargs.get("reward_mode", "budget")
+        return (mode, kwargs.get("action_type", "price" if mode == "budget" else "normalized"),
+                kwargs.get("fading", "iid"), kwargs.get("correlation"), kwargs.get("coherence_rounds"))
+
+    trained = key(run_metadata(Path(model_path)).get("env_kwargs") or {})
+    return next((t.id for t in TASKS.values() if t.scheme == "receive_scaling" and key(t.kwargs) == trained), None)
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:

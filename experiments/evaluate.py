@@ -1,8 +1,9 @@
 """``otagym evaluate TASK POLICY``: a policy's normalised score on a benchmark task's frozen evaluation set, beside the
 task's stored reference scores.
 
-POLICY is an analytic policy's name (receive scaling: ``baselines.compare.POLICIES``; CDPB and anonymous OTA: the
-task's references, :func:`baselines.benchmark.scheme_references`), an SB3 ``model.zip`` (``otagym train``'s, with
+POLICY is an analytic policy's name (receive scaling: the task's references,
+:func:`baselines.benchmark.receive_scaling_references`, and ``baselines.compare.POLICIES``; CDPB and anonymous OTA:
+the task's references, :func:`baselines.benchmark.scheme_references`), an SB3 ``model.zip`` (``otagym train``'s, with
 its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO model of the task's action space), an rl_zoo3 log folder (its
 ``best_model.zip``, else the one ``.zip`` in it) or ``module:function``, a Python callable from the observation batch
 (N, obs_dim) to the env's actions (N,) or (N, 1). On receive scaling every (nu, seed) of the task's evaluation set is
@@ -24,7 +25,8 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.benchmark import EnvActionPolicy, aggregate, play_episodes, scheme_references
+from baselines.benchmark import (EnvActionPolicy, aggregate, play_episodes, receive_scaling_references,
+                                 scheme_references)
 from baselines.compare import POLICIES, PolicySpec, evaluate_cells
 from baselines.policies import ActionPolicy
 from experiments.argtypes import _ranged, positive_int
@@ -65,7 +67,8 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
     :func:`~baselines.benchmark.scheme_references` gives them. ``ValueError`` naming what was looked for when it is
     none of the forms."""
     task = TASKS[task_id]
-    analytic = POLICIES if task.scheme == "receive_scaling" else scheme_references(task_id)
+    analytic = ({**POLICIES, **receive_scaling_references(task_id)} if task.scheme == "receive_scaling" else
+                scheme_references(task_id))
     if text in analytic:
         return text, analytic[text]
     path = Path(text)
@@ -97,8 +100,8 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
 def evaluate(task_id: str, spec: Any, seeds: tuple[int, ...] = EVALUATION_SEEDS,
              batched: bool = True) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
     """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on each evaluation realisation, per
-    budget (keyed ``str(nu)``), and on the CDPB and anonymous tasks each episode's cost over the task's cost limit
-    (at most 1 where the constraint holds; receive scaling's budget mode meets it by construction: None). On receive
+    budget (keyed ``str(nu)``), and on the constrained tasks each episode's cost over the task's cost limit (at most
+    1 where the constraint holds; receive scaling's budget mode meets it by construction: None). On receive
     scaling, ``batched``: all realisations of a budget in one vector env (analytic policies, whose numbers are the
     same bits either way); else one at a time, as ``otagym compare`` plays trained models and callables (a network's
     forward pass over a batch may round differently from one over a single observation). The other tasks play every
@@ -113,13 +116,14 @@ def evaluate(task_id: str, spec: Any, seeds: tuple[int, ...] = EVALUATION_SEEDS,
             costs[str(float(nu))] = played.cost_ratios.tolist()
         return scores, costs
     scenario = task_scenario(task_id)
-    out = {}
+    out, costs = {}, {}
     for nu in task.eval_nus:
         cells = [(nu, s) for s in seeds]
         results = (evaluate_cells(scenario, spec, cells) if batched else
                    [evaluate_cells(scenario, spec, [cell])[0] for cell in cells])
         out[str(float(nu))] = [r["score"] for r in results]
-    return out, None
+        costs[str(float(nu))] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
+    return out, costs if task.constrained else None
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -18,7 +18,8 @@ policies (:attr:`Task.anchors`) on the same realisation, stored with the package
 
 * Receive scaling: 0 = EqualAlloc, 100 = OfflineOptimal (the offline optimum, which no online policy reaches), the
   score of the papers' comparisons, 100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal). The env's return in
-  budget mode is (L_EqualAlloc - L) / H (H its reward scale), so R_0 = 0.
+  budget mode (and in the constrained task's cmdp mode) is (L_EqualAlloc - L) / H (H its reward scale), so R_0 = 0.
+  On the constrained task a policy that overspends can score above 100: its score is read with its cost.
 * CDPB and anonymous OTA: 0 = the scheme's simplest policy (CDPB: rho = P/W^2; anonymous: the middle of the action
   range), 100 = ``BestConstant`` (the best constant action on
   training realisations). There the online optimum is a constant action: the rounds are i.i.d., the server sees none
@@ -30,9 +31,13 @@ and budget, the score of each reference policy on every evaluation realisation, 
 scaling: ``UniformRandom`` (uniform actions), ``EqualAlloc`` (0 by definition), ``BestConstant`` (the learnability
 floor), ``AdaScaleTrained`` (the paper's online policy calibrated on training channels), ``OnlineOptimal`` (the best
 online policy computed by dynamic programming: exact for i.i.d. and block fading, a lower bound under Gauss-Markov
-fading). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100), ``CDPB`` (the paper's planner,
-Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0: sigma' = sqrt(40), 0),
-``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
+fading). The constrained task (``ReceiveScalingCMDP``, the spend action): ``UniformRandom`` (uniform spend actions),
+``EqualAlloc`` (0), ``BestConstant`` (the constant spend a = 0, which is EqualAlloc: a constant spend meets the
+constraint exactly when a <= 0, and spending more leaks less), ``AdaScaleTrained`` and ``OnlineOptimal``
+(budget mode's, which meet nu on every realisation) and ``DualPrice`` (the online optimum when the constraint holds in
+expectation, as a CMDP's does). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100), ``CDPB`` (the paper's planner,
+Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0:
+sigma' = sqrt(40), 0), ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
 ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated episodes).
 """
 
@@ -98,13 +103,19 @@ class Task:
         return str(self.kwargs.get("scheme", "receive_scaling"))
 
     @property
+    def constrained(self) -> bool:
+        """Whether a policy can break the task's constraint (a constrained MDP: its episode cost can exceed
+        :attr:`cost_limit`); receive scaling in budget mode meets it by construction."""
+        return self.scheme != "receive_scaling" or self.kwargs["reward_mode"] != "budget"
+
+    @property
     def cost_limit(self) -> float:
         """The episode cost limit of ``info["cost"]``: T (a mean cost of at most 1 per round)."""
         return float(self.max_episode_steps)
 
 
-def _receive_scaling(name: str, fading: Mapping[str, Any], summary: str) -> Task:
-    kwargs = {**_RECEIVE_SCALING, **fading}
+def _receive_scaling(name: str, settings: Mapping[str, Any], summary: str) -> Task:
+    kwargs = {**_RECEIVE_SCALING, **settings}
     return Task(f"otagym/{name}-v0", kwargs, get_scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary)
 
 
@@ -135,6 +146,9 @@ TASKS: dict[str, Task] = {t.id: t for t in (
     _receive_scaling("ReceiveScalingBlock", {"fading": "block", "coherence_rounds": 10},
                      "Schedule receive scaling under block fading (10-round coherence, the block position observed): "
                      "a strong channel lasts its block, which a constant price overspends."),
+    _receive_scaling("ReceiveScalingCMDP", {"reward_mode": "cmdp", "action_type": "spend"},
+                     "Schedule receive scaling under i.i.d. Rayleigh fading as a constrained MDP: the action is the "
+                     "round's spend, between nothing and 11 nu, and the mean cost must stay within nu."),
     Task("otagym/CDPB-v1", _CDPB, 100, (1.0,), "Choose the power-balancing threshold rho of client-driven power "
          "balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without CSI, within a privacy "
          "threshold eps <= 1.", budget="epsilon_max", anchors=("MaxRho", "BestConstant"),

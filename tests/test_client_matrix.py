@@ -134,9 +134,10 @@ def test_tianshou_vector_envs(task_id):
             envs.close()
 
 
-@pytest.mark.parametrize("task_id", ["otagym/ReceiveScalingBlock-v0", "otagym/CDPB-v1", "otagym/AnonymousOTA-v0"])
+@pytest.mark.parametrize("task_id", ["otagym/ReceiveScalingBlock-v0", "otagym/ReceiveScalingCMDP-v0", "otagym/CDPB-v1",
+                                     "otagym/AnonymousOTA-v0"])
 def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(task_id, tmp_path):
-    """One task per distinct config entry (the receive-scaling tasks share theirs)."""
+    """One task per distinct config entry or formulation (the receive-scaling tasks share their entry)."""
     pytest.importorskip("rl_zoo3")
     cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", task_id,
            "--gym-packages", "otagym", "--conf-file", str(ROOT / "agents" / "configs" / "ppo.yml"), "-n", "1024",
