@@ -18,9 +18,8 @@ from otagym.anonymous import (AnonymousScenario, convergence_bound, convergence_
                               per_device_noise_var, received_noise_var, round_rdp, threshold_for_participation)
 from otagym.channel import ChannelModel, FadingState
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
-from otagym.receive_scaling_env import _option_array
 from otagym.validation import (NUM_ENVS, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array, bound,
-                               check_args, refuse_entries)
+                               check_args, option_array, refuse_entries)
 
 __all__ = ["AnonymousRounds", "SigmaActionType"]
 
@@ -155,10 +154,10 @@ class AnonymousRounds:
             raise ValueError("reset option batch_sizes needs channel_gains too (b_t is drawn from the examples of the "
                              "devices that transmit)")
         shapes = self.option_shapes()
-        gains = _option_array("channel_gains", channel_gains, shapes["channel_gains"], (0.0, np.inf))
+        gains = option_array("channel_gains", channel_gains, shapes["channel_gains"], (0.0, np.inf))
         batch = None
         if batch_sizes is not None:
-            batch = _option_array("batch_sizes", batch_sizes, shapes["batch_sizes"], (0.0, np.inf))
+            batch = option_array("batch_sizes", batch_sizes, shapes["batch_sizes"], (0.0, np.inf))
             most = (gains >= self.threshold).sum(axis=-1) * self.scenario.dataset_size
             refuse_entries("reset option batch_sizes", "be whole numbers of at most a(t) n (the examples of the "
                            "devices that transmit)", batch, (batch != np.round(batch)) | (batch > most))

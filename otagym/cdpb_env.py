@@ -20,9 +20,8 @@ from otagym.cdpb import (RHO_FLOOR_RATIO, CDPBScenario, convergence_term, partic
 from otagym.channel import ChannelModel, FadingState
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
-from otagym.receive_scaling_env import _option_array
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Integer, OneOf, Real, Spec,
-                               action_array, bound, check_args, refuse_entries, refuse_without_effect,
+                               action_array, bound, check_args, option_array, refuse_entries, refuse_without_effect,
                                signature_defaults)
 
 __all__ = ["CDPBRounds", "RhoActionType"]
@@ -156,7 +155,7 @@ class CDPBRounds:
         if channel_gains is not None:
             if mask is not None:
                 raise ValueError("channel_gains can only be replayed on a full reset")
-            self.trace = _option_array("channel_gains", channel_gains, self.option_shapes()["channel_gains"],
+            self.trace = option_array("channel_gains", channel_gains, self.option_shapes()["channel_gains"],
                                        PHYSICAL_RANGE)
         elif mask is None:
             self.trace = None

@@ -28,7 +28,8 @@ from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ModelArrays, 
                                     _budget_action_cost, _convergence_cost, _h_min2, _leakage, _normalized_x,
                                     _spend_cost, _x_for_cost)
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array,
-                               bound, check_args, real_array, refuse_entries, refuse_without_effect, signature_defaults)
+                               bound, check_args, option_array, refuse_entries, refuse_without_effect,
+                               signature_defaults)
 
 __all__ = ["Rounds", "ActionType", "RewardMode", "OBS_BOUND"]
 
@@ -230,9 +231,9 @@ class Rounds:
             or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
             a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
             see :meth:`decide`), ``"spend"`` (a in [-1, 1] spends c_t = nu (10^(1 + a) - 1) / 9 this round,
-            uncapped: the constrained task's action, whose cost c_t / nu lies in [0, 11]; a = 0 is EqualAlloc), ``"x"`` (x_t in [1e-12 x_max,
-            x_max]) or ``"eta"`` (eta_t in [0, inf], clipped to [1e-12, 1] x_max h_min,t^2: above, the power limit
-            binds).
+            uncapped: the constrained task's action, whose cost c_t / nu lies in [0, 11]; a = 0 is EqualAlloc),
+            ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t in [0, inf], clipped to [1e-12, 1]
+            x_max h_min,t^2: above, the power limit binds).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
         reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
             dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
@@ -406,19 +407,19 @@ class Rounds:
         if channel_gains is not None:
             if mask is not None:
                 raise ValueError("channel_gains can only be replayed on a full reset")
-            self.trace = _option_array("channel_gains", channel_gains, shapes["channel_gains"], PHYSICAL_RANGE)
+            self.trace = option_array("channel_gains", channel_gains, shapes["channel_gains"], PHYSICAL_RANGE)
         elif mask is None:
             self.trace = None
         replay = mask is not None and self.trace is not None  # an autoreset replays the trace with its placement, nu
         if nu is not None:
-            nu = np.broadcast_to(_option_array("nu", nu, shapes["nu"], PHYSICAL_RANGE), (n,))
+            nu = np.broadcast_to(option_array("nu", nu, shapes["nu"], PHYSICAL_RANGE), (n,))
         elif self.nu_range is not None and not replay:
             lo, hi = np.log(self.nu_range)
             nu = np.exp(rng.uniform(lo, hi, size=n))
         if nu is not None:
             self.nu = np.where(rows, nu, self.nu)
         if distances_m is not None:
-            dist = _option_array("distances_m", distances_m, shapes["distances_m"], DISTANCE_RANGE)
+            dist = option_array("distances_m", distances_m, shapes["distances_m"], DISTANCE_RANGE)
         else:
             dist = self.distances_m if replay else self.channel.draw_distances(rng, (n,))
         fresh = self.channel.initial(rng, (n,))
@@ -596,11 +597,3 @@ class Rounds:
         return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy(),
                 "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
 
-
-def _option_array(name: str, value: ArrayLike, shapes: tuple[tuple[int, ...], ...],
-                  bounds: tuple[float, float]) -> NDArray:
-    """A ``reset`` option as a float array of one of ``shapes`` with every entry in ``bounds`` (closed)."""
-    arr = real_array(f"reset option {name}", value, shapes)
-    refuse_entries(f"reset option {name}", f"lie in [{bound(bounds[0])}, {bound(bounds[1])}]", arr,
-                   ~((arr >= bounds[0]) & (arr <= bounds[1])))
-    return arr

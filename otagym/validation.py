@@ -290,6 +290,15 @@ def real_array(where: str, value: Any, shapes: tuple[tuple[int, ...], ...]) -> n
     return arr.astype(float)
 
 
+def option_array(name: str, value: ArrayLike, shapes: tuple[tuple[int, ...], ...],
+                 bounds: tuple[float, float]) -> NDArray:
+    """A ``reset`` option as a float array of one of ``shapes`` with every entry in ``bounds`` (closed)."""
+    arr = real_array(f"reset option {name}", value, shapes)
+    refuse_entries(f"reset option {name}", f"lie in [{bound(bounds[0])}, {bound(bounds[1])}]", arr,
+                   ~((arr >= bounds[0]) & (arr <= bounds[1])))
+    return arr
+
+
 def action_array(action: ArrayLike, num_envs: int) -> NDArray:
     """The actions of ``num_envs`` envs as a float64 vector: shape (N, 1) or (N,) (or a scalar for one env), real
     (:func:`real_array`); the caller checks the range (NaN and infinities included). A float ndarray of one of those
