@@ -45,6 +45,7 @@ class _RandomAgent:
         return self.rng.uniform(-1, 1, (obs.shape[0], 1)), None
 
 
+@pytest.mark.slow  # a training
 def test_briefly_trained_ppo_beats_a_random_policy_on_held_out_channels(tmp_path):
     path = train("ppo", run_dir=tmp_path / "ppo", seed=0, total_timesteps=4096, checkpoint_freq=2048,
                  env_overrides=SHORT, progress=False)

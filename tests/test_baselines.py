@@ -84,6 +84,7 @@ def test_round_solver_result_depends_neither_on_the_batch_nor_on_the_start():
         np.testing.assert_allclose(warm, x, rtol=1e-12)
 
 
+@pytest.mark.slow  # every policy's cells alone and batched: 10 s
 def test_cells_batched_equal_cells_alone_bit_for_bit():
     """evaluate_cells runs a policy's cells in one vector env (compare and the sweep do); every number must be the
     one the cell gets alone, so that a sweep's records do not depend on what ran beside them."""

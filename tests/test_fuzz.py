@@ -177,6 +177,7 @@ def _make(scheme: str, vector: bool, **kwargs: Any) -> Any:
     return OTAPrivacyEnv(scheme=scheme, **kwargs)
 
 
+@pytest.mark.slow  # 600 examples: 13 s
 @fuzz(600)
 @given(scheme=st.sampled_from(sorted(SCHEMES)), broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1),
        vector=st.booleans())
@@ -193,6 +194,7 @@ def test_any_arguments_are_refused_naming_one_or_play_finite_episodes(scheme, br
     event(f"played ({'broken' if broken else 'valid values'})")
 
 
+@pytest.mark.slow  # trains models: 15 s
 @fuzz(25)
 @given(scheme=st.sampled_from(TRAINED_SCHEMES), broken=st.booleans(), data=st.data(), seed=st.integers(0, 2**32 - 1),
        vector=st.booleans())

@@ -40,7 +40,7 @@ def test_the_task_is_registered_with_its_horizon_checked_and_vectorises(task_id)
     assert vec.unwrapped.scenario == env.unwrapped.scenario
 
 
-@pytest.mark.parametrize("task_id", [CDPB, ANON])
+@pytest.mark.parametrize("task_id", [CDPB, pytest.param(ANON, marks=pytest.mark.slow)])  # T = 1000: slow
 def test_observations_stay_of_order_one_under_random_and_extreme_actions(task_id):
     """Every entry within [-10, 10] before clipping (the clip is never active), under uniform and +-1 actions."""
     task = TASKS[task_id]
@@ -130,13 +130,14 @@ def test_a_replayed_realisation_plays_the_episode_it_was_recorded_from():
         anon.reset(options={"batch_sizes": np.array(batch)})
 
 
-@pytest.mark.parametrize("task_id", [CDPB, ANON])
+@pytest.mark.parametrize("task_id", [CDPB, pytest.param(ANON, marks=pytest.mark.slow)])  # T = 1000: slow
 def test_a_plain_gymnasium_loop_scores_what_the_batched_evaluation_scores(task_id):
     seeds, nu, action = EVALUATION_SEEDS[:2], BUDGET[task_id], 0.125
     batched = task_scores(lambda nus: ConstantAction(action), task_id, seeds)[str(nu)]
     np.testing.assert_allclose(plain_loop_scores(task_id, nu, seeds, action), batched, rtol=0, atol=1e-8)
 
 
+@pytest.mark.slow  # replays references: 11-25 s
 @pytest.mark.parametrize("task_id", [CDPB, ANON])
 def test_a_sample_of_the_stored_reference_scores_is_recomputed(task_id):
     stored = reference_scores(task_id)
@@ -162,10 +163,9 @@ def test_a_sample_of_the_stored_reference_scores_is_recomputed(task_id):
         assert means[name] > 100 and costs[name] > 1.0
 
 
-def test_best_constant_is_near_the_planner_and_stage_two_is_the_constrained_minimiser_of_g():
-    """CDPB's online optimum is about the best constant rho (i.i.d. rounds, no CSI): the constant tuned on training
-    realisations plays about the rho that Stage II computes at the task's tau from the closed forms. Stage II is
-    scipy's bounded minimiser of G(rho, tau) where (25c) is slack (the paper's eps-bar = 100), and its bounded
+def test_stage_two_is_the_constrained_minimiser_of_g():
+    """CDPB's online optimum is about the best constant rho (i.i.d. rounds, no CSI, checked below); Stage II computes
+    it at the task's tau from the closed forms. Stage II is scipy's bounded minimiser of G(rho, tau) where (25c) is slack (the paper's eps-bar = 100), and its bounded
     minimiser below the root of tau eps_1(rho) = eps-bar (brentq) where it binds (the task's eps-bar = 1)."""
     from scipy.optimize import brentq
 
@@ -181,14 +181,20 @@ def test_best_constant_is_near_the_planner_and_stage_two_is_the_constrained_mini
                                 options={"xatol": 1e-12})
         assert plan.rho == pytest.approx(found.x, rel=1e-5)
         assert (plan.rho == pytest.approx(high, rel=1e-9)) == binds
-    a = best_constant_action(CDPB)
-    rho = 1e-3 + (1 - 1e-3) * (a + 1) / 2  # the task's linear action map
-    assert rho == pytest.approx(plan.rho, rel=0.05)
     with pytest.raises(ValueError, match="epsilon_max = 1e-06 is below"):
         StageTwo().reset(get_cdpb_scenario("paper-cdpb", num_rounds=100, epsilon_max=1e-6))
     with pytest.raises(ValueError, match="needs eps_1 increasing in rho"):
         StageTwo(accounting="theorem1").reset(s)
     assert get_anonymous_scenario().num_rounds == TASKS[ANON].max_episode_steps
+
+
+@pytest.mark.slow  # tunes the constant on the training realisations: 10 s
+def test_the_best_constant_plays_about_the_planners_rho():
+    plan = StageTwo()
+    plan.reset(get_cdpb_scenario("paper-cdpb", num_rounds=100, epsilon_max=TASKS[CDPB].kwargs["epsilon_max"]))
+    a = best_constant_action(CDPB)
+    rho = 1e-3 + (1 - 1e-3) * (a + 1) / 2  # the task's linear action map
+    assert rho == pytest.approx(plan.rho, rel=0.05)
 
 
 def test_episode_returns_do_not_depend_on_the_batch_they_are_played_in():
@@ -202,7 +208,7 @@ def half_action(observation):
     return np.full(len(observation), 0.125)
 
 
-@pytest.mark.parametrize("task_id", [CDPB, ANON])
+@pytest.mark.parametrize("task_id", [CDPB, pytest.param(ANON, marks=pytest.mark.slow)])  # T = 1000: slow
 def test_evaluate_plays_the_tasks_references_and_a_callable(task_id, tmp_path):
     from experiments.cli import main
 

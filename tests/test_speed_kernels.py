@@ -99,6 +99,7 @@ def test_an_envs_round_does_not_depend_on_the_batch_around_it():
             np.testing.assert_array_equal(info_b[key][3], info_a[key][0])
 
 
+@pytest.mark.slow  # compiles the parallel kernels: 19 s
 def test_the_round_on_every_core_equals_the_round_on_one(monkeypatch):
     """privacy.PARALLEL_FROM changes where the kernels run, not their numbers: the same episode (600 envs, the ledger
     on its tables) on one core and over numba's threads, to the bit."""

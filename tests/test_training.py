@@ -223,6 +223,7 @@ def test_cifar10_loads_from_tiny_generated_pickle_batches(tmp_path):
         load_cifar10(tmp_path)
 
 
+@pytest.mark.slow  # trains a model per cell
 def test_compare_with_the_training_fidelity_adds_accuracy(tmp_path):
     """Leakage and cost columns are the analytic fidelity's (same channels, same actions); accuracy is added."""
     from baselines.compare import compare, format_table, save

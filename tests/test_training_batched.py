@@ -136,7 +136,8 @@ def _play(batched: bool, seed: int, n: int = 3, **kw) -> tuple[list[dict], list[
 SCHEMES = [dict(momentum=0.9, weight_decay=1e-3), dict(scheme="cdpb", num_clients=6, local_learning_rate=0.5)]
 
 
-@pytest.mark.parametrize("kw", SCHEMES, ids=["receive_scaling", "cdpb"])
+@pytest.mark.parametrize("kw", [SCHEMES[0], pytest.param(SCHEMES[1], marks=pytest.mark.slow)],
+                         ids=["receive_scaling", "cdpb"])
 def test_vector_env_batched_equals_each_env_alone(kw):
     """N envs whose models train as one stack against the same envs each training alone, same seed and actions:
     every metric of every step (initial and periodic evaluations, an autoreset included) and the final weights
@@ -153,7 +154,8 @@ def test_vector_env_batched_equals_each_env_alone(kw):
     assert [float(b["evaluated_round"][0]) for b in batched] == [-1, -1, 1, 2, -1, -1, 1]
 
 
-@pytest.mark.parametrize("kw", SCHEMES, ids=["receive_scaling", "cdpb"])
+@pytest.mark.parametrize("kw", [SCHEMES[0], pytest.param(SCHEMES[1], marks=pytest.mark.slow)],
+                         ids=["receive_scaling", "cdpb"])
 def test_same_seed_same_trajectory_and_another_seed_another(kw):
     first, w_first = _play(True, 4, **kw)
     again, w_again = _play(True, 4, **kw)
