@@ -32,7 +32,7 @@ from stable_baselines3.common.monitor import ResultsWriter
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor
 
 from agents import ALGOS, CONFIG_DIR
-from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
+from agents.lagrangian import DualAscentCallback, LagrangianVecEnv, nu_bin_edges
 from agents.policy import ALGO_CLASSES
 from baselines.policies import action_semantics
 from otagym import ENV_ID, __version__
@@ -44,7 +44,7 @@ __all__ = ["load_hyperparams", "train", "latest_checkpoint", "checkpoint_files",
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
-            "noise_type", "noise_std")
+            "lagrange_nu_bins", "noise_type", "noise_std")
 #: Per-episode info keys that the monitor writes beside return and length.
 MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage")
 
@@ -110,7 +110,7 @@ RESUMABLE_KEYS = ("n_timesteps",)
 
 def checkpoint_files(run_dir: str | Path, steps: int) -> dict[str, Path]:
     """The files of the checkpoint at ``steps`` env steps: ``model`` (SB3 zip), ``replay_buffer`` (off-policy
-    algorithms) and ``lagrange`` (PPO-Lagrangian's multiplier). The model is written last, so it marks the rest."""
+    algorithms) and ``lagrange`` (PPO-Lagrangian's multipliers). The model is written last, so it marks the rest."""
     folder = Path(run_dir) / "checkpoints"
     return {"model": folder / f"model_{steps}_steps.zip",
             "replay_buffer": folder / f"model_replay_buffer_{steps}_steps.pkl",
@@ -361,10 +361,11 @@ def train(
     venv = _RunMonitor(native, run / "monitor.csv", done_steps)
     callbacks = [_AtomicCheckpoint(max(checkpoint_freq // native.num_envs, 1), run, meta)]
     if algo == "ppo_lagrangian":
-        venv = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)))
+        edges = nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
+        venv = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)), nu_edges=edges)
         if previous:
-            venv.multiplier = float(json.loads(checkpoint_files(run, done_steps)["lagrange"].read_text())
-                                    ["multiplier"])
+            saved = json.loads(checkpoint_files(run, done_steps)["lagrange"].read_text())
+            venv.multipliers = np.array(saved["multipliers"], dtype=float)
         callbacks.append(DualAscentCallback(venv, lr=float(hp.get("lagrange_lr", 0.5)), path=run / "lagrange.json"))
     if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
         if previous:
@@ -413,6 +414,11 @@ def _checked_settings(algo: str, config: str | Path | None, env_overrides: dict[
     if algo == "ppo_lagrangian" and env_kwargs.get("reward_mode") != "cmdp":
         raise SettingsError("env_overrides" if "reward_mode" in (env_overrides or {}) else "config",
                             "ppo_lagrangian trains on the CMDP formulation: reward_mode must be 'cmdp'")
+    if algo == "ppo_lagrangian":
+        try:
+            nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
+        except ValueError as err:
+            raise SettingsError("config", str(err)) from None
     try:
         native = OTAPrivacySB3VecEnv(n_envs, **env_kwargs)
     except (TypeError, ValueError) as err:
@@ -456,7 +462,7 @@ class _AtomicCheckpoint(BaseCallback):
                 with atomic_write(files["replay_buffer"], "wb") as fh:
                     self.model.save_replay_buffer(fh)
             if self.meta["algo"] == "ppo_lagrangian":
-                write_json(files["lagrange"], {"multiplier": self.training_env.multiplier, "num_timesteps": steps})
+                write_json(files["lagrange"], self.training_env.state(steps))
             with atomic_write(files["model"], "wb") as fh:
                 self.model.save(fh)
         return True

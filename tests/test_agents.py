@@ -85,6 +85,52 @@ def _small_ppo(tmp_path):
     return cfg
 
 
+def test_lagrangian_multipliers_are_per_nu_bin_and_ascend_on_their_own_episodes():
+    """One multiplier per bin of log nu: each reward is shaped by its env's bin, and dual ascent moves a bin's
+    multiplier by its own episodes' mean cost only (spending 11 nu at large nu and nothing at small nu averages
+    about 1 over the bins, which one multiplier would accept)."""
+    from types import SimpleNamespace
+
+    from stable_baselines3.common.logger import configure
+
+    from agents.lagrangian import DualAscentCallback, LagrangianVecEnv, nu_bin_edges
+    from otagym.sb3 import OTAPrivacySB3VecEnv
+
+    edges = nu_bin_edges((0.01, 0.16), 4)
+    np.testing.assert_allclose(edges, [0.02, 0.04, 0.08], rtol=1e-12)
+    assert nu_bin_edges((0.01, 0.16), 1).size == 0 and nu_bin_edges(None, 8).size == 0
+    with pytest.raises(ValueError, match="lagrange_nu_bins must be an integer >= 1; got 0"):
+        nu_bin_edges((0.01, 0.16), 0)
+    kwargs = dict(reward_mode="cmdp", action_type="spend", nu_range=(0.01, 0.16), dp_orders=None, **SHORT)
+    native, plain = OTAPrivacySB3VecEnv(8, **kwargs), OTAPrivacySB3VecEnv(8, **kwargs)
+    env = LagrangianVecEnv(native, initial=1.0, nu_edges=edges)
+    env.multipliers[:] = [0.0, 1.0, 2.0, 3.0]
+    for venv in (env, plain):
+        venv.seed(3)
+        venv.reset()
+    nus = np.asarray(plain.venv.rounds.nu)
+    bins = np.searchsorted(edges, nus, side="right")
+    assert len(set(bins)) >= 2
+    actions = np.where(nus > 0.04, 1.0, -1.0)[:, None]  # 11 nu above 0.04, nothing below
+    callback = DualAscentCallback(env, lr=0.5)
+    callback.init_callback(SimpleNamespace(get_env=lambda: env, logger=configure(None, []), num_timesteps=0))
+    total_cost = np.zeros(8)
+    for _ in range(SHORT["num_rounds"]):
+        _, shaped, dones, _ = env.step(actions)
+        _, reward, _, infos = plain.step(actions)
+        cost = np.array([i["cost"] for i in infos])
+        np.testing.assert_allclose(shaped, reward - env.multipliers[bins] * (cost - 1.0) / 25, rtol=1e-6, atol=1e-7)
+        total_cost += cost
+    assert dones.all() and sorted(env.finished) == sorted(zip(bins.tolist(), (total_cost / 25).tolist()))
+    before = env.multipliers.copy()
+    callback.on_rollout_end()
+    for b in range(4):
+        mean = total_cost[bins == b].mean() / 25 if (bins == b).any() else None
+        expected = before[b] if mean is None else max(0.0, before[b] + 0.5 * (mean - 1.0))
+        assert env.multipliers[b] == pytest.approx(expected, rel=1e-12)
+    assert env.state(7) == {"multipliers": env.multipliers.tolist(), "nu_edges": edges.tolist(), "num_timesteps": 7}
+
+
 def test_ppo_lagrangian_updates_its_multiplier_by_dual_ascent(tmp_path):
     cfg = tmp_path / "lag.yml"
     cfg.write_text("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  n_steps: 50\n  batch_size: 100\n  n_epochs: 1\n"
@@ -93,7 +139,7 @@ def test_ppo_lagrangian_updates_its_multiplier_by_dual_ascent(tmp_path):
     run = tmp_path / "lag"
     train("ppo_lagrangian", config=cfg, run_dir=run, total_timesteps=400, env_overrides=SHORT, progress=False)
     state = json.loads((run / "lagrange.json").read_text())
-    assert state["multiplier"] >= 0 and state["multiplier"] != 0.5
+    assert len(state["multipliers"]) == 1 and state["multipliers"][0] >= 0 and state["multipliers"][0] != 0.5
     with pytest.raises(ValueError, match="cmdp"):
         train("ppo_lagrangian", run_dir=tmp_path / "bad", total_timesteps=10, env_overrides={"reward_mode": "budget"},
               progress=False)
