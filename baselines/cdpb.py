@@ -27,7 +27,8 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.cdpb import Accounting, CDPBScenario, expected_num_reliable, expected_round_terms, utility
 
 __all__ = ["CDPBPlan", "StageOne", "rho_gamma_lemma1", "rho_theorem3", "minimize_weighted", "stage_one", "two_stage",
-           "CDPB", "StageTwo", "largest_private_rho", "GammaBased", "MaxRho", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES"]
+           "CDPB", "StageTwo", "largest_private_rho", "GammaBased", "MaxRho", "HminBased", "ISBased", "NoiseFree",
+           "CDPB_POLICIES"]
 
 #: Points of the geometric rho grid that brackets every 1-D minimum before the bisection of Algorithm 2 refines it.
 GRID_POINTS = 2049

@@ -196,19 +196,16 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _task_trained_on(model_path: Any) -> str | None:
-    """The receive-scaling task with the formulation (reward mode, action) and fading of a run's env arguments, if
-    one has them."""
+    """The receive-scaling task with the scenario, formulation (reward mode, action) and fading of a run's env
+    arguments, if one has them."""
     from pathlib import Path
 
     from agents.policy import run_metadata
+    from experiments.evaluate import formulation
 
-    def key(kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        mode = kwargs.get("reward_mode", "budget")
-        return (mode, kwargs.get("action_type", "price" if mode == "budget" else "normalized"),
-                kwargs.get("fading", "iid"), kwargs.get("correlation"), kwargs.get("coherence_rounds"))
-
-    trained = key(run_metadata(Path(model_path)).get("env_kwargs") or {})
-    return next((t.id for t in TASKS.values() if t.scheme == "receive_scaling" and key(t.kwargs) == trained), None)
+    trained = formulation(run_metadata(Path(model_path)).get("env_kwargs") or {})
+    return next((t.id for t in TASKS.values() if t.scheme == "receive_scaling" and formulation(t.kwargs) == trained),
+                None)
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:

@@ -33,7 +33,7 @@ from experiments.argtypes import _ranged, positive_int
 from otagym._io import write_json
 from otagym.tasks import EVALUATION_SEEDS, TASKS, normalized_score, reference_scores, task_scenario
 
-__all__ = ["FunctionPolicy", "resolve_policy", "evaluate", "add_evaluate_parser"]
+__all__ = ["FunctionPolicy", "resolve_policy", "evaluate", "formulation", "add_evaluate_parser"]
 
 
 class FunctionPolicy(ActionPolicy):
@@ -47,6 +47,15 @@ class FunctionPolicy(ActionPolicy):
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         return np.asarray(self.function(np.asarray(observation, dtype=np.float32)), dtype=float)
+
+
+def formulation(env_kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What receive-scaling env arguments make of the problem, defaults filled in: (scenario, reward mode, action
+    type, fading, correlation, coherence rounds)."""
+    mode = env_kwargs.get("reward_mode", "budget")
+    return (env_kwargs.get("scenario", "paper-mnist"), mode,
+            env_kwargs.get("action_type", "price" if mode == "budget" else "normalized"),
+            env_kwargs.get("fading", "iid"), env_kwargs.get("correlation"), env_kwargs.get("coherence_rounds"))
 
 
 def _model_file(path: Path) -> Path:
@@ -81,6 +90,10 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
             return model_path.stem, (lambda: EnvActionPolicy(lambda obs: model.predict(obs, deterministic=True)[0]),
                                      {})
         kw = run_metadata(model_path).get("env_kwargs") or dict(task.kwargs)
+        trained, asked = formulation(kw)[:3], formulation(task.kwargs)[:3]
+        if trained != asked:
+            raise ValueError(f"policy {text!r} was trained on scenario, reward_mode, action_type = {trained}, and "
+                             f"{task_id} is {asked}: its actions would mean something else here")
         return model_path.stem, PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
         module, _, name = text.partition(":")
@@ -158,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
              f"{len(EVALUATION_SEEDS)}"))
     print("\n".join(lines))
     for key, ratios in (costs or {}).items():
-        over = int(np.sum(np.asarray(ratios) > 1.0))
+        over = int(np.sum(np.asarray(ratios) > 1.0 + 1e-9))  # a ratio's last bits are rounding
         print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.3g} on average (max "
               f"{np.max(ratios):.3g}); over the limit on {over} of {len(ratios)} realisations")
     out = Path(args.out) if args.out else Path("results") / "evaluate" / args.task.split("/")[-1] / f"{name}.json"

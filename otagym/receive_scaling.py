@@ -308,7 +308,7 @@ def _normalized_x(action: float, x_max: float, x_min_ratio: float) -> float:
 @njit(**JIT)
 def _spend_cost(action: float, nu: float) -> float:
     """c_t of the spend action (:func:`spend_cost`; numpy's power: this applies to vectors as it is)."""
-    return nu * (np.power(10.0, 1.0 + action) - 1.0) / 9.0
+    return nu * ((np.power(10.0, 1.0 + action) - 1.0) / 9.0)  # the share first: exactly nu at a = 0
 
 
 @njit(**JIT)

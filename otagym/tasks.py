@@ -35,8 +35,8 @@ fading). The constrained task (``ReceiveScalingCMDP``, the spend action): ``Unif
 ``EqualAlloc`` (0), ``BestConstant`` (the constant spend a = 0, which is EqualAlloc: a constant spend meets the
 constraint exactly when a <= 0, and spending more leaks less), ``AdaScaleTrained`` and ``OnlineOptimal``
 (budget mode's, which meet nu on every realisation) and ``DualPrice`` (the online optimum when the constraint holds in
-expectation, as a CMDP's does). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100), ``CDPB`` (the paper's planner,
-Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0:
+expectation, as a CMDP's does). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100),
+``CDPB`` (the paper's planner, Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0:
 sigma' = sqrt(40), 0), ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
 ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated episodes).
 """
@@ -124,7 +124,7 @@ def _receive_scaling(name: str, settings: Mapping[str, Any], summary: str) -> Ta
 #: 1e-3 P/W^2 and P/W^2, rewards in units of MaxRho's expected utility G(P/W^2, 100) = 8.17e-3
 #: (:func:`otagym.cdpb.utility`), so that its return is about -1. At eps-bar = 100 no rho comes near the threshold
 #: (an episode spends 0.4% to 1.6% of it); at 1 the threshold binds where G is least (tau eps_1(rho) runs from 0.004
-#: at the least rho to 1.56 at P/W^2, and G is least at rho = 0.39 P/W^2, which spends 1.09): a uniformly random
+#: at the least rho to 1.56 at P/W^2, and G is least at rho = 0.39 P/W^2, which spends 1.07): a uniformly random
 #: policy's episode cost is about the limit and the constrained optimum lies on the boundary.
 _CDPB = {"scheme": "cdpb", "scenario": "paper-cdpb", "action_type": "normalized", "dp_orders": None,
          "reward_scale": 8.17e-3, "epsilon_max": 1.0}

@@ -1,6 +1,6 @@
-"""The constrained receive-scaling task: the spend action c_t = nu (10^(1 + a) - 1) / 9, a random policy's cost within an order of
-magnitude of the limit, the CMDP's online optimum (DualPrice) checked against an independent integral, and its stored
-references with their costs."""
+"""The constrained receive-scaling task: the spend action c_t = nu (10^(1 + a) - 1) / 9, a random policy's cost
+within an order of magnitude of the limit, the CMDP's online optimum (DualPrice) checked against an independent
+integral, and its stored references with their costs."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def test_the_spend_action_spends_from_nothing_to_eleven_nu_and_zero_is_equal_all
         assert (reward == 0.0) == (a == 0.0)  # EqualAlloc's leakage on the same channel is the reward's baseline
         assert (reward > 0) == (a > 0)  # spending more leaks less
     np.testing.assert_allclose(spend_cost([-1.0, 0.0, 1.0], 0.04), [0.0, 0.04, 0.44], rtol=1e-15)
+    nus = np.random.default_rng(0).uniform(0.01, 0.16, 100_000)
+    np.testing.assert_array_equal(spend_cost(0.0, nus), nus)  # exactly nu: an episode at a = 0 costs exactly T
     with pytest.raises(ValueError, match="action_type 'price' and 'share' go with reward_mode='budget'"):
         gym.make("otagym/OTAPrivacy-v0", reward_mode="budget", action_type="spend")
 
@@ -109,7 +111,8 @@ def test_the_readme_states_dual_prices_stored_scores_and_costs():
     ({"reward_mode": "cmdp", "action_type": "spend", "nu_range": [0.01, 0.16]}, CMDP),
     ({"nu_range": [0.01, 0.16]}, "otagym/ReceiveScalingIID-v0"),
     ({"fading": "gauss_markov", "correlation": 0.9}, "otagym/ReceiveScalingGaussMarkov-v0"),
-    ({"reward_mode": "cmdp"}, None)])  # the generic cmdp mode's normalized action: no task has it
+    ({"reward_mode": "cmdp"}, None),  # the generic cmdp mode's normalized action: no task has it
+    ({"scenario": "paper-cifar10", "nu_range": [0.5, 1.0]}, None)])  # no task has that deployment
 def test_otagym_train_points_to_the_task_a_run_was_trained_on(env_kwargs, task_id, tmp_path):
     import json
 
@@ -117,3 +120,20 @@ def test_otagym_train_points_to_the_task_a_run_was_trained_on(env_kwargs, task_i
 
     (tmp_path / "run.json").write_text(json.dumps({"env_kwargs": env_kwargs}))
     assert _task_trained_on(tmp_path / "model.zip") == task_id
+
+
+def test_evaluate_refuses_a_model_trained_on_another_formulation(tmp_path, capsys):
+    """A budget-mode price model played on the constrained task would score its actions as prices, not spends."""
+    import json
+
+    from experiments.cli import main
+
+    (tmp_path / "run.json").write_text(json.dumps({"env_kwargs": {"nu_range": [0.01, 0.16]}}))
+    (tmp_path / "model.zip").write_bytes(b"")
+    from unittest import mock
+
+    with mock.patch("agents.policy.load_model", return_value=object()):
+        assert main(["evaluate", CMDP, str(tmp_path / "model.zip"), "--seeds", "2"]) == 2
+    err = capsys.readouterr().err
+    assert ("was trained on scenario, reward_mode, action_type = ('paper-mnist', 'budget', 'price'), and "
+            "otagym/ReceiveScalingCMDP-v0 is ('paper-mnist', 'cmdp', 'spend')") in err
