@@ -17,8 +17,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from baselines.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
 from otagym.privacy import tail_bound_budget
-from otagym.receive_scaling import (BUDGET_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost, normalized_x,
-                                    spend_cost)
+from otagym.receive_scaling import (BUDGET_ACTIONS, UNIT_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost,
+                                    normalized_x, spend_cost)
 from otagym.receive_scaling_env import Rounds
 
 __all__ = ["FullPower", "EqualAlloc", "AdaScale", "LyapunovDPP", "EstimFuture", "OfflineOptimal", "LiuSimeone",
@@ -365,9 +365,8 @@ class ActionPolicy(_PolicyBase):
 
     def _semantics(self, action_type: str, price_decades: float, price_buffer_sd: float,
                    budget_multiplier_max: float, x_min_ratio: float) -> None:
-        if action_type not in BUDGET_ACTIONS + ("normalized", "spend"):
-            raise ValueError(f"action_type must be one of {BUDGET_ACTIONS + ('normalized', 'spend')}; got "
-                             f"{action_type!r}")
+        if action_type not in UNIT_ACTIONS:
+            raise ValueError(f"action_type must be one of {UNIT_ACTIONS}; got {action_type!r}")
         self.action_type, self.price_decades = action_type, price_decades
         self.multiplier_max, self.x_min_ratio = budget_multiplier_max, x_min_ratio
         self.price_buffer_sd = price_buffer_sd

@@ -34,7 +34,7 @@ from otagym.validation import POSITIVE, Integer, Many, Real, Text, arg, check_da
 __all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "ReceiveScalingModel", "ModelArrays",
            "normalized_x", "spend_cost",
            "minimize_round", "solve_increasing", "cost_slope_of_leakage", "price_spend", "reference_price",
-           "budget_action_cost", "BUDGET_ACTIONS"]
+           "budget_action_cost", "BUDGET_ACTIONS", "UNIT_ACTIONS"]
 
 
 def dbm_to_w(dbm: float) -> float:
@@ -172,6 +172,8 @@ def get_scenario(name: str | Scenario = "paper-mnist", /, **overrides: Any) -> S
 # --- the formulas -----------------------------------------------------------------------------------------------
 #: Action types of the budget formulation (see :func:`budget_action_cost`).
 BUDGET_ACTIONS = ("price", "share")
+#: The action types whose action is a in [-1, 1] (the budget actions, the normalised x and the spend).
+UNIT_ACTIONS = BUDGET_ACTIONS + ("normalized", "spend")
 
 #: Iteration cap of the safeguarded Newton solver: the bracket spans <= 28 nats of log x and is at least halved every
 #: two iterations (rtsafe rule), so 120 iterations always reach 1e-13; typically an element stops after 4-8.

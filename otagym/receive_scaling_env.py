@@ -24,8 +24,8 @@ from otagym import privacy
 from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, JIT, JIT_NO_ALLOC, RDPLedger, _curve_log_a
-from otagym.receive_scaling import (BUDGET_ACTIONS, X_FLOOR_RATIO, ModelArrays, ReceiveScalingModel, Scenario,
-                                    _budget_action_cost, _convergence_cost, _h_min2, _leakage, _normalized_x,
+from otagym.receive_scaling import (BUDGET_ACTIONS, UNIT_ACTIONS, X_FLOOR_RATIO, ModelArrays, ReceiveScalingModel,
+                                    Scenario, _budget_action_cost, _convergence_cost, _h_min2, _leakage, _normalized_x,
                                     _spend_cost, _x_for_cost)
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, action_array,
                                bound, check_args, option_array, refuse_entries, refuse_without_effect,
@@ -481,7 +481,7 @@ class Rounds:
         """The actions as a float vector (N,), each in its action type's range (else ValueError)."""
         a = action_array(action, self.num_envs)
         x_max = self.model.x_max
-        if self.action_type in BUDGET_ACTIONS + ("normalized", "spend"):
+        if self.action_type in UNIT_ACTIONS:
             refuse_entries(f"action ({self.action_type})", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
         elif self.action_type == "x":
             x_floor = X_FLOOR_RATIO * x_max
@@ -559,7 +559,7 @@ class Rounds:
         return {"distances_m": ((n, m),), "channel_gains": ((big_t, n, m),), "nu": ((), (n,))}
 
     def action_space(self) -> spaces.Box:
-        if self.action_type in BUDGET_ACTIONS + ("normalized", "spend"):
+        if self.action_type in UNIT_ACTIONS:
             return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
         if self.action_type == "x":
             return spaces.Box(X_FLOOR_RATIO * self.model.x_max, self.model.x_max, shape=(1,), dtype=np.float64)
