@@ -931,9 +931,12 @@ _TABLE_PRUNE = 120.0
 #: Most sub-cells of one coarse cell and order.
 _TABLE_MAX_SUB = 2**16
 #: A ledger tabulates its curves from this many elements (envs x device classes) on, if it has at most
-#: _TABLE_MAX_RATES distinct sampling rates in (0, 1) and only integer orders; smaller ledgers sum eq. (9) (a few
-#: hundred elements cost less per round than a table's build, 0.1-1 s per sampling rate, spread over an episode).
+#: _TABLE_MAX_RATES distinct sampling rates in (0, 1) and only integer orders; a smaller one sums eq. (9) until it has
+#: composed _TABLE_AFTER element-rounds, then tabulates too. A table's build (0.1-1 s per sampling rate, once per
+#: process) costs about what summing eq. (9) at DEFAULT_ORDERS costs for that many element-rounds (~5 us each): a
+#: single env of 10 devices moves to tables in its 11th episode of 500 rounds, a one-off episode never builds one.
 _TABLE_MIN_ELEMENTS = 512
+_TABLE_AFTER = 50_000
 _TABLE_MAX_RATES = 8
 #: Largest values on [0, 1] of the quintic Hermite basis functions of a first derivative (16/81) and of a second
 #: (0.01728): how far errors in the nodes' derivatives move the interpolant.
@@ -1256,15 +1259,20 @@ class _LedgerTables:
     orders: NDArray
     inv_scale: NDArray
 
+    @staticmethod
+    def possible(q: NDArray, orders: NDArray) -> bool:
+        """Whether tables can serve a ledger over sampling rates ``q`` at ``orders``: integer orders >= 2 and at most
+        :data:`_TABLE_MAX_RATES` distinct rates in (0, 1)."""
+        rates = np.unique(q.ravel())
+        return bool(np.count_nonzero((rates > 0) & (rates < 1)) <= _TABLE_MAX_RATES
+                    and np.all(orders == np.round(orders)) and np.all(orders >= 2))
+
     @classmethod
     def build(cls, q: NDArray, orders: NDArray) -> _LedgerTables | None:
-        """The tables of a ledger over sampling rates ``q`` (any shape) at ``orders``, or None where the series serves
-        it better or only it can (:data:`_TABLE_MIN_ELEMENTS`, :data:`_TABLE_MAX_RATES`, fractional orders)."""
+        """The tables of a ledger over sampling rates ``q`` (any shape) at ``orders`` (:meth:`possible` must hold),
+        or None where a curve would need too many sub-cells (the series then serves it)."""
         rates, group = np.unique(q.ravel(), return_inverse=True)
         inner = rates[(rates > 0) & (rates < 1)]
-        if (q.size < _TABLE_MIN_ELEMENTS or inner.size > _TABLE_MAX_RATES
-                or not np.all(orders == np.round(orders)) or np.any(orders < 2)):
-            return None
         key = tuple(int(a) for a in orders)
         tables = [_curve_table(float(r), key) for r in inner]
         if any(t is None for t in tables):
@@ -1293,11 +1301,12 @@ class _LedgerTables:
                    cell_rows), np.concatenate(coefs[1:] or coefs), chord, asymptote, orders.astype(float),
                    1.0 / (orders - 1.0) * (1.0 + 4.0 * _U))
 
-    def add(self, totals: NDArray, sigma: NDArray) -> None:
-        """Add one round's RDP at every order to ``totals`` (E, O) for the noise multipliers ``sigma`` (E,)."""
+    def add(self, totals: NDArray, sigma: NDArray) -> bool:
+        """Add one round's RDP at every order to ``totals`` (E, O) for the noise multipliers ``sigma`` (E,); False,
+        with ``totals`` untouched, if a noise multiplier is negative, NaN or infinite."""
         kernel = _tables_add_parallel if parallel(sigma.size) else _tables_add_serial
-        kernel(totals, sigma, self.group, self.kind, self.v_lo, self.cells, self.edges, self.n_sub, self.scale,
-               self.start, self.cell_rows, self.coef, self.chord, self.asymptote, self.orders, self.inv_scale)
+        return kernel(totals, sigma, self.group, self.kind, self.v_lo, self.cells, self.edges, self.n_sub, self.scale,
+                      self.start, self.cell_rows, self.coef, self.chord, self.asymptote, self.orders, self.inv_scale)
 
 
 
@@ -1362,21 +1371,37 @@ def _table_element(e: int, totals: NDArray, sigma: NDArray, group: NDArray, kind
 
 
 @njit(**JIT_NO_ALLOC)
+def _valid_sigma(sigma: NDArray) -> bool:
+    """Whether every noise multiplier is finite and >= 0 (False for NaN)."""
+    for e in range(sigma.size):
+        if not (0.0 <= sigma[e] < math.inf):
+            return False
+    return True
+
+
+@njit(**JIT_NO_ALLOC)
 def _tables_add_serial(totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
                        asymptote, orders, inv_scale):
-    """:func:`_table_element` for every element, one after another."""
+    """:func:`_table_element` for every element, one after another, if every noise multiplier is finite and >= 0
+    (:func:`_valid_sigma`; else nothing and False)."""
+    if not _valid_sigma(sigma):
+        return False
     for e in range(sigma.size):
         _table_element(e, totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
                        asymptote, orders, inv_scale)
+    return True
 
 
 @njit(parallel=True, **JIT_NO_ALLOC)
 def _tables_add_parallel(totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
                          asymptote, orders, inv_scale):
-    """:func:`_table_element` for every element, over all cores."""
+    """:func:`_tables_add_serial` over all cores."""
+    if not _valid_sigma(sigma):
+        return False
     for e in prange(sigma.size):
         _table_element(e, totals, sigma, group, kind, v_lo, cells, edges, n_sub, scale, start, cell_rows, coef, chord,
                        asymptote, orders, inv_scale)
+    return True
 
 
 #: Rounds per evaluation of the ledger (one :func:`rdp_sgm` call each), fewer where their evaluation would exceed
@@ -1398,14 +1423,22 @@ def _ledger_sizes(batch: int, n_orders: int, chunk: int) -> tuple[int, int]:
     return block, blocks * block
 
 
+def _invalid_noise(sigma: NDArray) -> None:
+    """Raise the ledger's error for noise multipliers that are not finite and >= 0, naming the first few."""
+    bad = sigma[~((sigma >= 0) & (sigma < np.inf))].ravel()[:3]
+    raise ValueError(f"noise_multiplier must be finite and >= 0 (noise std / L2 sensitivity, in [0, inf)); got {bad}")
+
+
 class RDPLedger:
     """Running RDP totals at a grid of orders, batched, composing a different noise multiplier every round.
 
-    A large ledger (at least :data:`_TABLE_MIN_ELEMENTS` elements, integer orders, at most :data:`_TABLE_MAX_RATES`
-    distinct sampling rates in (0, 1)) adds each round at once from tables of the RDP curves (:class:`_CurveTable`,
-    built once per sampling rate and order grid in a process, 0.1-1.5 s): a few multiply-adds per element and order,
-    each value a certified upper bound on eq. (9), within 1e-12 of it for q in [1e-3, 0.9] (tested against mpmath).
-    Any other ledger sums the series (:func:`rdp_sgm`):
+    A ledger with integer orders and at most :data:`_TABLE_MAX_RATES` distinct sampling rates in (0, 1) adds each
+    round at once from tables of the RDP curves (:class:`_CurveTable`, built once per sampling rate and order grid in a
+    process, 0.1-1.5 s): a few multiply-adds per element and order, each value a certified upper bound on eq. (9),
+    within 1e-12 of it for q in [1e-3, 0.9] (tested against mpmath). A large one (at least
+    :data:`_TABLE_MIN_ELEMENTS` elements) does so from its first round; a smaller one sums the series until it has
+    composed :data:`_TABLE_AFTER` element-rounds (where the build has paid for itself), then tabulates. Any other
+    ledger sums the series (:func:`rdp_sgm`):
 
     ``record`` is O(1): it writes the round's noise multipliers into a buffer, grown as rounds arrive up to ``chunk``
     rounds; buffered rounds are folded into the totals in blocks of :data:`_LEDGER_BLOCK` consecutive rounds (one
@@ -1429,21 +1462,39 @@ class RDPLedger:
             raise ValueError(f"chunk must be >= 1; got {chunk}")
         self._block, self._capacity = _ledger_sizes(self.q.size, self.orders.size, chunk)
         self._totals = np.zeros(self.q.shape + (self.orders.size,))
+        self._by_element = self._totals.reshape(self.q.size, self.orders.size)  # a view: the totals change in place
         self._pending = np.empty((0,) + self.q.shape)  # grown on demand up to _capacity rounds (the series only)
         self._n = 0
+        self._tables: _LedgerTables | None = None
+        # element-rounds the series may still compose before the ledger tabulates (None: it never will)
+        self._series_left: int | None = _TABLE_AFTER if _LedgerTables.possible(self.q, self.orders) else None
+        if self._series_left is not None and self.q.size >= _TABLE_MIN_ELEMENTS:
+            self._tabulate()
+
+    def _tabulate(self) -> None:
+        """Move to tables from the next round on (the buffered rounds are folded by the series first)."""
+        self._fold()
         self._tables = _LedgerTables.build(self.q, self.orders)
+        self._series_left = None
 
     def record(self, noise_multiplier: ArrayLike) -> None:
         """Compose one round: ``noise_multiplier`` (noise std / L2 sensitivity, finite and >= 0) broadcastable to the
         ledger's batch shape."""
         sigma = np.asarray(noise_multiplier, dtype=float)
-        if not np.all((sigma >= 0) & (sigma < np.inf)):
-            raise ValueError("noise_multiplier must be finite and >= 0 (noise std / L2 sensitivity, in [0, inf)); got "
-                             f"{sigma[~((sigma >= 0) & (sigma < np.inf))].ravel()[:3]}")
         if self._tables is not None:
-            flat = np.ascontiguousarray(np.broadcast_to(sigma, self.q.shape)).reshape(-1)
-            self._tables.add(self._totals.reshape(flat.size, self.orders.size), flat)
+            flat = (sigma if sigma.shape == self.q.shape else np.broadcast_to(sigma, self.q.shape)).reshape(-1)
+            if not self._tables.add(self._by_element, flat):
+                _invalid_noise(sigma)
             return
+        if not np.all((sigma >= 0) & (sigma < np.inf)):
+            _invalid_noise(sigma)
+        if self._series_left is not None:
+            self._series_left -= self.q.size
+            if self._series_left < 0:
+                self._tabulate()
+                if self._tables is not None:
+                    self.record(sigma)
+                    return
         if self._n == self._capacity:
             self._fold()
         if self._n == self._pending.shape[0]:

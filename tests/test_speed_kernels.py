@@ -79,6 +79,30 @@ def test_a_large_ledger_reads_tables_and_agrees_with_the_series():
     assert small._tables is None
 
 
+def test_a_small_ledger_tabulates_once_the_series_has_cost_a_tables_build(monkeypatch):
+    """A ledger of 10 elements sums the series for its first _TABLE_AFTER element-rounds and then reads the tables: its
+    totals stay within 1e-12 above the series' sums (never below), an invalid round still raises naming the parameter
+    and leaves the totals as they were, and a ledger that cannot tabulate (a fractional order) keeps the series."""
+    monkeypatch.setattr(privacy, "_TABLE_AFTER", 100)
+    q = np.full(10, 0.01)
+    sigmas = np.random.default_rng(3).uniform(0.5, 5.0, size=(40, 10))
+    ledger = RDPLedger(q)
+    for k, s in enumerate(sigmas):
+        assert (ledger._tables is None) == (k <= 10), k  # 11 rounds of 10 elements exceed 100
+        ledger.record(s)
+    ref = sum(rdp_sgm(q=q, noise_multiplier=s, orders=DEFAULT_ORDERS) for s in sigmas)
+    rel = ledger.rdp / ref - 1
+    assert rel.min() >= -5e-13 and rel.max() <= 1e-12, (rel.min(), rel.max())
+    before = ledger.rdp.copy()
+    with pytest.raises(ValueError, match="noise_multiplier must be finite and >= 0"):
+        ledger.record(np.r_[np.ones(9), np.nan])
+    np.testing.assert_array_equal(ledger.rdp, before)
+    fractional = RDPLedger(q, orders=(1.5, 2, 8))
+    for s in sigmas:
+        fractional.record(s)
+    assert fractional._tables is None
+
+
 def test_an_envs_round_does_not_depend_on_the_batch_around_it():
     """Env 3 of a batch of 7 and the same env alone (same channel trace, nu and actions): the same observations,
     rewards and info, to the bit (the kernel works env by env)."""
