@@ -49,9 +49,12 @@ def test_a_policy_of_one_run_gets_a_probability_of_improvement_with_a_real_inter
 
 
 def test_markdown_has_one_row_per_task_and_policy():
-    summary = {"iqm": 1.0, "iqm_ci": [0.5, 1.5], "mean": 1.0, "p_improve": 0.7, "p_improve_ci": [0.6, 0.8]}
-    results = {"iid": {str(nu): {"PPO": summary, "AdaScaleTrained": dict(summary, p_improve=None)}
+    summary = {"iqm": 1.0, "iqm_ci": [0.5, 1.5], "mean": 0.9, "worst": -3.25, "p_improve": 0.7,
+               "p_improve_ci": [0.6, 0.8], "p_improve_floor": 0.45}
+    results = {"iid": {str(nu): {"PPO": summary, "AdaScaleTrained": dict(summary, p_improve=None, p_improve_floor=None)}
                        for nu in rl_results.NUS}}
-    text = rl_results.markdown(results, 5, 1.5)
+    text = rl_results.markdown(results, 5, {"iid": 1.5})
+    assert "1.5 min (iid)" in text
     rows = [line for line in text.splitlines() if line.startswith("| iid")]
-    assert len(rows) == 2 and "1.00 [0.50, 1.50]" in rows[0] and "0.70" in rows[0] and "–" in rows[1]
+    assert len(rows) == 4 and "1.00 [0.50, 1.50]" in rows[0] and "0.70" in rows[0] and "–" in rows[1]
+    assert "0.90 (-3.2)" in rows[2] and "0.45" in rows[2] and "–" in rows[3]
