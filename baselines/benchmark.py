@@ -228,15 +228,21 @@ def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int 
     """rliable's IQM with its stratified-bootstrap 95% CI for each entry of ``table`` (name -> (runs,
     realisations)), and, with ``baseline``, rliable's probability of improvement over it with a 95% CI for the entries
     in ``compared`` (default: all). The IQM's bootstrap resamples runs within each realisation and the realisations
-    themselves (``task_bootstrap``), so a policy of one run has a CI too. rliable's bootstrap of the probability
+    themselves (``task_bootstrap``), so a policy of one run has a CI too; its resamples are seeded, so a table
+    recomputed from the same scores is the same. rliable's bootstrap of the probability
     resamples runs only (a policy of one run would get a CI of one point), so its CI is :func:`_paired_poi_interval`'s,
     which resamples the realisations too (``poi_reps`` = 200 resamples: one Mann-Whitney test per realisation and
     resample)."""
     from rliable import library as rly
     from rliable import metrics
 
-    iqm, iqm_ci = rly.get_interval_estimates(table, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
-                                             task_bootstrap=True)
+    outer = np.random.get_state()  # rliable resamples from numpy's global generator: seed it here, and only here
+    np.random.seed(0)
+    try:
+        iqm, iqm_ci = rly.get_interval_estimates(table, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
+                                                 task_bootstrap=True)
+    finally:
+        np.random.set_state(outer)
     pairs = {name: (x, table[baseline]) for name, x in table.items()
              if baseline is not None and name != baseline and (compared is None or name in compared)}
     poi = {name: float(metrics.probability_of_improvement(x, y)) for name, (x, y) in pairs.items()}

@@ -31,6 +31,9 @@ def test_iqm_and_probability_of_improvement_against_closed_forms():
     assert out["ref"]["iqm"] == 0.0 and out["ref"]["p_improve"] is None
     assert out["agent"]["p_improve"] == pytest.approx(1.0) and out["worse"]["p_improve"] == pytest.approx(0.0)
     assert n == 160
+    state = np.random.get_state()[1].copy()
+    assert rl_results.aggregate(table, "ref", reps=200, poi_reps=50) == out  # seeded resamples: the same table again
+    np.testing.assert_array_equal(np.random.get_state()[1], state)  # and numpy's global generator left as it was
 
 
 def test_a_policy_of_one_run_gets_a_probability_of_improvement_with_a_real_interval():
@@ -53,8 +56,8 @@ def test_markdown_has_one_row_per_task_and_policy():
                "p_improve_ci": [0.6, 0.8], "p_improve_floor": 0.45}
     results = {"iid": {str(nu): {"PPO": summary, "AdaScaleTrained": dict(summary, p_improve=None, p_improve_floor=None)}
                        for nu in rl_results.NUS}}
-    text = rl_results.markdown(results, 5, {"iid": 1.5})
-    assert "1.5 min (iid)" in text
+    text = rl_results.markdown(results, 5, 1.5)
+    assert "1.5 min per run" in text
     rows = [line for line in text.splitlines() if line.startswith("| iid")]
     assert len(rows) == 4 and "1.00 [0.50, 1.50]" in rows[0] and "0.70" in rows[0] and "–" in rows[1]
     assert "0.90 (-3.2)" in rows[2] and "0.45" in rows[2] and "–" in rows[3]
