@@ -931,12 +931,14 @@ _TABLE_PRUNE = 120.0
 #: Most sub-cells of one coarse cell and order.
 _TABLE_MAX_SUB = 2**16
 #: A ledger tabulates its curves from this many elements (envs x device classes) on, if it has at most
-#: _TABLE_MAX_RATES distinct sampling rates in (0, 1) and only integer orders; a smaller one sums eq. (9) until it has
-#: composed _TABLE_AFTER element-rounds, then tabulates too. A table's build (0.1-1 s per sampling rate, once per
-#: process) costs about what summing eq. (9) at DEFAULT_ORDERS costs for that many element-rounds (~5 us each): a
-#: single env of 10 devices moves to tables in its 11th episode of 500 rounds, a one-off episode never builds one.
+#: _TABLE_MAX_RATES distinct sampling rates in (0, 1) and only integer orders; a smaller one sums eq. (9) until the
+#: series has cost about what a table's build does (0.1-1 s per sampling rate, once per process), then tabulates too
+#: (rent, then buy: never more than about twice the cheaper of the two). Measured at DEFAULT_ORDERS, the series costs
+#: a round about (5 + elements) x 11 us, counted here as 5 + elements units up to _TABLE_AFTER: a single env's ledger
+#: (one element per device class; 1 on the paper's presets) tabulates after 5,000 rounds (10 episodes of T = 500).
 _TABLE_MIN_ELEMENTS = 512
-_TABLE_AFTER = 50_000
+_TABLE_AFTER = 30_000
+_SERIES_ROUND_UNITS = 5
 _TABLE_MAX_RATES = 8
 #: Largest values on [0, 1] of the quintic Hermite basis functions of a first derivative (16/81) and of a second
 #: (0.01728): how far errors in the nodes' derivatives move the interpolant.
@@ -1436,8 +1438,8 @@ class RDPLedger:
     round at once from tables of the RDP curves (:class:`_CurveTable`, built once per sampling rate and order grid in a
     process, 0.1-1.5 s): a few multiply-adds per element and order, each value a certified upper bound on eq. (9),
     within 1e-12 of it for q in [1e-3, 0.9] (tested against mpmath). A large one (at least
-    :data:`_TABLE_MIN_ELEMENTS` elements) does so from its first round; a smaller one sums the series until it has
-    composed :data:`_TABLE_AFTER` element-rounds (where the build has paid for itself), then tabulates. Any other
+    :data:`_TABLE_MIN_ELEMENTS` elements) does so from its first round; a smaller one sums the series until that has
+    cost about a table's build (:data:`_TABLE_AFTER`), then tabulates. Any other
     ledger sums the series (:func:`rdp_sgm`):
 
     ``record`` is O(1): it writes the round's noise multipliers into a buffer, grown as rounds arrive up to ``chunk``
@@ -1466,7 +1468,7 @@ class RDPLedger:
         self._pending = np.empty((0,) + self.q.shape)  # grown on demand up to _capacity rounds (the series only)
         self._n = 0
         self._tables: _LedgerTables | None = None
-        # element-rounds the series may still compose before the ledger tabulates (None: it never will)
+        # units of series work left before the ledger tabulates (None: it never will)
         self._series_left: int | None = _TABLE_AFTER if _LedgerTables.possible(self.q, self.orders) else None
         if self._series_left is not None and self.q.size >= _TABLE_MIN_ELEMENTS:
             self._tabulate()
@@ -1489,7 +1491,7 @@ class RDPLedger:
         if not np.all((sigma >= 0) & (sigma < np.inf)):
             _invalid_noise(sigma)
         if self._series_left is not None:
-            self._series_left -= self.q.size
+            self._series_left -= _SERIES_ROUND_UNITS + self.q.size
             if self._series_left < 0:
                 self._tabulate()
                 if self._tables is not None:

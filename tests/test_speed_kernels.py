@@ -80,15 +80,16 @@ def test_a_large_ledger_reads_tables_and_agrees_with_the_series():
 
 
 def test_a_small_ledger_tabulates_once_the_series_has_cost_a_tables_build(monkeypatch):
-    """A ledger of 10 elements sums the series for its first _TABLE_AFTER element-rounds and then reads the tables: its
-    totals stay within 1e-12 above the series' sums (never below), an invalid round still raises naming the parameter
-    and leaves the totals as they were, and a ledger that cannot tabulate (a fractional order) keeps the series."""
-    monkeypatch.setattr(privacy, "_TABLE_AFTER", 100)
+    """A ledger of 10 elements sums the series until it has spent _TABLE_AFTER units (5 + 10 a round) and then reads
+    the tables: its totals stay within 1e-12 above the series' sums (never below), an invalid round still raises naming
+    the parameter and leaves the totals as they were, and a ledger that cannot tabulate (a fractional order) keeps the
+    series."""
+    monkeypatch.setattr(privacy, "_TABLE_AFTER", 150)
     q = np.full(10, 0.01)
     sigmas = np.random.default_rng(3).uniform(0.5, 5.0, size=(40, 10))
     ledger = RDPLedger(q)
     for k, s in enumerate(sigmas):
-        assert (ledger._tables is None) == (k <= 10), k  # 11 rounds of 10 elements exceed 100
+        assert (ledger._tables is None) == (k <= 10), k  # 11 rounds of 15 units exceed 150
         ledger.record(s)
     ref = sum(rdp_sgm(q=q, noise_multiplier=s, orders=DEFAULT_ORDERS) for s in sigmas)
     rel = ledger.rdp / ref - 1
