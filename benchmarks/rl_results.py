@@ -117,32 +117,31 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
     }
 
 
+def _table(results: dict[str, Any], score: str, cell: Callable[[dict[str, Any]], str], reference: str,
+           probability: str) -> list[str]:
+    """One Markdown table: a row per task and policy, ``cell(row)`` per nu under ``score``, then the row's
+    ``probability`` of improvement over ``reference`` per nu ("–" where not computed)."""
+    lines = ["| task | policy | " + " | ".join(f"nu = {nu} {score}" for nu in NUS) + " | "
+             + " | ".join(f"P(>{reference}) nu = {nu}" for nu in NUS) + " |", "|---|---|" + "---|" * (2 * len(NUS))]
+    for task, per_nu in results.items():
+        for name in per_nu[str(NUS[0])]:
+            rows = [per_nu[str(nu)][name] for nu in NUS]
+            probs = ["–" if row.get(probability) is None else f"{row[probability]:.2f}" for row in rows]
+            lines.append(f"| {task} | {name} | " + " | ".join(map(cell, rows)) + " | " + " | ".join(probs) + " |")
+    return lines
+
+
 def markdown(results: dict[str, Any], seeds: int, minutes: float) -> str:
     lines = [f"Normalised score (0 = EqualAlloc, 100 = OfflineOptimal) on {len(TEST_SEEDS)} held-out channel "
              f"realisations; agents: IQM over {seeds} training seeds x realisations, [95% stratified-bootstrap CI] "
              f"(rliable); P(>AdaScaleTrained): probability of improvement. Training: {minutes:g} min per run, one "
-             "thread, 2-core machine; checkpoint chosen on validation realisations.", "",
-             "| task | policy | " + " | ".join(f"nu = {nu} IQM [CI]" for nu in NUS) + " | "
-             + " | ".join(f"P(>AdaScaleTrained) nu = {nu}" for nu in NUS) + " |",
-             "|---|---|" + "---|" * (2 * len(NUS))]
-    for task, per_nu in results.items():
-        for name in per_nu[str(NUS[0])]:
-            cells = [f"{per_nu[str(nu)][name]['iqm']:.2f} [{per_nu[str(nu)][name]['iqm_ci'][0]:.2f}, "
-                     f"{per_nu[str(nu)][name]['iqm_ci'][1]:.2f}]" for nu in NUS]
-            probs = [("–" if per_nu[str(nu)][name]["p_improve"] is None else
-                      f"{per_nu[str(nu)][name]['p_improve']:.2f}") for nu in NUS]
-            lines.append(f"| {task} | {name} | " + " | ".join(cells) + " | " + " | ".join(probs) + " |")
+             "thread, 2-core machine; checkpoint chosen on validation realisations.", ""]
+    lines += _table(results, "IQM [CI]", lambda r: f"{r['iqm']:.2f} [{r['iqm_ci'][0]:.2f}, {r['iqm_ci'][1]:.2f}]",
+                    "AdaScaleTrained", "p_improve")
     lines += ["", "Mean score (worst realisation) over the same seeds x realisations, and the probability of improvement "
-              "over BestConstant:", "",
-              "| task | policy | " + " | ".join(f"nu = {nu} mean (worst)" for nu in NUS) + " | "
-              + " | ".join(f"P(>BestConstant) nu = {nu}" for nu in NUS) + " |",
-              "|---|---|" + "---|" * (2 * len(NUS))]
-    for task, per_nu in results.items():
-        for name in per_nu[str(NUS[0])]:
-            cells = [f"{per_nu[str(nu)][name]['mean']:.2f} ({per_nu[str(nu)][name]['worst']:.1f})" for nu in NUS]
-            probs = [("–" if per_nu[str(nu)][name].get("p_improve_floor") is None else
-                      f"{per_nu[str(nu)][name]['p_improve_floor']:.2f}") for nu in NUS]
-            lines.append(f"| {task} | {name} | " + " | ".join(cells) + " | " + " | ".join(probs) + " |")
+              "over BestConstant:", ""]
+    lines += _table(results, "mean (worst)", lambda r: f"{r['mean']:.2f} ({r['worst']:.1f})", "BestConstant",
+                    "p_improve_floor")
     return "\n".join(lines) + "\n"
 
 
