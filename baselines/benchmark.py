@@ -30,7 +30,7 @@ from otagym.privacy import DEFAULT_ORDERS
 from otagym.tasks import EVALUATION_SEEDS, TASKS, sample_realisation, task_scenario
 from otagym.tasks import normalized_score as task_normalized_score
 
-__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate",
+__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate", "improvement",
            "episode_returns", "play_episodes", "Episodes",
            "anchor_returns", "ConstantAction",
            "RandomAction", "EnvActionPolicy", "best_constant_action", "scheme_references"]
@@ -243,14 +243,23 @@ def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int 
                                                  task_bootstrap=True)
     finally:
         np.random.set_state(outer)
-    pairs = {name: (x, table[baseline]) for name, x in table.items()
-             if baseline is not None and name != baseline and (compared is None or name in compared)}
-    poi = {name: float(metrics.probability_of_improvement(x, y)) for name, (x, y) in pairs.items()}
+    poi = {} if baseline is None else improvement(table, baseline, compared, poi_reps)
     return {name: {"iqm": float(iqm[name][0]), "iqm_ci": [float(v) for v in iqm_ci[name][:, 0]],
-                   "mean": float(table[name].mean()),
-                   "p_improve": poi.get(name),
-                   "p_improve_ci": _paired_poi_interval(*pairs[name], poi_reps) if name in pairs else None}
+                   "mean": float(table[name].mean()), "worst": float(table[name].min()),
+                   "p_improve": poi[name][0] if name in poi else None,
+                   "p_improve_ci": poi[name][1] if name in poi else None}
             for name in table}
+
+
+def improvement(table: dict[str, NDArray], baseline: str, compared: tuple[str, ...] | None = None,
+                reps: int = 200) -> dict[str, tuple[float, list[float]]]:
+    """rliable's probability of improvement over ``table[baseline]`` and its paired 95% CI
+    (:func:`_paired_poi_interval`, ``reps`` resamples) of each entry in ``compared`` (default: all but the baseline)."""
+    from rliable import metrics
+
+    return {name: (float(metrics.probability_of_improvement(x, table[baseline])),
+                   _paired_poi_interval(x, table[baseline], reps))
+            for name, x in table.items() if name != baseline and (compared is None or name in compared)}
 
 
 def _paired_poi_interval(x: NDArray, y: NDArray, reps: int, seed: int = 0) -> list[float]:

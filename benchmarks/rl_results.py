@@ -41,7 +41,7 @@ import numpy as np
 
 from agents.policy import AgentPolicy, load_model
 from agents.train import latest_checkpoint, load_hyperparams, train
-from baselines.benchmark import aggregate, task_scores
+from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.core import Policy
 from baselines.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
 from otagym._io import copy_file, save_figure, write_json, write_text
@@ -205,10 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                     table[label] = np.array([r[key][str(nu)] for r in rs])
             agents = tuple(algo.upper() for algo in runs)
             summary = aggregate(table, "AdaScaleTrained", compared=("BestConstant", "OnlineOptimal") + agents)
-            floor = aggregate(table, "BestConstant", compared=("OnlineOptimal",) + agents, reps=10)
+            floor = improvement(table, "BestConstant", compared=("OnlineOptimal",) + agents)
             for name, row in summary.items():
-                row.update(worst=float(table[name].min()), p_improve_floor=floor[name]["p_improve"],
-                           p_improve_floor_ci=floor[name]["p_improve_ci"])
+                row["p_improve_floor"], row["p_improve_floor_ci"] = floor.get(name, (None, None))
             results[task][str(nu)] = summary
         if args.zoo:
             for algo, rs in runs.items():

@@ -1425,10 +1425,12 @@ def _ledger_sizes(batch: int, n_orders: int, chunk: int) -> tuple[int, int]:
     return block, blocks * block
 
 
-def _invalid_noise(sigma: NDArray) -> None:
-    """Raise the ledger's error for noise multipliers that are not finite and >= 0, naming the first few."""
-    bad = sigma[~((sigma >= 0) & (sigma < np.inf))].ravel()[:3]
-    raise ValueError(f"noise_multiplier must be finite and >= 0 (noise std / L2 sensitivity, in [0, inf)); got {bad}")
+def _refuse_invalid_noise(sigma: NDArray) -> None:
+    """ValueError naming the first few noise multipliers that are not finite and >= 0, if any."""
+    bad = ~((sigma >= 0) & (sigma < np.inf))
+    if bad.any():
+        raise ValueError("noise_multiplier must be finite and >= 0 (noise std / L2 sensitivity, in [0, inf)); got "
+                         f"{sigma[bad].ravel()[:3]}")
 
 
 class RDPLedger:
@@ -1483,20 +1485,16 @@ class RDPLedger:
         """Compose one round: ``noise_multiplier`` (noise std / L2 sensitivity, finite and >= 0) broadcastable to the
         ledger's batch shape."""
         sigma = np.asarray(noise_multiplier, dtype=float)
-        if self._tables is not None:
-            flat = (sigma if sigma.shape == self.q.shape else np.broadcast_to(sigma, self.q.shape)).reshape(-1)
-            if not self._tables.add(self._by_element, flat):
-                _invalid_noise(sigma)
-            return
-        if not np.all((sigma >= 0) & (sigma < np.inf)):
-            _invalid_noise(sigma)
         if self._series_left is not None:
             self._series_left -= _SERIES_ROUND_UNITS + self.q.size
             if self._series_left < 0:
                 self._tabulate()
-                if self._tables is not None:
-                    self.record(sigma)
-                    return
+        if self._tables is not None:
+            flat = (sigma if sigma.shape == self.q.shape else np.broadcast_to(sigma, self.q.shape)).reshape(-1)
+            if not self._tables.add(self._by_element, flat):  # the kernel checks the noise multipliers first
+                _refuse_invalid_noise(sigma)
+            return
+        _refuse_invalid_noise(sigma)
         if self._n == self._capacity:
             self._fold()
         if self._n == self._pending.shape[0]:
