@@ -1,0 +1,66 @@
+"""benchmarks/crn_search.py: its features read the observation entries they name, and its policy plays the env's
+price action (theta = (c, 0, ...) is the constant action c to the bit)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rliable")
+pytest.importorskip("stable_baselines3")
+
+_bench = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(_bench))  # the script imports rl_results beside it
+_spec = importlib.util.spec_from_file_location("crn_search", _bench / "crn_search.py")
+crn_search = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(crn_search)
+
+from baselines.evaluation import run_policy, sample_realisations  # noqa: E402
+from baselines.references import _Constant  # noqa: E402
+from otagym import OTAPrivacyEnv  # noqa: E402
+from otagym.receive_scaling import get_scenario  # noqa: E402
+
+
+def test_features_are_the_observation_entries_they_name():
+    env = OTAPrivacyEnv(num_rounds=40, nu_range=(0.01, 0.16), dp_orders=None)
+    obs, _ = env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(7):
+        obs, *_ = env.step(rng.uniform(-0.3, 0.3, size=1).astype(np.float32))
+    r = env.rounds
+    m, big_t = r.scenario.num_devices, r.scenario.num_rounds
+    nu, t = r.nu[0], r.t[0]
+    z = np.log10(nu) - r.log10_nu_ref
+    h = np.log10(r.h_min2[0] / r.mean_h_min2[0])
+    p = np.log1p((nu * big_t - r.cost_sum[0]) / ((big_t - t) * nu))
+    expected = [1.0, z, z * z, h, p, t / big_t, z * h, z * p, z * t / big_t]
+    got = crn_search.features(obs[None].astype(float), m)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)  # the observation is float32
+    assert len(crn_search.FEATURES) == got.size
+
+
+def test_a_bias_only_theta_is_the_constant_action():
+    s = get_scenario("paper-mnist", num_rounds=60)
+    real = sample_realisations(s, [5, 6])
+    nu = np.array([0.02, 0.09])
+    for c in (-0.2, 0.0, 0.15):
+        theta = np.zeros(len(crn_search.FEATURES))
+        theta[0] = c
+        linear = run_policy(crn_search.LinearFeaturePolicy(theta, nu, s.num_devices), s, real, dp=False, nu=nu)
+        constant = run_policy(_Constant(np.full(2, c), nu), s, real, dp=False, nu=nu)
+        np.testing.assert_array_equal(linear.leakage, constant.leakage)
+    # and a state-dependent theta plays differently
+    theta = np.zeros(len(crn_search.FEATURES))
+    theta[3] = 0.3
+    moved = run_policy(crn_search.LinearFeaturePolicy(theta, nu, s.num_devices), s, real, dp=False, nu=nu)
+    assert np.all(moved.leakage != constant.leakage)
+
+
+def test_objective_is_the_margin_over_the_floor_averaged_or_the_worst_over_nu():
+    by_nu = {"0.01": np.array([[1.0, 3.0], [0.0, 0.0]]), "0.04": np.array([[5.0, 5.0], [4.0, 8.0]])}
+    floor = {"0.01": 1.0, "0.04": 6.0}
+    # row 0: margins 1 and -1; row 1: margins -1 and 0
+    np.testing.assert_array_equal(crn_search.objective(by_nu, floor, "mean"), [0.0, -0.5])
+    np.testing.assert_array_equal(crn_search.objective(by_nu, floor, "worst-nu"), [-1.0, -1.0])
