@@ -14,13 +14,14 @@ reference, a = 0.
 
 Per seed: CMA-ES from theta = 0 (step 0.05, population 10, its seed), for ``--minutes``; its mean every 5
 generations (and at the last) is a checkpoint, the one with the best objective on :data:`VALIDATION_SEEDS` is kept
-and scored on :data:`TEST_SEEDS`. Each seed's result is written atomically to ``--out/<task>/<objective>/seed<k>.json``
-and read back on a rerun (a killed run resumes at the first unfinished seed). The summary: rliable IQM with
-stratified-bootstrap 95% CIs over seeds x test realisations, mean and worst, P(> BestConstant) and
-P(> AdaScaleTrained), beside the references (read from ``rl_results.py``'s ``references.json`` when there, else
-computed).
+and scored on :data:`TEST_SEEDS`. Each seed's result is written atomically to
+``--out/<task>/<objective>/seed<k>.json`` and read back on a rerun with the same ``--minutes`` (a killed run resumes at
+the first unfinished seed). The summary: rliable IQM with stratified-bootstrap 95% CIs over seeds x test
+realisations, mean and worst, P(> BestConstant) and P(> AdaScaleTrained), beside the references (``rl_results.py``'s
+``<--references>/<task>/references.json`` as it is when there, else computed).
 
-    python benchmarks/crn_search.py --task gauss_markov_0.9 --seeds 5 --minutes 6    # about 40 min on 2 cores
+    pip install -e ".[rl,results]"       # SB3 (the references and rl_results.py's helpers), rliable, cma
+    python benchmarks/crn_search.py --task gauss_markov_0.9 --seeds 5 --minutes 6    # about 35 min on one core
 """
 
 from __future__ import annotations
@@ -34,20 +35,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.benchmark import aggregate, task_scores
+from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.policies import ActionPolicy
 from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
 from otagym._io import write_json
-from otagym.tasks import task_scenario
 from rl_results import NUS, REFERENCES, TASKS, scores
 
 #: Names of the features of :func:`features`, in order.
 FEATURES = ("1", "z", "z^2", "h", "p", "t", "z h", "z p", "z t")
 
 
-def features(obs: NDArray, num_devices: int) -> NDArray:
-    """(N, 9) features of observations (N, 3M + 6) (layout: docs/environment/receive-scaling.md#observation)."""
-    m = num_devices
+def features(obs: NDArray) -> NDArray:
+    """(N, 9) features of observations (N, 3M + 6) of M devices (layout:
+    docs/environment/receive-scaling.md#observation)."""
+    m = (obs.shape[1] - 6) // 3
     z, h, p, t = obs[:, 2 * m + 4], obs[:, 2 * m], obs[:, 2 * m + 3], obs[:, 2 * m + 1]
     return np.stack([np.ones_like(z), z, z * z, h, p, t, z * h, z * p, z * t], axis=1)
 
@@ -55,21 +56,21 @@ def features(obs: NDArray, num_devices: int) -> NDArray:
 class LinearFeaturePolicy(ActionPolicy):
     """The price action a = clip(theta . features(obs), -1, 1); ``theta`` (9,) or one row per env (N, 9)."""
 
-    def __init__(self, theta: NDArray, nu: NDArray | None = None, num_devices: int = 10) -> None:
+    def __init__(self, theta: NDArray, nu: NDArray | None = None) -> None:
         super().__init__(nu)
-        self.theta, self.num_devices = np.asarray(theta, dtype=float), num_devices
+        self.theta = np.asarray(theta, dtype=float)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
-        phi = features(np.asarray(observation, dtype=float), self.num_devices)
+        phi = features(np.asarray(observation, dtype=float))
         return np.clip((self.theta * phi).sum(axis=1), -1.0, 1.0)
 
 
-def scores_by_nu(thetas: NDArray, task: str, seeds: tuple[int, ...], num_devices: int) -> dict[str, NDArray]:
+def scores_by_nu(thetas: NDArray, task: str, seeds: tuple[int, ...]) -> dict[str, NDArray]:
     """The normalised scores (rows, seeds) of each parameter row per nu of :data:`NUS`, all rows on the same
     realisations (one batched episode per nu)."""
     rows, n = len(thetas), len(seeds)
     per_env = np.repeat(np.asarray(thetas), n, axis=0)  # env k * n + i: row k on realisation i
-    table = task_scores(lambda nus: LinearFeaturePolicy(per_env, nus, num_devices), TASKS[task], seeds * rows, NUS)
+    table = task_scores(lambda nus: LinearFeaturePolicy(per_env, nus), TASKS[task], seeds * rows, NUS)
     return {nu: np.asarray(s).reshape(rows, n) for nu, s in table.items()}
 
 
@@ -81,28 +82,30 @@ def objective(by_nu: dict[str, NDArray], floor: dict[str, float], kind: str) -> 
 
 
 def search(task: str, seed: int, minutes: float, kind: str) -> dict[str, Any]:
-    """One seed: CMA-ES on the training realisations, the checkpoint with the best validation objective, its test
-    scores."""
+    """One seed: CMA-ES on the training realisations for ``minutes`` (> 0) of wall time, the checkpoint with the best
+    validation objective, its test scores."""
     import cma
 
-    num_devices = task_scenario(TASKS[task]).num_devices
+    if not minutes > 0:
+        raise ValueError(f"minutes must be > 0; got {minutes}")
     floors = {name: {nu: float(np.mean(s)) for nu, s in scores(REFERENCES["BestConstant"], task, seeds).items()}
               for name, seeds in (("train", TRAIN_SEEDS), ("validation", VALIDATION_SEEDS))}
     es = cma.CMAEvolutionStrategy(np.zeros(len(FEATURES)), 0.05, {"seed": seed + 1, "popsize": 10, "verbose": -9})
-    start, generation, checkpoints = time.perf_counter(), 0, []
-    while time.perf_counter() - start < 60.0 * minutes:
+    start, generation, checkpoints, done = time.perf_counter(), 0, [], False
+    while not done:
         candidates = np.array(es.ask())
-        es.tell(list(candidates), -objective(scores_by_nu(candidates, task, TRAIN_SEEDS, num_devices),
-                                             floors["train"], kind))
+        es.tell(list(candidates), -objective(scores_by_nu(candidates, task, TRAIN_SEEDS), floors["train"], kind))
         generation += 1
-        if generation % 5 == 0 or time.perf_counter() - start >= 60.0 * minutes:  # and the last generation
+        done = time.perf_counter() - start >= 60.0 * minutes
+        if generation % 5 == 0 or done:  # and the last generation
             theta = np.array(es.mean)
-            val = objective(scores_by_nu(theta[None], task, VALIDATION_SEEDS, num_devices), floors["validation"], kind)
+            val = objective(scores_by_nu(theta[None], task, VALIDATION_SEEDS), floors["validation"], kind)
             checkpoints.append({"generation": generation, "theta": theta.tolist(), "validation": float(val[0])})
     best = max(checkpoints, key=lambda c: c["validation"])
-    test = scores_by_nu(np.array(best["theta"])[None], task, TEST_SEEDS, num_devices)
-    return {"seed": seed, "objective": kind, "generations": generation, "wall_s": time.perf_counter() - start,
-            "selected": best, "checkpoints": checkpoints, "test": {nu: s[0].tolist() for nu, s in test.items()}}
+    test = scores_by_nu(np.array(best["theta"])[None], task, TEST_SEEDS)
+    return {"seed": seed, "objective": kind, "minutes": minutes, "generations": generation,
+            "wall_s": time.perf_counter() - start, "selected": best, "checkpoints": checkpoints,
+            "test": {nu: s[0].tolist() for nu, s in test.items()}}
 
 
 def main() -> None:
@@ -113,6 +116,8 @@ def main() -> None:
     parser.add_argument("--objective", choices=("mean", "worst-nu"), default="mean",
                         help="the margin over BestConstant to maximise: its mean over nu, or its smallest")
     parser.add_argument("--out", type=Path, default=Path("runs/crn_search"))
+    parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
+                        help="rl_results.py's --out: its <task>/references.json is read as it is when there")
     args = parser.parse_args()
     folder = args.out / args.task / args.objective
     runs = []
@@ -121,7 +126,10 @@ def main() -> None:
         if not path.is_file():
             write_json(path, search(args.task, k, args.minutes, args.objective))
         runs.append(json.loads(path.read_text()))
-    ref_path = Path("runs/rl_results") / args.task / "references.json"
+        if runs[-1].get("minutes") != args.minutes:
+            raise SystemExit(f"{path} was searched for {runs[-1].get('minutes')} minutes, not --minutes "
+                             f"{args.minutes}: use another --out, or remove it to search again")
+    ref_path = args.references / args.task / "references.json"
     stored = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
     refs = {name: stored.get(name) or scores(make, args.task, TEST_SEEDS) for name, make in REFERENCES.items()}
     print(f"{args.task}: {len(runs)} seeds x {len(TEST_SEEDS)} test realisations; "
@@ -130,11 +138,10 @@ def main() -> None:
         table = {"LinearCRN": np.array([r["test"][nu] for r in runs]),
                  **{name: np.array([s[nu]]) for name, s in refs.items()}}
         stats = aggregate(table, "BestConstant", compared=("LinearCRN",))
-        vs_ada = aggregate({"LinearCRN": table["LinearCRN"], "AdaScaleTrained": table["AdaScaleTrained"]},
-                           "AdaScaleTrained", reps=200, compared=("LinearCRN",))["LinearCRN"]
+        vs_ada = improvement(table, "AdaScaleTrained", ("LinearCRN",))["LinearCRN"][0]
         print(f"nu = {nu}")
         for name, s in stats.items():
-            extra = (f"  P(>BestConstant) {s['p_improve']:.2f}  P(>AdaScaleTrained) {vs_ada['p_improve']:.2f}"
+            extra = (f"  P(>BestConstant) {s['p_improve']:.2f}  P(>AdaScaleTrained) {vs_ada:.2f}"
                      if name == "LinearCRN" else "")
             print(f"  {name:16s} IQM {s['iqm']:6.2f} [{s['iqm_ci'][0]:6.2f}, {s['iqm_ci'][1]:6.2f}]  "
                   f"mean {s['mean']:7.2f}  worst {s['worst']:8.1f}{extra}")

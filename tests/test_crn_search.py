@@ -30,13 +30,13 @@ def test_features_are_the_observation_entries_they_name():
     for _ in range(7):
         obs, *_ = env.step(rng.uniform(-0.3, 0.3, size=1).astype(np.float32))
     r = env.rounds
-    m, big_t = r.scenario.num_devices, r.scenario.num_rounds
+    big_t = r.scenario.num_rounds
     nu, t = r.nu[0], r.t[0]
     z = np.log10(nu) - r.log10_nu_ref
     h = np.log10(r.h_min2[0] / r.mean_h_min2[0])
     p = np.log1p((nu * big_t - r.cost_sum[0]) / ((big_t - t) * nu))
     expected = [1.0, z, z * z, h, p, t / big_t, z * h, z * p, z * t / big_t]
-    got = crn_search.features(obs[None].astype(float), m)[0]
+    got = crn_search.features(obs[None].astype(float))[0]
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)  # the observation is float32
     assert len(crn_search.FEATURES) == got.size
 
@@ -48,14 +48,31 @@ def test_a_bias_only_theta_is_the_constant_action():
     for c in (-0.2, 0.0, 0.15):
         theta = np.zeros(len(crn_search.FEATURES))
         theta[0] = c
-        linear = run_policy(crn_search.LinearFeaturePolicy(theta, nu, s.num_devices), s, real, dp=False, nu=nu)
+        linear = run_policy(crn_search.LinearFeaturePolicy(theta, nu), s, real, dp=False, nu=nu)
         constant = run_policy(_Constant(np.full(2, c), nu), s, real, dp=False, nu=nu)
         np.testing.assert_array_equal(linear.leakage, constant.leakage)
-    # and a state-dependent theta plays differently
+        if c == 0.0:
+            reference = constant
+    # and a theta on the channel feature h alone (zero mean over rounds) plays differently from a = 0
     theta = np.zeros(len(crn_search.FEATURES))
     theta[3] = 0.3
-    moved = run_policy(crn_search.LinearFeaturePolicy(theta, nu, s.num_devices), s, real, dp=False, nu=nu)
-    assert np.all(moved.leakage != constant.leakage)
+    moved = run_policy(crn_search.LinearFeaturePolicy(theta, nu), s, real, dp=False, nu=nu)
+    assert np.all(moved.leakage != reference.leakage)
+
+
+@pytest.mark.slow
+def test_scores_by_nu_puts_each_row_on_every_realisation():
+    """Row k of scores_by_nu is the policy of theta[k] on the seeds in order, as task_scores scores it alone."""
+    seeds = (90_000, 90_001)
+    thetas = np.zeros((2, len(crn_search.FEATURES)))
+    thetas[:, 0] = (-0.05, 0.1)
+    table = crn_search.scores_by_nu(thetas, "gauss_markov_0.9", seeds)
+    for k, c in enumerate(thetas[:, 0]):
+        alone = crn_search.task_scores(lambda nus: _Constant(np.full(nus.size, c), nus),
+                                       crn_search.TASKS["gauss_markov_0.9"], seeds, crn_search.NUS)
+        for nu, row in table.items():
+            np.testing.assert_array_equal(row[k], alone[nu])
+    assert not np.array_equal(table["0.04"][0], table["0.04"][1])
 
 
 def test_objective_is_the_margin_over_the_floor_averaged_or_the_worst_over_nu():
