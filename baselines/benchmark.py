@@ -30,8 +30,8 @@ from otagym.privacy import DEFAULT_ORDERS
 from otagym.tasks import EVALUATION_SEEDS, TASKS, sample_realisation, task_scenario
 from otagym.tasks import normalized_score as task_normalized_score
 
-__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate", "improvement",
-           "episode_returns", "play_episodes", "Episodes",
+__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate",
+           "improvement", "episode_returns", "play_episodes", "Episodes",
            "anchor_returns", "ConstantAction",
            "RandomAction", "EnvActionPolicy", "best_constant_action", "scheme_references"]
 

@@ -27,6 +27,7 @@ realisations, mean and worst, P(> BestConstant) and P(> AdaScaleTrained), beside
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -34,12 +35,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from rl_results import NUS, REFERENCES, TASKS, scores
 
 from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.policies import ActionPolicy
 from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
 from otagym._io import write_json
-from rl_results import NUS, REFERENCES, TASKS, scores
 
 #: Names of the features of :func:`features`, in order.
 FEATURES = ("1", "z", "z^2", "h", "p", "t", "z h", "z p", "z t")
@@ -81,6 +82,14 @@ def objective(by_nu: dict[str, NDArray], floor: dict[str, float], kind: str) -> 
     return margins.mean(axis=0) if kind == "mean" else margins.min(axis=0)
 
 
+@functools.cache
+def best_constant_means(task: str) -> dict[str, dict[str, float]]:
+    """BestConstant's mean score per nu on the training and on the validation realisations (once per task and
+    process: every seed's search measures its margins against them)."""
+    return {name: {nu: float(np.mean(s)) for nu, s in scores(REFERENCES["BestConstant"], task, seeds).items()}
+            for name, seeds in (("train", TRAIN_SEEDS), ("validation", VALIDATION_SEEDS))}
+
+
 def search(task: str, seed: int, minutes: float, kind: str) -> dict[str, Any]:
     """One seed: CMA-ES on the training realisations for ``minutes`` (> 0) of wall time, the checkpoint with the best
     validation objective, its test scores."""
@@ -88,8 +97,7 @@ def search(task: str, seed: int, minutes: float, kind: str) -> dict[str, Any]:
 
     if not minutes > 0:
         raise ValueError(f"minutes must be > 0; got {minutes}")
-    floors = {name: {nu: float(np.mean(s)) for nu, s in scores(REFERENCES["BestConstant"], task, seeds).items()}
-              for name, seeds in (("train", TRAIN_SEEDS), ("validation", VALIDATION_SEEDS))}
+    floors = best_constant_means(task)
     es = cma.CMAEvolutionStrategy(np.zeros(len(FEATURES)), 0.05, {"seed": seed + 1, "popsize": 10, "verbose": -9})
     start, generation, checkpoints, done = time.perf_counter(), 0, [], False
     while not done:

@@ -8,6 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from baselines.evaluation import run_policy, sample_realisations
+from baselines.references import _Constant
+from otagym import OTAPrivacyEnv
+from otagym.receive_scaling import get_scenario
+
 pytest.importorskip("rliable")
 pytest.importorskip("stable_baselines3")
 
@@ -16,11 +21,6 @@ sys.path.insert(0, str(_bench))  # the script imports rl_results beside it
 _spec = importlib.util.spec_from_file_location("crn_search", _bench / "crn_search.py")
 crn_search = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(crn_search)
-
-from baselines.evaluation import run_policy, sample_realisations  # noqa: E402
-from baselines.references import _Constant  # noqa: E402
-from otagym import OTAPrivacyEnv  # noqa: E402
-from otagym.receive_scaling import get_scenario  # noqa: E402
 
 
 def test_features_are_the_observation_entries_they_name():
@@ -68,7 +68,7 @@ def test_scores_by_nu_puts_each_row_on_every_realisation():
     thetas[:, 0] = (-0.05, 0.1)
     table = crn_search.scores_by_nu(thetas, "gauss_markov_0.9", seeds)
     for k, c in enumerate(thetas[:, 0]):
-        alone = crn_search.task_scores(lambda nus: _Constant(np.full(nus.size, c), nus),
+        alone = crn_search.task_scores(lambda nus, c=c: _Constant(np.full(nus.size, c), nus),
                                        crn_search.TASKS["gauss_markov_0.9"], seeds, crn_search.NUS)
         for nu, row in table.items():
             np.testing.assert_array_equal(row[k], alone[nu])
