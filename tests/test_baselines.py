@@ -121,6 +121,28 @@ def test_policies_satisfy_the_protocol_and_run_on_the_single_env():
         assert term and np.isfinite(info["dp_epsilon"]).all()
 
 
+def test_realisations_are_each_seeds_own_trace_however_often_they_are_drawn():
+    """sample_realisations caches each seed's trace: a seed repeated, or drawn again after its arrays were changed,
+    is still the trace of ``default_rng(seed)`` drawn round by round (ChannelModel.sample_trace)."""
+    from baselines.evaluation import _cached_trace
+    from otagym.channel import ChannelModel
+
+    s = get_scenario("paper-mnist", num_rounds=30, fading="gauss_markov", correlation=0.9)
+    hits = _cached_trace.cache_info().hits
+    first = sample_realisations(s, [7, 8, 7])
+    assert _cached_trace.cache_info().hits >= hits + 1  # seed 7 the second time
+    first.channel_gains[:] = -1.0  # the caller's copy: the cache is untouched
+    again = sample_realisations(s, [8, 7])
+    for k, seed in enumerate((8, 7)):
+        d, g = ChannelModel.from_scenario(s).sample_trace(np.random.default_rng(seed), s.num_rounds)
+        np.testing.assert_array_equal(again.distances_m[k], d)
+        np.testing.assert_array_equal(again.channel_gains[:, k], g)
+    assert again.channel_gains.flags.writeable and not np.array_equal(again.channel_gains[:, 0],
+                                                                        again.channel_gains[:, 1])
+    with pytest.raises(TypeError):
+        sample_realisations(s, [1.5])  # a seed is an integer
+
+
 def test_single_and_vector_runs_of_a_policy_agree():
     real = sample_realisations(SHORT, [3])
     vec = run_policy(AdaScale(V=200.0), SHORT, real)
