@@ -14,32 +14,33 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sb3_contrib import TRPO
+from sb3_contrib import ARS, TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
 from baselines.policies import ActionPolicy
 
 __all__ = ["AgentPolicy", "ALGO_CLASSES", "load_model", "run_metadata"]
 
-#: Algorithm classes by the names ``otagym train`` uses.
-ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO}
+#: Algorithm classes by the names ``otagym train`` uses, and ARS: the class of the linear price policies that
+#: ``benchmarks/crn_search.py`` ships (:mod:`agents.linear`).
+ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO, "ars": ARS}
 
 
 def load_model(path: str | Path):
     """An SB3 model from ``model.zip`` (or a checkpoint); the algorithm is read from ``run.json`` beside it, else
-    each of PPO, SAC, TD3 and TRPO is tried."""
+    each of PPO, SAC, TD3, TRPO and ARS is tried."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no trained model at {path} (expected an SB3 .zip written by `otagym train`)")
     meta = run_metadata(path)
-    order = [ALGO_CLASSES[meta["algo"]]] if meta.get("algo") in ALGO_CLASSES else [PPO, SAC, TD3, TRPO]
+    order = [ALGO_CLASSES[meta["algo"]]] if meta.get("algo") in ALGO_CLASSES else [PPO, SAC, TD3, TRPO, ARS]
     errors = []
     for cls in order:
         try:
             return cls.load(path, device="cpu")
         except Exception as err:  # noqa: BLE001 - SB3 raises several types for a class mismatch
             errors.append(f"{cls.__name__}: {err}")
-    raise ValueError(f"{path} is not a PPO, SAC, TD3 or TRPO model: {errors}")
+    raise ValueError(f"{path} is not a PPO, SAC, TD3, TRPO or ARS model: {errors}")
 
 
 def run_metadata(model_path: Path) -> dict[str, Any]:

@@ -39,8 +39,8 @@ from otagym import ENV_ID, __version__
 from otagym._io import atomic_write, remove_stale_temporaries, write_json
 from otagym.sb3 import OTAPrivacySB3VecEnv
 
-__all__ = ["load_hyperparams", "train", "latest_checkpoint", "checkpoint_files", "resume_conflicts",
-           "NoCheckpointError", "RunExistsError", "RunMismatchError", "SettingsError"]
+__all__ = ["load_hyperparams", "train", "package_versions", "latest_checkpoint", "checkpoint_files",
+           "resume_conflicts", "NoCheckpointError", "RunExistsError", "RunMismatchError", "SettingsError"]
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
@@ -335,7 +335,7 @@ def train(
             "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
             "total_timesteps": total, "env_kwargs": {**env_kwargs, **semantics},
             "hyperparams": json.loads(_comparable({k: v for k, v in hp.items() if not callable(v)})),
-            "versions": _versions(), "resumed_from": done_steps,
+            "versions": package_versions(), "resumed_from": done_steps,
         }
         if resume:
             conflicts = resume_conflicts(recorded, meta)
@@ -556,10 +556,13 @@ def _torch_threads() -> int:
     return int(torch.get_num_threads())
 
 
-def _versions() -> dict[str, str]:
+def package_versions() -> dict[str, str]:
+    """The versions of the packages a run depends on, recorded in its ``run.json``."""
     import gymnasium
+    import sb3_contrib
     import stable_baselines3
     import torch
 
-    return {"otagym": __version__, "stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__,
-            "gymnasium": gymnasium.__version__, "numpy": np.__version__}
+    return {"otagym": __version__, "stable_baselines3": stable_baselines3.__version__,
+            "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__, "gymnasium": gymnasium.__version__,
+            "numpy": np.__version__}

@@ -5,23 +5,25 @@ Why (docs/rl.md §9): the policy-gradient agents do not resolve the price shifts
 return's variance between channel realisations exceeds the variance between nearby policies. Scoring every candidate
 policy on the *same* realisations (common random numbers, the variance reduction of simulation studies) removes that
 variance from each comparison: the objective is a deterministic function of the parameters, which CMA-ES (Hansen's
-``cma``) maximises: the margin of the mean normalised score over ``BestConstant``'s on the realisations of
-:data:`~baselines.references.TRAIN_SEEDS`, at each nu of ``rl_results.NUS``, averaged over nu (``--objective mean``)
-or the smallest of the three (``worst-nu``). The policy is a = clip(theta . phi(obs), -1, 1) on the price action with
-nine features of the observation (:func:`features`): 1, z, z^2, h, p, t, z h, z p, z t, where z = log10 nu - log10
-nu_ref, h = log10(h_min^2 / E[h_min^2]), p = log1p(budget left per round / nu) and t = t/T; theta = 0 is the action's
-reference, a = 0.
+``cma``) maximises: the margin of the mean normalised score over ``BestConstant``'s on ``--train-realisations``
+training realisations (:func:`training_seeds`: :data:`~baselines.references.TRAIN_SEEDS` and the seeds after them)
+at each nu of ``rl_results.NUS``, averaged over nu (``--objective mean``) or the smallest of the three
+(``worst-nu``). The policy is :mod:`agents.linear`'s a = clip(theta . phi(obs), -1, 1) on the price action, with nine
+features of the observation: 1, z, z^2, h, p, t, z h, z p, z t (z = log10 nu - log10 nu_ref, h = log10(h_min^2 /
+E[h_min^2]), p = log1p(budget left per round / nu), t = t/T); theta = 0 is the action's reference, a = 0.
 
-Per seed: CMA-ES from theta = 0 (step 0.05, population 10, its seed), for ``--minutes``; its mean every 5
-generations (and at the last) is a checkpoint, the one with the best objective on :data:`VALIDATION_SEEDS` is kept
-and scored on :data:`TEST_SEEDS`. Each seed's result is written atomically to
-``--out/<task>/<objective>/seed<k>.json`` and read back on a rerun with the same ``--minutes`` (a killed run resumes at
-the first unfinished seed). The summary: rliable IQM with stratified-bootstrap 95% CIs over seeds x test
-realisations, mean and worst, P(> BestConstant) and P(> AdaScaleTrained), beside the references (``rl_results.py``'s
-``<--references>/<task>/references.json`` as it is when there, else computed).
+Per seed: CMA-ES from theta = 0 (step 0.05, population 10, its seed) for ``--generations``; its mean every 10
+generations is a checkpoint, the one with the best objective on :data:`VALIDATION_SEEDS` is kept and scored on
+:data:`TEST_SEEDS`. The objective is deterministic and CMA-ES seeded, so a seed's search is reproducible to the bit.
+Each seed's result is written atomically to ``--out/<task>/<objective>/seed<k>.json`` and read back on a rerun with
+the same ``--generations`` and ``--train-realisations`` (a killed run resumes at the first unfinished seed).
+``--zoo`` ships the seed best on validation to ``agents/zoo/<task>/linear_crn/`` as an SB3 model (``ARS.load``).
+The summary: rliable IQM with stratified-bootstrap 95% CIs over seeds x test realisations, mean and worst,
+P(> BestConstant) and P(> AdaScaleTrained), beside the first checkpoint (after 10 generations) and the references
+(``rl_results.py``'s ``<--references>/<task>/references.json`` as it is when there, else computed).
 
     pip install -e ".[rl,results]"       # SB3 (the references and rl_results.py's helpers), rliable, cma
-    python benchmarks/crn_search.py --task gauss_markov_0.9 --seeds 5 --minutes 6    # about 35 min on one core
+    python benchmarks/crn_search.py --task gauss_markov_0.9 --seeds 5 --zoo   # about 25 min on one core
 """
 
 from __future__ import annotations
@@ -35,34 +37,31 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from rl_results import NUS, REFERENCES, TASKS, scores
+from rl_results import NUS, REFERENCES, TASKS, ZOO, scores
 
+from agents.linear import FEATURES, linear_price_model, price_features
+from agents.train import package_versions
 from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.policies import ActionPolicy
 from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
-from otagym._io import write_json
+from otagym import ENV_ID, OTAPrivacyEnv
+from otagym._io import atomic_write, write_json
+from otagym.tasks import TASKS as TASK_SETTINGS
 
-#: Names of the features of :func:`features`, in order.
-FEATURES = ("1", "z", "z^2", "h", "p", "t", "z h", "z p", "z t")
-
-
-def features(obs: NDArray) -> NDArray:
-    """(N, 9) features of observations (N, 3M + 6) of M devices (layout:
-    docs/environment/receive-scaling.md#observation)."""
-    m = (obs.shape[1] - 6) // 3
-    z, h, p, t = obs[:, 2 * m + 4], obs[:, 2 * m], obs[:, 2 * m + 3], obs[:, 2 * m + 1]
-    return np.stack([np.ones_like(z), z, z * z, h, p, t, z * h, z * p, z * t], axis=1)
+#: CMA-ES generations between two checkpoints (each scored on the validation realisations).
+CHECKPOINT_EVERY = 10
 
 
 class LinearFeaturePolicy(ActionPolicy):
-    """The price action a = clip(theta . features(obs), -1, 1); ``theta`` (9,) or one row per env (N, 9)."""
+    """The price action a = clip(theta . price_features(obs), -1, 1) (:mod:`agents.linear`) for the batched search:
+    ``theta`` (9,) or one row per env (N, 9)."""
 
     def __init__(self, theta: NDArray, nu: NDArray | None = None) -> None:
         super().__init__(nu)
         self.theta = np.asarray(theta, dtype=float)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
-        phi = features(np.asarray(observation, dtype=float))
+        phi = price_features(np.asarray(observation, dtype=float))
         return np.clip((self.theta * phi).sum(axis=1), -1.0, 1.0)
 
 
@@ -82,68 +81,107 @@ def objective(by_nu: dict[str, NDArray], floor: dict[str, float], kind: str) -> 
     return margins.mean(axis=0) if kind == "mean" else margins.min(axis=0)
 
 
+def training_seeds(count: int) -> tuple[int, ...]:
+    """The first ``count`` (>= 1) seeds of ``90_000, 90_001, ...``: :data:`~baselines.references.TRAIN_SEEDS` (on
+    which BestConstant and AdaScaleTrained are tuned) and, past 32, the seeds after them, disjoint from the validation
+    (20_000...) and test (10_000...) seeds."""
+    if count < 1:
+        raise ValueError(f"train realisations must be >= 1; got {count}")
+    return tuple(range(TRAIN_SEEDS[0], TRAIN_SEEDS[0] + count))
+
+
 @functools.cache
-def best_constant_means(task: str) -> dict[str, dict[str, float]]:
+def best_constant_means(task: str, train_realisations: int) -> dict[str, dict[str, float]]:
     """BestConstant's mean score per nu on the training and on the validation realisations (once per task and
     process: every seed's search measures its margins against them)."""
     return {name: {nu: float(np.mean(s)) for nu, s in scores(REFERENCES["BestConstant"], task, seeds).items()}
-            for name, seeds in (("train", TRAIN_SEEDS), ("validation", VALIDATION_SEEDS))}
+            for name, seeds in (("train", training_seeds(train_realisations)), ("validation", VALIDATION_SEEDS))}
 
 
-def search(task: str, seed: int, minutes: float, kind: str) -> dict[str, Any]:
-    """One seed: CMA-ES on the training realisations for ``minutes`` (> 0) of wall time, the checkpoint with the best
-    validation objective, its test scores."""
+def search(task: str, seed: int, generations: int, kind: str, train_realisations: int = 64) -> dict[str, Any]:
+    """One seed: ``generations`` (a positive multiple of 10) of CMA-ES on ``train_realisations`` training
+    realisations, the checkpoint with the best validation objective, its test scores."""
     import cma
 
-    if not minutes > 0:
-        raise ValueError(f"minutes must be > 0; got {minutes}")
-    floors = best_constant_means(task)
+    if generations <= 0 or generations % CHECKPOINT_EVERY:
+        raise ValueError(f"generations must be a positive multiple of {CHECKPOINT_EVERY}; got {generations}")
+    train = training_seeds(train_realisations)
+    floors = best_constant_means(task, train_realisations)
     es = cma.CMAEvolutionStrategy(np.zeros(len(FEATURES)), 0.05, {"seed": seed + 1, "popsize": 10, "verbose": -9})
-    start, generation, checkpoints, done = time.perf_counter(), 0, [], False
-    while not done:
+    start, checkpoints = time.perf_counter(), []
+    for generation in range(1, generations + 1):
         candidates = np.array(es.ask())
-        es.tell(list(candidates), -objective(scores_by_nu(candidates, task, TRAIN_SEEDS), floors["train"], kind))
-        generation += 1
-        done = time.perf_counter() - start >= 60.0 * minutes
-        if generation % 5 == 0 or done:  # and the last generation
+        es.tell(list(candidates), -objective(scores_by_nu(candidates, task, train), floors["train"], kind))
+        if generation % CHECKPOINT_EVERY == 0:
             theta = np.array(es.mean)
             val = objective(scores_by_nu(theta[None], task, VALIDATION_SEEDS), floors["validation"], kind)
             checkpoints.append({"generation": generation, "theta": theta.tolist(), "validation": float(val[0])})
     best = max(checkpoints, key=lambda c: c["validation"])
     test = scores_by_nu(np.array(best["theta"])[None], task, TEST_SEEDS)
-    return {"seed": seed, "objective": kind, "minutes": minutes, "generations": generation,
-            "wall_s": time.perf_counter() - start, "selected": best, "checkpoints": checkpoints,
-            "test": {nu: s[0].tolist() for nu, s in test.items()}}
+    return {"seed": seed, "objective": kind, "generations": generations, "train_realisations": train_realisations,
+            "wall_s": time.perf_counter() - start,
+            "selected": best, "checkpoints": checkpoints, "test": {nu: s[0].tolist() for nu, s in test.items()}}
+
+
+def ship(task: str, runs: list[dict[str, Any]], target: Path) -> None:
+    """The seed whose selected checkpoint has the best validation objective, as an SB3 model every client loads:
+    ``target/model.zip`` (``ARS.load``; :class:`agents.linear.LinearPricePolicy`) and ``target/run.json``."""
+    import cma
+
+    best = max(runs, key=lambda r: r["selected"]["validation"])
+    settings = TASK_SETTINGS[TASKS[task]].kwargs
+    model = linear_price_model(best["selected"]["theta"], OTAPrivacyEnv(**settings))
+    with atomic_write(target / "model.zip", "wb") as fh:
+        model.save(fh)
+    write_json(target / "run.json", {
+        "algo": "ars", "policy": "agents.linear.LinearPricePolicy",
+        "trained_by": "CMA-ES on common random numbers (benchmarks/crn_search.py)", "env_id": ENV_ID,
+        "task": TASKS[task], "env_kwargs": settings, "seed": best["seed"], "objective": best["objective"],
+        "generations": best["generations"], "train_realisations": best["train_realisations"],
+        "selected_generation": best["selected"]["generation"], "validation_objective": best["selected"]["validation"],
+        "features": list(FEATURES), "theta": best["selected"]["theta"],
+        "versions": {**package_versions(), "cma": cma.__version__}})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), default="gauss_markov_0.9")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--minutes", type=float, default=6.0)
+    parser.add_argument("--generations", type=int, default=150, help="CMA-ES generations per seed (multiple of 10)")
+    parser.add_argument("--train-realisations", type=int, default=64,
+                        help="training realisations every candidate plays at each nu (the first 32 are TRAIN_SEEDS)")
     parser.add_argument("--objective", choices=("mean", "worst-nu"), default="mean",
                         help="the margin over BestConstant to maximise: its mean over nu, or its smallest")
     parser.add_argument("--out", type=Path, default=Path("runs/crn_search"))
+    parser.add_argument("--zoo", action="store_true",
+                        help="ship the seed best on validation to agents/zoo/<task>/linear_crn/ (ARS.load-able)")
     parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
                         help="rl_results.py's --out: its <task>/references.json is read as it is when there")
     args = parser.parse_args()
+    if args.zoo and args.objective != "mean":
+        parser.error("--zoo ships the searches of --objective mean only")
     folder = args.out / args.task / args.objective
-    runs = []
-    for k in range(args.seeds):
-        path = folder / f"seed{k}.json"
+    paths = [folder / f"seed{k}.json" for k in range(args.seeds)]
+    for path in filter(Path.is_file, paths):  # before any search: a stored seed of another budget is refused
+        stored = json.loads(path.read_text())
+        if (stored.get("generations"), stored.get("train_realisations")) != (args.generations, args.train_realisations):
+            raise SystemExit(f"{path} is not a search of --generations {args.generations} on --train-realisations "
+                             f"{args.train_realisations}: use another --out, or remove it to search again")
+    for k, path in enumerate(paths):
         if not path.is_file():
-            write_json(path, search(args.task, k, args.minutes, args.objective))
-        runs.append(json.loads(path.read_text()))
-        if runs[-1].get("minutes") != args.minutes:
-            raise SystemExit(f"{path} was searched for {runs[-1].get('minutes')} minutes, not --minutes "
-                             f"{args.minutes}: use another --out, or remove it to search again")
+            write_json(path, search(args.task, k, args.generations, args.objective, args.train_realisations))
+    runs = [json.loads(path.read_text()) for path in paths]
+    if args.zoo:
+        ship(args.task, runs, ZOO / args.task / "linear_crn")
     ref_path = args.references / args.task / "references.json"
     stored = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
     refs = {name: stored.get(name) or scores(make, args.task, TEST_SEEDS) for name, make in REFERENCES.items()}
-    print(f"{args.task}: {len(runs)} seeds x {len(TEST_SEEDS)} test realisations; "
-          f"generations {[r['generations'] for r in runs]}")
+    first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), args.task, TEST_SEEDS)
+    print(f"{args.task}: {len(runs)} seeds x {len(TEST_SEEDS)} test realisations; selected generations "
+          f"{[r['selected']['generation'] for r in runs]} of {args.generations}")
     for nu in map(str, NUS):
         table = {"LinearCRN": np.array([r["test"][nu] for r in runs]),
+                 f"after {CHECKPOINT_EVERY} generations": first[nu],
                  **{name: np.array([s[nu]]) for name, s in refs.items()}}
         stats = aggregate(table, "BestConstant", compared=("LinearCRN",))
         vs_ada = improvement(table, "AdaScaleTrained", ("LinearCRN",))["LinearCRN"][0]
@@ -151,7 +189,7 @@ def main() -> None:
         for name, s in stats.items():
             extra = (f"  P(>BestConstant) {s['p_improve']:.2f}  P(>AdaScaleTrained) {vs_ada:.2f}"
                      if name == "LinearCRN" else "")
-            print(f"  {name:16s} IQM {s['iqm']:6.2f} [{s['iqm_ci'][0]:6.2f}, {s['iqm_ci'][1]:6.2f}]  "
+            print(f"  {name:22s} IQM {s['iqm']:6.2f} [{s['iqm_ci'][0]:6.2f}, {s['iqm_ci'][1]:6.2f}]  "
                   f"mean {s['mean']:7.2f}  worst {s['worst']:8.1f}{extra}")
 
 
