@@ -23,7 +23,8 @@ P(> BestConstant) and P(> AdaScaleTrained), beside the first checkpoint (after 1
 (``rl_results.py``'s ``<--references>/<task>/references.json`` as it is when there, else computed).
 
     pip install -e ".[rl,results]"       # SB3 (the references and rl_results.py's helpers), rliable, cma
-    python benchmarks/crn_search.py --task gauss_markov_0.9 --seeds 5 --zoo   # about 25 min on one core
+    python benchmarks/crn_search.py --zoo        # the three tasks, 5 seeds each: about 65 min on one core
+    python benchmarks/crn_search.py --tasks gauss_markov_0.9 --seeds 2 --generations 30   # a quick look
 """
 
 from __future__ import annotations
@@ -143,42 +144,15 @@ def ship(task: str, runs: list[dict[str, Any]], target: Path) -> None:
         "versions": {**package_versions(), "cma": cma.__version__}})
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=sorted(TASKS), default="gauss_markov_0.9")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--generations", type=int, default=150, help="CMA-ES generations per seed (multiple of 10)")
-    parser.add_argument("--train-realisations", type=int, default=64,
-                        help="training realisations every candidate plays at each nu (the first 32 are TRAIN_SEEDS)")
-    parser.add_argument("--objective", choices=("mean", "worst-nu"), default="mean",
-                        help="the margin over BestConstant to maximise: its mean over nu, or its smallest")
-    parser.add_argument("--out", type=Path, default=Path("runs/crn_search"))
-    parser.add_argument("--zoo", action="store_true",
-                        help="ship the seed best on validation to agents/zoo/<task>/linear_crn/ (ARS.load-able)")
-    parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
-                        help="rl_results.py's --out: its <task>/references.json is read as it is when there")
-    args = parser.parse_args()
-    if args.zoo and args.objective != "mean":
-        parser.error("--zoo ships the searches of --objective mean only")
-    folder = args.out / args.task / args.objective
-    paths = [folder / f"seed{k}.json" for k in range(args.seeds)]
-    for path in filter(Path.is_file, paths):  # before any search: a stored seed of another budget is refused
-        stored = json.loads(path.read_text())
-        if (stored.get("generations"), stored.get("train_realisations")) != (args.generations, args.train_realisations):
-            raise SystemExit(f"{path} is not a search of --generations {args.generations} on --train-realisations "
-                             f"{args.train_realisations}: use another --out, or remove it to search again")
-    for k, path in enumerate(paths):
-        if not path.is_file():
-            write_json(path, search(args.task, k, args.generations, args.objective, args.train_realisations))
-    runs = [json.loads(path.read_text()) for path in paths]
-    if args.zoo:
-        ship(args.task, runs, ZOO / args.task / "linear_crn")
-    ref_path = args.references / args.task / "references.json"
+def report(task: str, runs: list[dict[str, Any]], references: Path) -> None:
+    """Print the searched policy's test scores beside its first checkpoint's and the references' (``references``:
+    rl_results.py's --out, whose ``<task>/references.json`` is read as it is when there)."""
+    ref_path = references / task / "references.json"
     stored = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
-    refs = {name: stored.get(name) or scores(make, args.task, TEST_SEEDS) for name, make in REFERENCES.items()}
-    first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), args.task, TEST_SEEDS)
-    print(f"{args.task}: {len(runs)} seeds x {len(TEST_SEEDS)} test realisations; selected generations "
-          f"{[r['selected']['generation'] for r in runs]} of {args.generations}")
+    refs = {name: stored.get(name) or scores(make, task, TEST_SEEDS) for name, make in REFERENCES.items()}
+    first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), task, TEST_SEEDS)
+    print(f"{task}: {len(runs)} seeds x {len(TEST_SEEDS)} test realisations; selected generations "
+          f"{[r['selected']['generation'] for r in runs]} of {runs[0]['generations']}")
     for nu in map(str, NUS):
         table = {"LinearCRN": np.array([r["test"][nu] for r in runs]),
                  f"after {CHECKPOINT_EVERY} generations": first[nu],
@@ -191,6 +165,42 @@ def main() -> None:
                      if name == "LinearCRN" else "")
             print(f"  {name:22s} IQM {s['iqm']:6.2f} [{s['iqm_ci'][0]:6.2f}, {s['iqm_ci'][1]:6.2f}]  "
                   f"mean {s['mean']:7.2f}  worst {s['worst']:8.1f}{extra}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--generations", type=int, default=150, help="CMA-ES generations per seed (multiple of 10)")
+    parser.add_argument("--train-realisations", type=int, default=64,
+                        help="training realisations every candidate plays at each nu (the first 32 are TRAIN_SEEDS)")
+    parser.add_argument("--objective", choices=("mean", "worst-nu"), default="mean",
+                        help="the margin over BestConstant to maximise: its mean over nu, or its smallest")
+    parser.add_argument("--out", type=Path, default=Path("runs/crn_search"))
+    parser.add_argument("--zoo", action="store_true",
+                        help="ship each task's seed best on validation to agents/zoo/<task>/linear_crn/ (ARS.load)")
+    parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
+                        help="rl_results.py's --out: its <task>/references.json is read as it is when there")
+    args = parser.parse_args()
+    if args.zoo and args.objective != "mean":
+        parser.error("--zoo ships the searches of --objective mean only")
+    paths = {task: [args.out / task / args.objective / f"seed{k}.json" for k in range(args.seeds)]
+             for task in args.tasks}
+    budget = (args.generations, args.train_realisations)
+    stored_paths = [path for task_paths in paths.values() for path in task_paths if path.is_file()]
+    for path in stored_paths:  # before any search: a stored seed of another budget is refused
+        stored = json.loads(path.read_text())
+        if (stored.get("generations"), stored.get("train_realisations")) != budget:
+            raise SystemExit(f"{path} is not a search of --generations {args.generations} on --train-realisations "
+                             f"{args.train_realisations}: use another --out, or remove it to search again")
+    for task, task_paths in paths.items():
+        for k, path in enumerate(task_paths):
+            if not path.is_file():
+                write_json(path, search(task, k, args.generations, args.objective, args.train_realisations))
+        runs = [json.loads(path.read_text()) for path in task_paths]
+        if args.zoo:
+            ship(task, runs, ZOO / task / "linear_crn")
+        report(task, runs, args.references)
 
 
 if __name__ == "__main__":

@@ -144,3 +144,12 @@ def test_training_seeds_extend_the_references_own_and_stay_apart_from_validation
     assert not set(many) & (set(VALIDATION_SEEDS) | set(TEST_SEEDS))
     with pytest.raises(ValueError, match="train realisations must be >= 1"):
         crn_search.training_seeds(0)
+
+
+@pytest.mark.slow
+def test_a_search_is_reproducible_to_the_bit():
+    pytest.importorskip("cma")
+    one, two = (crn_search.search("iid", 3, 10, "mean", train_realisations=2) for _ in range(2))
+    for key in ("selected", "checkpoints", "test"):
+        assert one[key] == two[key]
+    assert one["checkpoints"][0]["theta"] != [0.0] * len(FEATURES)  # it moved
