@@ -151,7 +151,7 @@ def report(task: str, runs: list[dict[str, Any]], references: Path) -> None:
     stored = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
     refs = {name: stored.get(name) or scores(make, task, TEST_SEEDS) for name, make in REFERENCES.items()}
     first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), task, TEST_SEEDS)
-    print(f"{task}: {len(runs)} seeds x {len(TEST_SEEDS)} test realisations; selected generations "
+    print(f"{task}: {len(runs)} seed(s) x {len(TEST_SEEDS)} test realisations; selected generations "
           f"{[r['selected']['generation'] for r in runs]} of {runs[0]['generations']}")
     for nu in map(str, NUS):
         table = {"LinearCRN": np.array([r["test"][nu] for r in runs]),
@@ -168,15 +168,18 @@ def report(task: str, runs: list[dict[str, Any]], references: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
-    parser.add_argument("--seeds", type=int, default=5)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.rsplit("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS),
+                        help="the tasks to search (default: all three)")
+    parser.add_argument("--seeds", type=int, default=5, help="search seeds per task (default 5)")
     parser.add_argument("--generations", type=int, default=150, help="CMA-ES generations per seed (multiple of 10)")
     parser.add_argument("--train-realisations", type=int, default=64,
                         help="training realisations every candidate plays at each nu (the first 32 are TRAIN_SEEDS)")
     parser.add_argument("--objective", choices=("mean", "worst-nu"), default="mean",
                         help="the margin over BestConstant to maximise: its mean over nu, or its smallest")
-    parser.add_argument("--out", type=Path, default=Path("runs/crn_search"))
+    parser.add_argument("--out", type=Path, default=Path("runs/crn_search"),
+                        help="one JSON per task, objective and seed: <out>/<task>/<objective>/seed<k>.json")
     parser.add_argument("--zoo", action="store_true",
                         help="ship each task's seed best on validation to agents/zoo/<task>/linear_crn/ (ARS.load)")
     parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
@@ -196,6 +199,8 @@ def main() -> None:
     for task, task_paths in paths.items():
         for k, path in enumerate(task_paths):
             if not path.is_file():
+                print(f"{task}: searching seed {k} ({args.generations} generations; the first also scores the "
+                      "references on the training and validation realisations)", flush=True)
                 write_json(path, search(task, k, args.generations, args.objective, args.train_realisations))
         runs = [json.loads(path.read_text()) for path in task_paths]
         if args.zoo:

@@ -70,6 +70,13 @@ def _model_file(path: Path) -> Path:
     return found[0]
 
 
+def _model_name(model_path: Path) -> str:
+    """A trained model's name in the results: its file's stem, or its folder's name where the file has SB3's or
+    rl_zoo3's generic name (``model.zip``, ``best_model.zip``), so that ``agents/zoo/iid/ppo/model.zip`` and
+    ``.../trpo/model.zip`` are ``ppo`` and ``trpo`` and do not write the same results file."""
+    return model_path.parent.name if model_path.stem in ("model", "best_model") else model_path.stem
+
+
 def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
     """The name and the policy of POLICY (see the module docstring): on receive scaling a
     :class:`~baselines.compare.PolicySpec`, on the other tasks ``(factory, env overrides)`` as
@@ -87,14 +94,14 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
         model_path = _model_file(path)
         model = load_model(model_path)
         if task.scheme != "receive_scaling":
-            return model_path.stem, (lambda: EnvActionPolicy(lambda obs: model.predict(obs, deterministic=True)[0]),
+            return _model_name(model_path), (lambda: EnvActionPolicy(lambda obs: model.predict(obs, deterministic=True)[0]),
                                      {})
         kw = run_metadata(model_path).get("env_kwargs") or dict(task.kwargs)
         trained, asked = formulation(kw)[:3], formulation(task.kwargs)[:3]
         if trained != asked:
             raise ValueError(f"policy {text!r} was trained on scenario, reward_mode, action_type = {trained}, and "
                              f"{task_id} is {asked}: its actions would mean something else here")
-        return model_path.stem, PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
+        return _model_name(model_path), PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
         module, _, name = text.partition(":")
         try:
