@@ -28,19 +28,20 @@ ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "sac": SAC, "td3": TD3, "trpo
 
 def load_model(path: str | Path):
     """An SB3 model from ``model.zip`` (or a checkpoint); the algorithm is read from ``run.json`` beside it, else
-    each of PPO, SAC, TD3, TRPO and ARS is tried."""
+    each class of :data:`ALGO_CLASSES` is tried."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no trained model at {path} (expected an SB3 .zip written by `otagym train`)")
     meta = run_metadata(path)
-    order = [ALGO_CLASSES[meta["algo"]]] if meta.get("algo") in ALGO_CLASSES else [PPO, SAC, TD3, TRPO, ARS]
+    every = list(dict.fromkeys(ALGO_CLASSES.values()))
+    order = [ALGO_CLASSES[meta["algo"]]] if meta.get("algo") in ALGO_CLASSES else every
     errors = []
     for cls in order:
         try:
             return cls.load(path, device="cpu")
         except Exception as err:  # noqa: BLE001 - SB3 raises several types for a class mismatch
             errors.append(f"{cls.__name__}: {err}")
-    raise ValueError(f"{path} is not a PPO, SAC, TD3, TRPO or ARS model: {errors}")
+    raise ValueError(f"{path} is not a model of {', '.join(cls.__name__ for cls in order)}: {errors}")
 
 
 def run_metadata(model_path: Path) -> dict[str, Any]:

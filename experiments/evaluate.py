@@ -92,16 +92,15 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
         from agents.policy import AgentPolicy, load_model, run_metadata
 
         model_path = _model_file(path)
-        model = load_model(model_path)
+        model, name = load_model(model_path), _model_name(model_path)
         if task.scheme != "receive_scaling":
-            return _model_name(model_path), (lambda: EnvActionPolicy(lambda obs: model.predict(obs, deterministic=True)[0]),
-                                     {})
+            return name, (lambda: EnvActionPolicy(lambda obs: model.predict(obs, deterministic=True)[0]), {})
         kw = run_metadata(model_path).get("env_kwargs") or dict(task.kwargs)
         trained, asked = formulation(kw)[:3], formulation(task.kwargs)[:3]
         if trained != asked:
             raise ValueError(f"policy {text!r} was trained on scenario, reward_mode, action_type = {trained}, and "
                              f"{task_id} is {asked}: its actions would mean something else here")
-        return _model_name(model_path), PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
+        return name, PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
         module, _, name = text.partition(":")
         try:
