@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, typeof
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
@@ -77,6 +78,16 @@ PARALLEL_FROM: int | None = None
 def parallel(size: int) -> bool:
     """Whether a kernel over ``size`` envs or elements runs over every core (:data:`PARALLEL_FROM`)."""
     return PARALLEL_FROM is not None and size >= PARALLEL_FROM
+
+
+def specialised(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """``kernel`` (a numba dispatcher) compiled, or loaded from the cache, for the numba types of ``args``, as a
+    function that takes arguments of exactly those types: a call goes to the compiled code without numba's dispatch,
+    which types every argument of every call (2-4 us for a round's 19 arguments, one a namedtuple of 17 arrays: a
+    tenth of a single env's step). The caller passes arguments of the same types at every call (dtype, dimensions,
+    C-contiguous arrays, the same namedtuple type): the compiled code does not check them
+    (``tests/test_speed_kernels.py`` checks the env's round)."""
+    return kernel.compile(tuple(typeof(a) for a in args))
 
 
 #: The otagym modules that hold compiled kernels. A kernel inlines the kernels it calls from the other modules, while

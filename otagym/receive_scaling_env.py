@@ -381,6 +381,8 @@ class Rounds:
         self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
         self._log10_placement = np.zeros((n, m))
         #: The kernel's settings: T, x_min_ratio, budget_multiplier_max, price_decades, price_buffer_sd, reward_lambda.
+        #: The round's kernel and its compiled code for the types of :meth:`_round_args` (set at the first step).
+        self._round_kernel: tuple[object, object] = (None, None)
         self._settings = np.array([self.num_rounds, self.x_min_ratio, self.budget_multiplier_max, self.price_decades,
                                    self.price_buffer_sd, reward_lambda or 0.0], dtype=float)
 
@@ -503,11 +505,11 @@ class Rounds:
         a = action_array(action, n)
         out, out_class = np.empty((8, n)), np.empty((2, n, self.model.class_q.size))
         out_device = np.empty((4, n, s.num_devices))
+        args = self._round_args(a, out, out_class, out_device)
         kernel = _play_parallel if privacy.parallel(n) else _play_serial
-        ended = kernel(_ACTION_CODES[self.action_type], a, self._settings, self.reward_mode == "lagrangian",
-                       self.model.arrays, self.model.device_class, self.t, self.nu, self.cost_sum, self.leak_sum,
-                       self.equal_alloc_sum, self.class_rdp_sum, self.h_min2, self.gains, self.mean_h_min2,
-                       self.reward_scale, out, out_class, out_device)
+        if self._round_kernel[0] is not kernel:
+            self._round_kernel = kernel, privacy.specialised(kernel, args)
+        ended = self._round_kernel[1](*args)
         if ended < 0:
             self._checked_action(a)  # raises, naming the actions out of range
         x, eta, cost, leak, reward, cost_mean, cost_share, nu = out
@@ -547,6 +549,15 @@ class Rounds:
             self.fading = self.channel.advance(rng, self.fading, self.t)
         self._set_gains()
         return reward, terminated, info
+
+    def _round_args(self, actions: NDArray, out: NDArray, out_class: NDArray, out_device: NDArray) -> tuple:
+        """The arguments of the round's kernel (:func:`_play`): of the same numba types at every step (float64
+        C-contiguous arrays made here, by :func:`action_array` and by the channel), as
+        :func:`otagym.privacy.specialised` requires."""
+        return (_ACTION_CODES[self.action_type], actions, self._settings, self.reward_mode == "lagrangian",
+                self.model.arrays, self.model.device_class, self.t, self.nu, self.cost_sum, self.leak_sum,
+                self.equal_alloc_sum, self.class_rdp_sum, self.h_min2, self.gains, self.mean_h_min2, self.reward_scale,
+                out, out_class, out_device)
 
     def observation_space(self) -> spaces.Box:
         return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)

@@ -142,3 +142,44 @@ def test_the_round_on_every_core_equals_the_round_on_one(monkeypatch):
             if key in one[4]:
                 np.testing.assert_array_equal(one[4][key], every[4][key])
     assert "dp_epsilon" in results[0][-1][4]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"fading": "gauss_markov", "correlation": 0.9},
+                                    {"fading": "block", "coherence_rounds": 3, "nu_range": (0.01, 0.16)},
+                                    {"reward_mode": "cmdp", "action_type": "x"}])
+def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs):
+    """The round's kernel is called without numba's dispatch (privacy.specialised), so its arguments must keep the
+    numba types of the first step whatever the user passes: actions as float32, float64, (N,) or (N, 1), a list, a
+    strided view or (one env) a scalar; resets with and without options (nu, placement, a replayed trace) and
+    autoresets. A changed type would be read as the old one by the compiled code."""
+    from numba import typeof
+
+    from otagym import OTAPrivacyEnv
+    from otagym.receive_scaling_env import Rounds
+
+    seen: dict[int, set] = {}
+    round_args = Rounds._round_args
+
+    def recording(self, *args):
+        result = round_args(self, *args)
+        seen.setdefault(id(self), set()).add(tuple(typeof(a) for a in result))
+        return result
+    monkeypatch.setattr(Rounds, "_round_args", recording)
+    x_action = "action_type" in kwargs
+    single = OTAPrivacyEnv(num_rounds=4, dp_orders=None, **kwargs)
+    low = single.action_space.low[0] if x_action else -0.5
+    single.reset(seed=0)
+    m = single.scenario.num_devices
+    for options in (None, {"nu": 0.05}, {"distances_m": np.full(m, 60.0)},
+                    {"channel_gains": np.full((4, m), 1e-9)}):
+        single.reset(seed=1, options=options)
+        for action in (np.array([low], np.float32), np.array([low]), [low], low, np.array([[low, 0.0]])[:, 0]):
+            if single.rounds.t[0] == 4:
+                single.reset()
+            single.step(action)
+    vector = OTAPrivacyVectorEnv(3, num_rounds=4, dp_orders=None, **kwargs)
+    vector.reset(seed=0, options={"channel_gains": np.full((4, 3, m), 1e-9)})
+    wide = np.full((3, 2), low)
+    for action in (np.full((3, 1), low, np.float32), np.full(3, low), [low] * 3, wide[:, 1], wide[:, :1]) * 2:
+        vector.step(action)  # autoresets along the way
+    assert len(seen) == 2 and all(len(types) == 1 for types in seen.values()), seen
