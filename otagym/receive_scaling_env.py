@@ -550,6 +550,10 @@ class Rounds:
         self._set_gains()
         return reward, terminated, info
 
+    def __getstate__(self) -> dict:
+        """The state to pickle: the compiled round is not picklable, and is found again at the next step."""
+        return {**self.__dict__, "_round_kernel": (None, None)}
+
     def _round_args(self, actions: NDArray, out: NDArray, out_class: NDArray, out_device: NDArray) -> tuple:
         """The arguments of the round's kernel (:func:`_play`): of the same numba types at every step (float64
         C-contiguous arrays made here, by :func:`action_array` and by the channel), as

@@ -183,3 +183,21 @@ def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs
     for action in (np.full((3, 1), low, np.float32), np.full(3, low), [low] * 3, wide[:, 1], wide[:, :1]) * 2:
         vector.step(action)  # autoresets along the way
     assert len(seen) == 2 and all(len(types) == 1 for types in seen.values()), seen
+
+
+def test_an_env_pickled_mid_episode_plays_on_as_the_original():
+    """The compiled round a Rounds keeps is not pickled (numba's compiled code is not picklable); the copy finds it
+    again and plays the same rounds, to the bit."""
+    import pickle
+
+    from otagym import OTAPrivacyEnv
+
+    env = OTAPrivacyEnv(num_rounds=6)
+    env.reset(seed=3)
+    env.step(np.array([0.2], np.float32))
+    copy = pickle.loads(pickle.dumps(env))
+    for a in (-0.4, 0.1, 0.9, -1.0, 0.0):
+        ours, theirs = env.step(np.array([a], np.float32)), copy.step(np.array([a], np.float32))
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        assert ours[1] == theirs[1] and ours[2] == theirs[2]
+    np.testing.assert_array_equal(ours[4]["dp_epsilon"], theirs[4]["dp_epsilon"])
