@@ -83,10 +83,11 @@ def parallel(size: int) -> bool:
 def specialised(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
     """``kernel`` (a numba dispatcher) compiled, or loaded from the cache, for the numba types of ``args``, as a
     function that takes arguments of exactly those types: a call goes to the compiled code without numba's dispatch,
-    which types every argument of every call (2-4 us for a round's 19 arguments, one a namedtuple of 17 arrays: a
+    which types every argument of every call (3-4 us for a round's 19 arguments, one a namedtuple of 17 arrays: a
     tenth of a single env's step). The caller passes arguments of the same types at every call (dtype, dimensions,
-    C-contiguous arrays, the same namedtuple type): the compiled code does not check them
-    (``tests/test_speed_kernels.py`` checks the env's round)."""
+    layout, writeability, the same namedtuple type): the compiled code checks only the size of an array's elements,
+    and reads a strided view passed for a C-ordered array as C-ordered, without an error
+    (``tests/test_speed_kernels.py`` checks every call of the env's round). Not picklable."""
     return kernel.compile(tuple(typeof(a) for a in args))
 
 

@@ -381,10 +381,10 @@ class Rounds:
         self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
         self._log10_placement = np.zeros((n, m))
         #: The kernel's settings: T, x_min_ratio, budget_multiplier_max, price_decades, price_buffer_sd, reward_lambda.
-        #: The round's kernel and its compiled code for the types of :meth:`_round_args` (set at the first step).
-        self._round_kernel: tuple[object, object] = (None, None)
         self._settings = np.array([self.num_rounds, self.x_min_ratio, self.budget_multiplier_max, self.price_decades,
                                    self.price_buffer_sd, reward_lambda or 0.0], dtype=float)
+        #: The round's kernel and its compiled code for the types of :meth:`_round_args` (set at the first step).
+        self._round_kernel: tuple[object, object] = (None, None)
 
     # --- episode boundaries ----------------------------------------------------------------------------------
     def reset(

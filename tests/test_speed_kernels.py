@@ -146,43 +146,57 @@ def test_the_round_on_every_core_equals_the_round_on_one(monkeypatch):
 
 @pytest.mark.parametrize("kwargs", [{}, {"fading": "gauss_markov", "correlation": 0.9},
                                     {"fading": "block", "coherence_rounds": 3, "nu_range": (0.01, 0.16)},
+                                    {"action_type": "share"},
+                                    {"reward_mode": "lagrangian", "action_type": "spend", "reward_lambda": 0.1},
                                     {"reward_mode": "cmdp", "action_type": "x"}])
 def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs):
-    """The round's kernel is called without numba's dispatch (privacy.specialised), so its arguments must keep the
-    numba types of the first step whatever the user passes: actions as float32, float64, (N,) or (N, 1), a list, a
-    strided view or (one env) a scalar; resets with and without options (nu, placement, a replayed trace) and
-    autoresets. A changed type would be read as the old one by the compiled code."""
+    """The round's kernel is called without numba's dispatch (privacy.specialised), so every call's arguments must
+    have the numba types it was compiled for, whatever the user passes: actions as float16, float32, float64 or int,
+    (N,) or (N, 1), a list, a strided, broadcast or read-only view or (one env) a scalar; resets with and without
+    options (nu, a broadcast placement, a Fortran-ordered replayed trace, then a sampled channel again); both
+    autoreset modes. A changed type would be misread by the compiled
+    code (a strided view read as C-ordered gives wrong numbers without an error)."""
+    import gymnasium as gym
     from numba import typeof
 
     from otagym import OTAPrivacyEnv
-    from otagym.receive_scaling_env import Rounds
 
-    seen: dict[int, set] = {}
-    round_args = Rounds._round_args
+    compiled, calls = privacy.specialised, []
 
-    def recording(self, *args):
-        result = round_args(self, *args)
-        seen.setdefault(id(self), set()).add(tuple(typeof(a) for a in result))
-        return result
-    monkeypatch.setattr(Rounds, "_round_args", recording)
-    x_action = "action_type" in kwargs
+    def checking(kernel, args):
+        signature, entry = tuple(map(typeof, args)), compiled(kernel, args)
+
+        def call(*args):
+            calls.append(tuple(map(typeof, args)) == signature)
+            return entry(*args)
+        return call
+    monkeypatch.setattr(privacy, "specialised", checking)
+    low = OTAPrivacyEnv(num_rounds=4, **kwargs).action_space.low[0] if "action_type" in kwargs else -0.5
+    low = max(low, -0.5)
     single = OTAPrivacyEnv(num_rounds=4, dp_orders=None, **kwargs)
-    low = single.action_space.low[0] if x_action else -0.5
-    single.reset(seed=0)
     m = single.scenario.num_devices
-    for options in (None, {"nu": 0.05}, {"distances_m": np.full(m, 60.0)},
-                    {"channel_gains": np.full((4, m), 1e-9)}):
+    for options in (None, {"nu": 0.05}, {"distances_m": np.broadcast_to(60.0, (m,))},
+                    {"channel_gains": np.asfortranarray(np.full((4, m), 1e-9))}, None):
         single.reset(seed=1, options=options)
         for action in (np.array([low], np.float32), np.array([low]), [low], low, np.array([[low, 0.0]])[:, 0]):
             if single.rounds.t[0] == 4:
                 single.reset()
             single.step(action)
-    vector = OTAPrivacyVectorEnv(3, num_rounds=4, dp_orders=None, **kwargs)
-    vector.reset(seed=0, options={"channel_gains": np.full((4, 3, m), 1e-9)})
-    wide = np.full((3, 2), low)
-    for action in (np.full((3, 1), low, np.float32), np.full(3, low), [low] * 3, wide[:, 1], wide[:, :1]) * 2:
-        vector.step(action)  # autoresets along the way
-    assert len(seen) == 2 and all(len(types) == 1 for types in seen.values()), seen
+    for mode in (gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP):
+        vector = OTAPrivacyVectorEnv(3, num_rounds=4, dp_orders=None, autoreset_mode=mode, **kwargs)
+        wide = np.full((3, 2), low)
+        readonly = np.full((3, 1), low)
+        readonly.flags.writeable = False
+        actions = (np.full((3, 1), low, np.float32), np.full(3, low, np.float16), np.full(3, low), [low] * 3,
+                   wide[:, 1], wide[:, :1], np.broadcast_to(low, (3,)), readonly)
+        if "action_type" not in kwargs:
+            actions += (np.zeros(3, dtype=np.int64),)
+        for options in (None, {"channel_gains": np.asfortranarray(np.full((4, 3, m), 1e-9)),
+                               "distances_m": np.broadcast_to(60.0, (3, m))}, None):
+            vector.reset(seed=0, options=options)
+            for action in actions:  # autoresets along the way
+                vector.step(action)
+    assert len(calls) > 60 and all(calls)
 
 
 def test_an_env_pickled_mid_episode_plays_on_as_the_original():
