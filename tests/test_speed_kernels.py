@@ -171,9 +171,8 @@ def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs
             return entry(*args)
         return call
     monkeypatch.setattr(privacy, "specialised", checking)
-    low = OTAPrivacyEnv(num_rounds=4, **kwargs).action_space.low[0] if "action_type" in kwargs else -0.5
-    low = max(low, -0.5)
     single = OTAPrivacyEnv(num_rounds=4, dp_orders=None, **kwargs)
+    low = max(float(single.action_space.low[0]), -0.5)
     m = single.scenario.num_devices
     for options in (None, {"nu": 0.05}, {"distances_m": np.broadcast_to(60.0, (m,))},
                     {"channel_gains": np.asfortranarray(np.full((4, m), 1e-9))}, None):
