@@ -11,6 +11,11 @@ The features of an observation of M devices (layout: docs/environment/receive-sc
 p, t, z h, z p, z t, with z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this
 round's weakest channel against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets
 nu, the terms 1, z, z^2 give each its own constant; theta = 0 is the action's reference, a = 0.
+
+:class:`OnlineOptimalResidualPolicy` adds the same linear term to a base, the action of ``OnlineOptimal`` (the
+dynamic programme over the budget left, docs/rl.md §6) computed from the observation alone
+(:class:`ObservedOnlineOptimal`): a = clip(a_OO + theta . phi, -1, 1), so theta = 0 plays the online optimum of the
+fading's i.i.d. marginal and theta is a learned residual on it.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 from gymnasium import spaces
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from sb3_contrib import ARS
 from sb3_contrib.ars.policies import ARSPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-__all__ = ["FEATURES", "LinearPricePolicy", "PriceFeatures", "linear_price_model", "price_features"]
+__all__ = ["FEATURES", "LinearPricePolicy", "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
+           "linear_price_model", "price_features"]
 
 #: Names of the features of :func:`price_features`, in order.
 FEATURES = ("1", "z", "z^2", "h", "p", "t", "z h", "z p", "z t")
@@ -75,14 +81,91 @@ class LinearPricePolicy(ARSPolicy):
         return {"observation_space": self.observation_space, "action_space": self.action_space}
 
 
-def linear_price_model(theta: ArrayLike, env: Any, **ars_kwargs: Any) -> ARS:
+class ObservedOnlineOptimal:
+    """The price action of :class:`baselines.references.OnlineOptimalAction` computed from receive-scaling
+    observations alone, for policies that see nothing else: each row's nu, placement, round, budget left and channel
+    are read back from the observation (docs/environment/receive-scaling.md#observation), the programme of its nu and
+    placement is solved once per process (:func:`~baselines.references.solve_online_optimal`, cached) and the round's
+    price (:func:`~baselines.references.online_optimal_round`) is returned as a = log10(mu_t / mu_ref,t) /
+    price_decades, clipped to [-1, 1]. The observation is float32, so the decision is that of the env's own values to
+    about 1e-6 relative.
+
+    Args:
+        env_kwargs: the keyword arguments of the env whose observations are read (a task's settings, a zoo model's
+            ``run.json``); it must have the budget mode's price action.
+    """
+
+    def __init__(self, env_kwargs: dict[str, Any]) -> None:
+        from otagym import OTAPrivacyEnv
+
+        env = OTAPrivacyEnv(**env_kwargs)
+        rounds = env.rounds
+        if rounds.reward_mode != "budget" or rounds.action_type != "price":
+            raise ValueError("env_kwargs: OnlineOptimal's action is the budget mode's price action; got "
+                             f"reward_mode={rounds.reward_mode!r}, action_type={rounds.action_type!r}")
+        self.model, self.num_rounds, self.block = rounds.model, env.scenario.num_rounds, rounds.block_rounds
+        self.log10_nu_ref, self.price_decades = rounds.log10_nu_ref, rounds.price_decades
+        self.buffer_sd = rounds.price_buffer_sd
+        self.snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # E[s_m] / E|h_m|^2
+        self.obs_dim = rounds.obs_dim
+
+    def __call__(self, observation: NDArray) -> NDArray:
+        """a_OO (N,) of observations (N, 3M + 6)."""
+        from baselines.references import online_optimal_round, solve_online_optimal
+        from otagym.receive_scaling import reference_price
+
+        obs = np.atleast_2d(np.asarray(observation, dtype=float))
+        if obs.shape[-1] != self.obs_dim:
+            raise ValueError(f"observation width must be {self.obs_dim} (the env's); got {obs.shape[-1]}")
+        m, big_t = (self.obs_dim - 6) // 3, self.num_rounds
+        nu = 10.0 ** (obs[:, 2 * m + 4] + self.log10_nu_ref)
+        mean = self.model.expected_h_min2(10.0 ** obs[:, m:2 * m] / (nu[:, None] * self.snr_scale))
+        h = 10.0 ** obs[:, 2 * m] * mean
+        t = np.minimum(np.rint(obs[:, 2 * m + 1] * big_t).astype(np.int64), big_t - 1)
+        left = np.maximum(obs[:, 2 * m + 2], 0.0) * nu * big_t
+        prices = solve_online_optimal(self.model, nu, mean, big_t, block=self.block)
+        price = online_optimal_round(self.model, prices, left, h, t, self.block, big_t)[1]
+        reference = reference_price(self.model, left, big_t - t, mean, self.buffer_sd)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.log10(price / reference) / self.price_decades
+        return np.clip(np.nan_to_num(a, nan=0.0), -1.0, 1.0)
+
+
+class OnlineOptimalResidualPolicy(LinearPricePolicy):
+    """a = clip(a_OO(obs) + theta . phi(obs), -1, 1): :class:`LinearPricePolicy`'s linear term as a residual on
+    OnlineOptimal's price action (:class:`ObservedOnlineOptimal` of the env of ``env_kwargs``), so ``ARS.load`` plays
+    it and ARS can train theta further (the base is no parameter). ``forward`` returns a_OO + theta . phi unclipped,
+    ``predict`` clips, as :class:`LinearPricePolicy`. Pass the class itself with ``policy_kwargs={"env_kwargs":
+    ...}``."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, env_kwargs: dict[str, Any]) -> None:
+        super().__init__(observation_space, action_space)
+        self.env_kwargs = dict(env_kwargs)
+        self.base = ObservedOnlineOptimal(self.env_kwargs)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        base = self.base(obs.detach().cpu().numpy())
+        return super().forward(obs) + torch.as_tensor(base, dtype=obs.dtype, device=obs.device)[:, None]
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {**super()._get_constructor_parameters(), "env_kwargs": self.env_kwargs}
+
+
+def linear_price_model(theta: ArrayLike, env: Any, *, online_optimal_base: dict[str, Any] | None = None,
+                       **ars_kwargs: Any) -> ARS:
     """An ARS model of :class:`LinearPricePolicy` with weights ``theta`` (9,), stored in float32, on ``env`` (a
-    receive-scaling env with the price action, or its vector env); ``ars_kwargs`` go to ``ARS``. ``learn`` would
-    continue ARS's search from theta."""
+    receive-scaling env with the price action, or its vector env); ``ars_kwargs`` go to ``ARS``. With
+    ``online_optimal_base`` (the env keyword arguments ``env`` was made with) the policy is
+    :class:`OnlineOptimalResidualPolicy`: theta is a residual on OnlineOptimal's action. ``learn`` would continue
+    ARS's search from theta."""
     theta = np.array(theta, dtype=np.float32)  # a copy: the model does not share the caller's memory
     if theta.shape != (len(FEATURES),) or not np.all(np.isfinite(theta)):
         raise ValueError(f"theta must be {len(FEATURES)} finite weights ({', '.join(FEATURES)}); got {theta}")
-    model = ARS(LinearPricePolicy, env, device="cpu", **ars_kwargs)
+    policy: type[LinearPricePolicy] = LinearPricePolicy
+    if online_optimal_base is not None:
+        policy = OnlineOptimalResidualPolicy
+        ars_kwargs["policy_kwargs"] = {**ars_kwargs.get("policy_kwargs", {}), "env_kwargs": online_optimal_base}
+    model = ARS(policy, env, device="cpu", **ars_kwargs)
     model.weights = torch.tensor(theta)  # the centre of ARS's search
     model.policy.load_from_vector(model.weights)
     return model

@@ -34,7 +34,8 @@ from otagym.receive_scaling import (ReceiveScalingModel, Scenario, cost_slope_of
 from otagym.tasks import EVALUATION_SEEDS
 
 __all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "BestConstant", "AdaScaleTrained",
-           "OnlineOptimal", "DualPrice", "tune_on_training", "solve_online_optimal", "OnlinePrices"]
+           "OnlineOptimal", "OnlineOptimalAction", "DualPrice", "tune_on_training", "solve_online_optimal",
+           "online_optimal_round", "OnlinePrices"]
 
 #: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned.
 TRAIN_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
@@ -219,16 +220,18 @@ class DualPrice(_PolicyBase):
 # --- the online optimum by dynamic programming -------------------------------------------------------------------
 @dataclass(frozen=True)
 class OnlinePrices:
-    """The solved dynamic programme of :func:`solve_online_optimal` for N envs.
+    """The solved dynamic programme of :func:`solve_online_optimal` for N envs, one table per distinct (nu, placement).
 
-    ``budget_grid`` (N, J): the post-decision budgets A_j (0 first, then geometric up to nu T); ``log_level`` (S, N, J):
+    ``budget_grid`` (U, J): the post-decision budgets A_j (0 first, then geometric up to nu T); ``log_level`` (S, U, J):
     at the start of each stage s (a block of rounds; one round under i.i.d. fading) after the first, log eta*(mu) at
     the price mu = lambda_s(A_j), the marginal value of budget left for stages s, s+1, ... (``log_level[0]`` is
-    unused: the next stage's table is read); ``stage_start`` (S,): the first round of each stage."""
+    unused: the next stage's table is read); ``stage_start`` (S,): the first round of each stage; ``row`` (N,): each
+    env's row of the two tables."""
 
     budget_grid: NDArray
     log_level: NDArray
     stage_start: NDArray
+    row: NDArray
 
 
 def _spend_all_price(model: ReceiveScalingModel, spend: NDArray, cap: NDArray) -> NDArray:
@@ -258,18 +261,35 @@ def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2:
     spends all of B at the price of spending all. lambda_s(B) is the mean over g_k of the price interpolated at B
     (log-log, linear), by the envelope theorem. Channel nodes: ``nodes`` equal-probability midpoints of the
     Exponential law; ``grid`` budgets, geometric from 1e-9 nu T to nu T. ``nu`` and ``mean_h_min2`` are (N,).
+
+    Envs with the same nu and placement share one programme, and each programme is cached per process (a pure
+    function of the model's scenario and its arguments; about 0.5 s and 0.8 MB at T = 500), so a search that plays
+    many policies on the same realisations solves each once.
     """
     nu = np.atleast_1d(np.asarray(nu, dtype=float))
     mean = np.broadcast_to(np.asarray(mean_h_min2, dtype=float), nu.shape)
+    keys, row = np.unique(np.stack([nu, mean], axis=-1), axis=0, return_inverse=True)
+    solved = [_programme(model.scenario, float(v), float(m), int(num_rounds), int(block), int(grid), int(nodes))
+              for v, m in keys]
+    return OnlinePrices(budget_grid=np.stack([b for b, _ in solved]),
+                        log_level=np.stack([lv for _, lv in solved], axis=1),
+                        stage_start=np.arange(0, num_rounds, block), row=row.ravel())
+
+
+@functools.lru_cache(maxsize=256)
+def _programme(scenario: Scenario, nu: float, mean_h_min2: float, num_rounds: int, block: int, grid: int,
+               nodes: int) -> tuple[NDArray, NDArray]:
+    """One env's programme (:func:`_solve_one`), read-only and cached per process: every (nu, placement) of a search
+    or an evaluation is solved once, whatever the number of envs and policies that play it."""
+    model = ReceiveScalingModel(scenario)
     starts = np.arange(0, num_rounds, block)
     lengths = np.minimum(starts + block, num_rounds) - starts
     ratio = np.concatenate([[0.0], np.geomspace(1e-9, 1.0, grid - 1)])
     e = -np.log1p(-(np.arange(nodes) + 0.5) / nodes)
-    # env by env, so that an env's programme does not depend on the envs solved beside it
-    solved = [_solve_one(model, nu[i] * num_rounds * ratio, model.x_max * mean[i] * e, lengths)
-              for i in range(nu.size)]
-    return OnlinePrices(budget_grid=np.stack([b for b, _ in solved]),
-                        log_level=np.stack([lv for _, lv in solved], axis=1), stage_start=starts)
+    solved = _solve_one(model, nu * num_rounds * ratio, model.x_max * mean_h_min2 * e, lengths)
+    for array in solved:
+        array.flags.writeable = False
+    return solved
 
 
 def _solve_one(model: ReceiveScalingModel, b: NDArray, cap: NDArray, lengths: NDArray) -> tuple[NDArray, NDArray]:
@@ -306,13 +326,69 @@ def _solve_one(model: ReceiveScalingModel, b: NDArray, cap: NDArray, lengths: ND
     return b, levels
 
 
-class OnlineOptimal(_PolicyBase):
-    """The optimal non-anticipating policy of problem (28) in budget mode (:func:`solve_online_optimal`), solved for
-    each env's placement and nu at its first round.
+def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remaining: NDArray, h_min2: NDArray,
+                         t: ArrayLike, block: int, num_rounds: int) -> tuple[NDArray, NDArray]:
+    """Round ``t`` (an int, or one per env) of the solved programme ``prices`` for each of its N envs:
+    ``(spend, price)``, the round's convergence cost c_t and the price mu_t (nats per unit of convergence cost) at
+    which c_t minimises the round's Lagrangian on its channel (so that :func:`~otagym.receive_scaling.price_spend` at
+    mu_t buys c_t).
 
-    Each round, with budget left B_t and the channel's full-power level g_t = x_max h_min,t^2, it finds the
-    post-decision budget A with A + c(lambda_{s+1}(A), g_t) = B_t on the solved grid (interpolated, log-log), plays
-    eta = min(eta*, g_t), and spends all of B_t when even A = 0 asks for more (or in the last round). Under block
+    With budget left B_t (``remaining``, (N,)) and the full-power level g_t = x_max h_min,t^2, the stage finds the
+    post-decision budget A with A + c(lambda_{s+1}(A), g_t) = B_t on its grid (interpolated, log-log: ``np.interp``'s
+    rule, row by row), plays eta = min(eta*, g_t) and shares the stage's spend equally over its rounds left; it spends
+    all of B_t when even A = 0 asks for more, and in the last stage."""
+    t = np.broadcast_to(np.asarray(t), np.shape(remaining))
+    stage = t // block
+    rounds = np.minimum(block * (stage + 1), num_rounds) - t  # rounds left in this stage, this one included
+    cap = model.x_max * h_min2
+    left = np.maximum(remaining, 0.0)
+    last = stage + 1 >= prices.stage_start.size
+    table = prices.log_level[np.where(last, 0, stage + 1), prices.row]  # (N, J): log eta* at each A_j
+    end = prices.budget_grid[prices.row] + (rounds * model.cost_scale)[:, None] * np.maximum(
+        np.exp(-table) - 1.0 / cap[:, None], 0.0)  # the budget B_t at which A_j is the choice, increasing in j
+    log_end = np.log(np.maximum(end, 1e-300))
+    with np.errstate(divide="ignore"):
+        query = np.log(left)
+    rows = np.arange(left.size)
+    j = np.clip((log_end <= query[:, None]).sum(axis=1) - 1, 0, end.shape[1] - 2)
+    x0, x1, y0, y1 = log_end[rows, j], log_end[rows, j + 1], table[rows, j], table[rows, j + 1]
+    with np.errstate(invalid="ignore"):
+        log_level = np.where(query >= log_end[:, -1], table[:, -1], (y1 - y0) / (x1 - x0) * (query - x0) + y0)
+    spend_all = last | (left <= end[:, 0])
+    level = np.exp(np.where(spend_all, 0.0, log_level))
+    wanted = rounds * model.cost_scale * np.maximum(1.0 / level - 1.0 / cap, 0.0)
+    capped = spend_all | (wanted >= left)
+    spend = np.where(spend_all, left, np.minimum(wanted, left)) / rounds
+    price = np.where(capped, _spend_all_price(model, spend, cap), cost_slope_of_leakage(model, level, 1.0))
+    return spend, price
+
+
+class _OnlineProgramme:
+    """The programme of :func:`solve_online_optimal` for a policy's envs, solved at their first round (the placement
+    is known from the first info), and each round's decision (:func:`online_optimal_round`)."""
+
+    grid: int
+    nodes: int
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed, **offline)  # type: ignore[misc]
+        self.block = scenario.coherence_rounds if scenario.fading == "block" else 1
+        self.prices: OnlinePrices | None = None
+
+    def _round(self, h: NDArray, info: dict[str, Any]) -> tuple[NDArray, NDArray]:
+        """(spend, price) of this round for every env, h (N,)."""
+        model, big_t = self.model, self.scenario.num_rounds  # type: ignore[attr-defined]
+        if self.prices is None:
+            mean = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
+            self.prices = solve_online_optimal(model, np.broadcast_to(self.nu, mean.shape), mean,  # type: ignore
+                                               big_t, block=self.block, grid=self.grid, nodes=self.nodes)
+        left = np.broadcast_to(self.nu * big_t - self.cost_sum, h.shape)  # type: ignore[attr-defined]
+        return online_optimal_round(model, self.prices, left, h, self.t, self.block, big_t)  # type: ignore
+
+
+class OnlineOptimal(_OnlineProgramme, _PolicyBase):
+    """The optimal non-anticipating policy of problem (28) in budget mode (:func:`solve_online_optimal`), solved for
+    each env's placement and nu at its first round; each round's x from :func:`online_optimal_round`. Under block
     fading (the scenario's ``fading="block"``) a stage is a coherence block and the rest of the block shares the
     spend equally. Under Gauss-Markov fading the programme is solved for the i.i.d. marginal (the future's law given
     the present is not used): a valid online policy, not the optimum.
@@ -327,34 +403,38 @@ class OnlineOptimal(_PolicyBase):
         super().__init__(nu)
         self.grid, self.nodes = grid, nodes
 
-    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
-        super().reset(scenario, seed, **offline)
-        self.block = scenario.coherence_rounds if scenario.fading == "block" else 1
-        self.prices: OnlinePrices | None = None
-
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
-        model, big_t = self.model, self.scenario.num_rounds
-        shape = np.shape(h)
-        h = np.atleast_1d(h)
-        if self.prices is None:
-            mean = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
-            self.prices = solve_online_optimal(model, np.broadcast_to(self.nu, mean.shape), mean, big_t,
-                                               block=self.block, grid=self.grid, nodes=self.nodes)
-        p = self.prices
-        left = np.maximum(np.broadcast_to(self.nu * big_t - self.cost_sum, h.shape), 0.0)
-        stage = self.t // self.block
-        rounds = min(self.block * (stage + 1), big_t) - self.t  # rounds left in this stage, this one included
-        if stage + 1 >= p.stage_start.size:
-            return model.x_for_cost(left / rounds, h).reshape(shape)
-        cap = model.x_max * h
-        level = np.exp(p.log_level[stage + 1])  # (N, J)
-        end = p.budget_grid + rounds * model.cost_scale * np.maximum(1.0 / level - 1.0 / cap[:, None], 0.0)
-        spend = np.empty(h.shape)
-        for i in range(h.size):  # one interpolation per env (N is small in evaluation)
-            if left[i] <= end[i, 0]:
-                spend[i] = left[i]
-                continue
-            log_level = np.interp(np.log(left[i]), np.log(np.maximum(end[i], 1e-300)), p.log_level[stage + 1, i])
-            spend[i] = rounds * model.cost_scale * max(np.exp(-log_level) - 1.0 / cap[i], 0.0)
-        spend = np.minimum(spend, left) / rounds
-        return model.x_for_cost(spend, h).reshape(shape)
+        h1 = np.atleast_1d(h)
+        return self.model.x_for_cost(self._round(h1, info)[0], h1).reshape(np.shape(h))
+
+
+class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
+    """:class:`OnlineOptimal` as the env's price action: a = log10(mu_t / mu_ref,t) / price_decades, clipped to
+    [-1, 1], with mu_t the programme's price of the round (:func:`online_optimal_round`) and mu_ref,t the action's
+    reference (:func:`~otagym.receive_scaling.reference_price`). Where mu_t lies within ``price_decades`` of the
+    reference it plays what :class:`OnlineOptimal` plays; the clip is what an agent of the price action can express.
+    The base of the residual agents of ``benchmarks/crn_search.py`` (docs/rl.md §9), whose action is this one plus a
+    learned correction.
+
+    Args:
+        nu: the budget per round (array over envs allowed); default: the scenario's.
+        grid: the number of budgets of the solved grid, as for :func:`solve_online_optimal`.
+        nodes: the number of channel nodes, as for :func:`solve_online_optimal`.
+        price_decades: the env's argument of the same name.
+        price_buffer_sd: the env's argument of the same name.
+    """
+
+    def __init__(self, nu: ArrayLike | None = None, grid: int = 200, nodes: int = 128, *, price_decades: float = 2.0,
+                 price_buffer_sd: float = 1.0) -> None:
+        super().__init__(nu, price_decades=price_decades, price_buffer_sd=price_buffer_sd)
+        self.grid, self.nodes = grid, nodes
+
+    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        h = np.atleast_1d(np.asarray(info["next_h_min2"], dtype=float))
+        price = self._round(h, info)[1]
+        big_t = self.scenario.num_rounds
+        reference = reference_price(self.model, np.maximum(self.nu * big_t - self.cost_sum, 0.0), big_t - self.t,
+                                    self.model.expected_h_min2(info["mean_channel_gain"]), self.price_buffer_sd)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.log10(price / reference) / self.price_decades
+        return np.clip(np.nan_to_num(a, nan=0.0), -1.0, 1.0)

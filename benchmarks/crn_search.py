@@ -8,16 +8,20 @@ variance from each comparison: the objective is a deterministic function of the 
 ``cma``) maximises: the margin of the mean normalised score over ``BestConstant``'s on ``--train-realisations``
 training realisations (:func:`training_seeds`: :data:`~baselines.references.TRAIN_SEEDS` and the seeds after them)
 at each nu of ``rl_results.NUS``, averaged over nu (``--objective mean``) or the smallest of the three
-(``worst-nu``). The policy is :mod:`agents.linear`'s a = clip(theta . phi(obs), -1, 1) on the price action, with nine
-features of the observation: 1, z, z^2, h, p, t, z h, z p, z t (z = log10 nu - log10 nu_ref, h = log10(h_min^2 /
-E[h_min^2]), p = log1p(budget left per round / nu), t = t/T); theta = 0 is the action's reference, a = 0.
+(``worst-nu``). The policy is linear in nine features of the observation (:mod:`agents.linear`): 1, z, z^2, h, p, t,
+z h, z p, z t (z = log10 nu - log10 nu_ref, h = log10(h_min^2 / E[h_min^2]), p = log1p(budget left per round / nu),
+t = t/T), on the price action. ``--agent linear_crn``: a = clip(theta . phi(obs), -1, 1), so theta = 0 is the action's
+reference, a = 0. ``--agent online_optimal_residual``: a = clip(a_OO + theta . phi(obs), -1, 1), a learned residual on
+:class:`~baselines.references.OnlineOptimalAction` (the dynamic programme's price as the price action), so theta = 0
+is ``OnlineOptimal``: under Gauss-Markov fading the programme, solved for the i.i.d. marginal, does not use what the
+present channel says of the next ones, which the residual may learn.
 
 Per seed: CMA-ES from theta = 0 (step 0.05, population 10, its seed) for ``--generations``; its mean every 10
 generations is a checkpoint, the one with the best objective on :data:`VALIDATION_SEEDS` is kept and scored on
 :data:`TEST_SEEDS`. The objective is deterministic and CMA-ES seeded, so a seed's search is reproducible to the bit.
-Each seed's result is written atomically to ``--out/<task>/<objective>/seed<k>.json`` and read back on a rerun with
-the same ``--generations`` and ``--train-realisations`` (a killed run resumes at the first unfinished seed).
-``--zoo`` ships the seed best on validation to ``agents/zoo/<task>/linear_crn/`` as an SB3 model (``ARS.load``).
+Each seed's result is written atomically to ``--out/<task>/<agent>/<objective>/seed<k>.json`` and read back on a
+rerun with the same ``--generations`` and ``--train-realisations`` (a killed run resumes at the first unfinished seed).
+``--zoo`` ships the seed best on validation to ``agents/zoo/<task>/<agent>/`` as an SB3 model (``ARS.load``).
 The summary: rliable IQM with stratified-bootstrap 95% CIs over seeds x test realisations, mean and worst,
 P(> BestConstant) and P(> AdaScaleTrained), beside the first checkpoint (after 10 generations) and the references
 (``rl_results.py``'s ``<--references>/<task>/references.json`` as it is when there, else computed).
@@ -25,6 +29,7 @@ P(> BestConstant) and P(> AdaScaleTrained), beside the first checkpoint (after 1
     pip install -e ".[rl,results]"       # SB3 (the references and rl_results.py's helpers), rliable, cma
     python benchmarks/crn_search.py --zoo        # the three tasks, 5 seeds each: about 65 min on one core
     python benchmarks/crn_search.py --tasks gauss_markov_0.9 --seeds 2 --generations 30   # a quick look
+    python benchmarks/crn_search.py --agent online_optimal_residual --tasks gauss_markov_0.9 --generations 50 --zoo
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from agents.linear import FEATURES, linear_price_model, price_features
 from agents.train import package_versions
 from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.policies import ActionPolicy
-from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
+from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, OnlineOptimalAction
 from otagym import ENV_ID, OTAPrivacyEnv
 from otagym._io import atomic_write, write_json
 from otagym.tasks import TASKS as TASK_SETTINGS
@@ -53,25 +58,44 @@ from otagym.tasks import TASKS as TASK_SETTINGS
 CHECKPOINT_EVERY = 10
 
 
+def linear_term(theta: NDArray, observation: NDArray) -> NDArray:
+    """theta . price_features(obs) per env (:mod:`agents.linear`): ``theta`` (9,) or one row per env (N, 9)."""
+    return (theta * price_features(np.asarray(observation, dtype=float))).sum(axis=1)
+
+
 class LinearFeaturePolicy(ActionPolicy):
-    """The price action a = clip(theta . price_features(obs), -1, 1) (:mod:`agents.linear`) for the batched search:
-    ``theta`` (9,) or one row per env (N, 9)."""
+    """The price action a = clip(theta . price_features(obs), -1, 1) (``linear_crn``) for the batched search."""
 
     def __init__(self, theta: NDArray, nu: NDArray | None = None) -> None:
         super().__init__(nu)
         self.theta = np.asarray(theta, dtype=float)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
-        phi = price_features(np.asarray(observation, dtype=float))
-        return np.clip((self.theta * phi).sum(axis=1), -1.0, 1.0)
+        return np.clip(linear_term(self.theta, observation), -1.0, 1.0)
 
 
-def scores_by_nu(thetas: NDArray, task: str, seeds: tuple[int, ...]) -> dict[str, NDArray]:
-    """The normalised scores (rows, seeds) of each parameter row per nu of :data:`NUS`, all rows on the same
-    realisations (one batched episode per nu)."""
+class ResidualFeaturePolicy(OnlineOptimalAction):
+    """The price action a = clip(a_OO + theta . price_features(obs), -1, 1) (``online_optimal_residual``), a_OO the
+    action of :class:`~baselines.references.OnlineOptimalAction`, for the batched search."""
+
+    def __init__(self, theta: NDArray, nu: NDArray | None = None) -> None:
+        super().__init__(nu)
+        self.theta = np.asarray(theta, dtype=float)
+
+    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        return np.clip(super().action(observation, info) + linear_term(self.theta, observation), -1.0, 1.0)
+
+
+#: The searched agents: the policy class of each ``--agent`` (its zoo folder has the same name).
+AGENTS = {"linear_crn": LinearFeaturePolicy, "online_optimal_residual": ResidualFeaturePolicy}
+
+
+def scores_by_nu(thetas: NDArray, task: str, seeds: tuple[int, ...], agent: str = "linear_crn") -> dict[str, NDArray]:
+    """The normalised scores (rows, seeds) of ``agent``'s policy with each parameter row, per nu of :data:`NUS`, all
+    rows on the same realisations (one batched episode per nu)."""
     rows, n = len(thetas), len(seeds)
     per_env = np.repeat(np.asarray(thetas), n, axis=0)  # env k * n + i: row k on realisation i
-    table = task_scores(lambda nus: LinearFeaturePolicy(per_env, nus), TASKS[task], seeds * rows, NUS)
+    table = task_scores(lambda nus: AGENTS[agent](per_env, nus), TASKS[task], seeds * rows, NUS)
     return {nu: np.asarray(s).reshape(rows, n) for nu, s in table.items()}
 
 
@@ -99,9 +123,10 @@ def best_constant_means(task: str, train_realisations: int) -> dict[str, dict[st
             for name, seeds in (("train", training_seeds(train_realisations)), ("validation", VALIDATION_SEEDS))}
 
 
-def search(task: str, seed: int, generations: int, kind: str, train_realisations: int = 64) -> dict[str, Any]:
-    """One seed: ``generations`` (a positive multiple of 10) of CMA-ES on ``train_realisations`` training
-    realisations, the checkpoint with the best validation objective, its test scores."""
+def search(task: str, seed: int, generations: int, kind: str, train_realisations: int = 64,
+           agent: str = "linear_crn") -> dict[str, Any]:
+    """One seed of ``agent``: ``generations`` (a positive multiple of 10) of CMA-ES on ``train_realisations``
+    training realisations, the checkpoint with the best validation objective, its test scores."""
     import cma
 
     if generations <= 0 or generations % CHECKPOINT_EVERY:
@@ -112,30 +137,33 @@ def search(task: str, seed: int, generations: int, kind: str, train_realisations
     start, checkpoints = time.perf_counter(), []
     for generation in range(1, generations + 1):
         candidates = np.array(es.ask())
-        es.tell(list(candidates), -objective(scores_by_nu(candidates, task, train), floors["train"], kind))
+        es.tell(list(candidates), -objective(scores_by_nu(candidates, task, train, agent), floors["train"], kind))
         if generation % CHECKPOINT_EVERY == 0:
             theta = np.array(es.mean)
-            val = objective(scores_by_nu(theta[None], task, VALIDATION_SEEDS), floors["validation"], kind)
+            val = objective(scores_by_nu(theta[None], task, VALIDATION_SEEDS, agent), floors["validation"], kind)
             checkpoints.append({"generation": generation, "theta": theta.tolist(), "validation": float(val[0])})
     best = max(checkpoints, key=lambda c: c["validation"])
-    test = scores_by_nu(np.array(best["theta"])[None], task, TEST_SEEDS)
-    return {"seed": seed, "objective": kind, "generations": generations, "train_realisations": train_realisations,
+    test = scores_by_nu(np.array(best["theta"])[None], task, TEST_SEEDS, agent)
+    return {"agent": agent, "seed": seed, "objective": kind, "generations": generations, "train_realisations": train_realisations,
             "wall_s": time.perf_counter() - start,
             "selected": best, "checkpoints": checkpoints, "test": {nu: s[0].tolist() for nu, s in test.items()}}
 
 
 def ship(task: str, runs: list[dict[str, Any]], target: Path) -> None:
     """The seed whose selected checkpoint has the best validation objective, as an SB3 model every client loads:
-    ``target/model.zip`` (``ARS.load``; :class:`agents.linear.LinearPricePolicy`) and ``target/run.json``."""
+    ``target/model.zip`` (``ARS.load``; :class:`agents.linear.LinearPricePolicy`, or
+    :class:`agents.linear.OnlineOptimalResidualPolicy` for the residual agent) and ``target/run.json``."""
     import cma
 
     best = max(runs, key=lambda r: r["selected"]["validation"])
+    residual = best.get("agent", "linear_crn") == "online_optimal_residual"
     settings = TASK_SETTINGS[TASKS[task]].kwargs
-    model = linear_price_model(best["selected"]["theta"], OTAPrivacyEnv(**settings))
+    model = linear_price_model(best["selected"]["theta"], OTAPrivacyEnv(**settings),
+                               online_optimal_base=settings if residual else None)
     with atomic_write(target / "model.zip", "wb") as fh:
         model.save(fh)
     write_json(target / "run.json", {
-        "algo": "ars", "policy": "agents.linear.LinearPricePolicy",
+        "algo": "ars", "policy": f"agents.linear.{type(model.policy).__name__}",
         "trained_by": "CMA-ES on common random numbers (benchmarks/crn_search.py)", "env_id": ENV_ID,
         "task": TASKS[task], "env_kwargs": settings, "seed": best["seed"], "objective": best["objective"],
         "generations": best["generations"], "train_realisations": best["train_realisations"],
@@ -150,19 +178,20 @@ def report(task: str, runs: list[dict[str, Any]], references: Path) -> None:
     ref_path = references / task / "references.json"
     stored = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
     refs = {name: stored.get(name) or scores(make, task, TEST_SEEDS) for name, make in REFERENCES.items()}
-    first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), task, TEST_SEEDS)
-    print(f"{task}: {len(runs)} seed(s) x {len(TEST_SEEDS)} test realisations; selected generations "
+    agent = runs[0].get("agent", "linear_crn")
+    first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), task, TEST_SEEDS, agent)
+    print(f"{task}, {agent}: {len(runs)} seed(s) x {len(TEST_SEEDS)} test realisations; selected generations "
           f"{[r['selected']['generation'] for r in runs]} of {runs[0]['generations']}")
     for nu in map(str, NUS):
-        table = {"LinearCRN": np.array([r["test"][nu] for r in runs]),
+        table = {agent: np.array([r["test"][nu] for r in runs]),
                  f"after {CHECKPOINT_EVERY} generations": first[nu],
                  **{name: np.array([s[nu]]) for name, s in refs.items()}}
-        stats = aggregate(table, "BestConstant", compared=("LinearCRN",))
-        vs_ada = improvement(table, "AdaScaleTrained", ("LinearCRN",))["LinearCRN"][0]
+        stats = aggregate(table, "BestConstant", compared=(agent,))
+        versus = {name: improvement(table, name, (agent,))[agent][0] for name in ("AdaScaleTrained", "OnlineOptimal")}
         print(f"nu = {nu}")
         for name, s in stats.items():
-            extra = (f"  P(>BestConstant) {s['p_improve']:.2f}  P(>AdaScaleTrained) {vs_ada:.2f}"
-                     if name == "LinearCRN" else "")
+            extra = (f"  P(>BestConstant) {s['p_improve']:.2f}" + "".join(
+                f"  P(>{other}) {p:.2f}" for other, p in versus.items()) if name == agent else "")
             print(f"  {name:22s} IQM {s['iqm']:6.2f} [{s['iqm_ci'][0]:6.2f}, {s['iqm_ci'][1]:6.2f}]  "
                   f"mean {s['mean']:7.2f}  worst {s['worst']:8.1f}{extra}")
 
@@ -170,6 +199,8 @@ def report(task: str, runs: list[dict[str, Any]], references: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.rsplit("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agent", choices=list(AGENTS), default="linear_crn",
+                        help="the linear policy alone, or as a residual on OnlineOptimal's action (default linear_crn)")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS),
                         help="the tasks to search (default: all three)")
     parser.add_argument("--seeds", type=int, default=5, help="search seeds per task (default 5)")
@@ -179,15 +210,16 @@ def main() -> None:
     parser.add_argument("--objective", choices=("mean", "worst-nu"), default="mean",
                         help="the margin over BestConstant to maximise: its mean over nu, or its smallest")
     parser.add_argument("--out", type=Path, default=Path("runs/crn_search"),
-                        help="one JSON per task, objective and seed: <out>/<task>/<objective>/seed<k>.json")
+                        help="one JSON per task, agent, objective and seed: <out>/<task>/<agent>/<objective>/"
+                             "seed<k>.json")
     parser.add_argument("--zoo", action="store_true",
-                        help="ship each task's seed best on validation to agents/zoo/<task>/linear_crn/ (ARS.load)")
+                        help="ship each task's seed best on validation to agents/zoo/<task>/<agent>/ (ARS.load)")
     parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
                         help="rl_results.py's --out: its <task>/references.json is read as it is when there")
     args = parser.parse_args()
     if args.zoo and args.objective != "mean":
         parser.error("--zoo ships the searches of --objective mean only")
-    paths = {task: [args.out / task / args.objective / f"seed{k}.json" for k in range(args.seeds)]
+    paths = {task: [args.out / task / args.agent / args.objective / f"seed{k}.json" for k in range(args.seeds)]
              for task in args.tasks}
     budget = (args.generations, args.train_realisations)
     stored_paths = [path for task_paths in paths.values() for path in task_paths if path.is_file()]
@@ -201,10 +233,11 @@ def main() -> None:
             if not path.is_file():
                 print(f"{task}: searching seed {k} ({args.generations} generations; the first also scores the "
                       "references on the training and validation realisations)", flush=True)
-                write_json(path, search(task, k, args.generations, args.objective, args.train_realisations))
+                write_json(path, search(task, k, args.generations, args.objective, args.train_realisations,
+                                        args.agent))
         runs = [json.loads(path.read_text()) for path in task_paths]
         if args.zoo:
-            ship(task, runs, ZOO / task / "linear_crn")
+            ship(task, runs, ZOO / task / args.agent)
         report(task, runs, args.references)
 
 

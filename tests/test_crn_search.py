@@ -153,3 +153,50 @@ def test_a_search_is_reproducible_to_the_bit():
     for key in ("selected", "checkpoints", "test"):
         assert one[key] == two[key]
     assert one["checkpoints"][0]["theta"] != [0.0] * len(FEATURES)  # it moved
+
+
+def test_the_residual_policy_at_theta_zero_is_online_optimal_played_as_a_price_action():
+    from baselines.references import OnlineOptimalAction
+
+    s = get_scenario("paper-mnist", num_rounds=60, fading="gauss_markov", correlation=0.9)
+    real = sample_realisations(s, [5, 6])
+    nu = np.array([0.02, 0.09])
+    base = run_policy(OnlineOptimalAction(nu), s, real, dp=False, nu=nu)
+    zero = run_policy(crn_search.ResidualFeaturePolicy(np.zeros(len(FEATURES)), nu), s, real, dp=False, nu=nu)
+    np.testing.assert_array_equal(zero.leakage, base.leakage)
+    theta = np.zeros(len(FEATURES))
+    theta[3] = 0.1  # a residual on the channel feature plays differently
+    moved = run_policy(crn_search.ResidualFeaturePolicy(theta, nu), s, real, dp=False, nu=nu)
+    assert np.all(moved.leakage != base.leakage)
+    np.testing.assert_allclose(moved.cost_mean, nu, rtol=1e-9)  # and still meets nu
+
+
+def test_the_shipped_residual_model_loads_with_sb3_and_plays_the_search_policy(tmp_path):
+    """The residual agent's SB3 form reads everything from the observation (float32) and solves the programme
+    itself: the search's policy (which reads the env's float64 values) to 1e-5 of the leakage, on the task's own
+    T = 500."""
+    from sb3_contrib import ARS
+
+    from agents.linear import ObservedOnlineOptimal, OnlineOptimalResidualPolicy
+
+    theta = np.array([0.02, 0.01, 0.0, 0.05, -0.01, 0.02, 0.0, 0.01, 0.0])
+    runs = [{"agent": "online_optimal_residual", "seed": 0, "objective": "mean", "generations": 10,
+             "train_realisations": 4, "test": {}, "selected": {"generation": 10, "theta": theta.tolist(),
+                                                              "validation": 0.1}}]
+    crn_search.ship("gauss_markov_0.9", runs, tmp_path)
+    model = ARS.load(tmp_path / "model.zip", device="cpu")
+    assert isinstance(model.policy, OnlineOptimalResidualPolicy)
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert meta["policy"] == "agents.linear.OnlineOptimalResidualPolicy"
+    from otagym.tasks import task_scenario
+
+    s = task_scenario(crn_search.TASKS["gauss_markov_0.9"], 0.04)
+    real = sample_realisations(s, [11, 12])
+    nu = np.array([0.01, 0.16])
+    agent = run_policy(AgentPolicy(str(tmp_path / "model.zip"), nu), s, real, dp=False, nu=nu)
+    search = run_policy(crn_search.ResidualFeaturePolicy(theta, nu), s, real, dp=False, nu=nu)
+    np.testing.assert_allclose(agent.leakage, search.leakage, rtol=1e-5)
+    with pytest.raises(ValueError, match="observation width must be 36"):
+        model.policy.base(np.zeros((1, 33)))
+    with pytest.raises(ValueError, match="the budget mode's price action"):
+        ObservedOnlineOptimal({"action_type": "share"})

@@ -122,3 +122,42 @@ def test_compare_runs_the_references_by_name():
     for name in ("BestConstant", "AdaScaleTrained", "OnlineOptimal"):
         assert by[name]["matched"] and by[name]["cost_mean"] == pytest.approx(0.04, rel=1e-9)
         assert by[name]["score"] <= 100.0 + 1e-6
+
+
+def test_online_optimal_as_a_price_action_plays_the_programme_where_the_action_reaches_its_price():
+    """OnlineOptimalAction turns the programme's price into the env's price action and back: the same leakage as
+    OnlineOptimal to 1e-9 where the price lies within the action's decades (i.i.d. and Gauss-Markov fading here)."""
+    from baselines.references import OnlineOptimalAction
+
+    for fading in ("iid", "gauss_markov"):
+        scen = get_scenario("paper-mnist", num_rounds=80, fading=fading)
+        real = sample_realisations(scen, [3, 4, 5])
+        nu = np.array([0.01, 0.04, 0.16])
+        x_policy = run_policy(OnlineOptimal(nu), scen, real, dp=False, nu=nu)
+        action = run_policy(OnlineOptimalAction(nu), scen, real, dp=False, nu=nu)
+        np.testing.assert_allclose(action.leakage, x_policy.leakage, rtol=1e-9)
+        np.testing.assert_allclose(action.cost_mean, nu, rtol=1e-9)
+
+
+def test_a_round_of_the_programme_per_env_is_the_round_of_each_env_alone():
+    """online_optimal_round with one round index per env (an SB3 batch of envs at different rounds) decides for each
+    env what it decides for that env alone; envs of the same nu and placement share one solved table."""
+    from baselines.references import online_optimal_round, solve_online_optimal
+
+    scen = get_scenario("paper-mnist", num_rounds=40, fading="block", coherence_rounds=10)
+    model = ReceiveScalingModel(scen)
+    rng = np.random.default_rng(0)
+    nu = np.array([0.01, 0.04, 0.04, 0.16])
+    mean = np.array([2e-6, 3e-6, 3e-6, 2e-6])
+    prices = solve_online_optimal(model, nu, mean, 40, block=10)
+    assert prices.budget_grid.shape[0] == 3 and prices.row[1] == prices.row[2]
+    t = np.array([0, 13, 27, 39])
+    left = nu * 40 * rng.uniform(0.05, 1.0, 4)
+    h = mean * rng.exponential(size=4)
+    spend, price = online_optimal_round(model, prices, left, h, t, 10, 40)
+    for i in range(4):
+        alone = solve_online_optimal(model, nu[i:i + 1], mean[i:i + 1], 40, block=10)
+        s_i, p_i = online_optimal_round(model, alone, left[i:i + 1], h[i:i + 1], int(t[i]), 10, 40)
+        assert (spend[i], price[i]) == (s_i[0], p_i[0])
+    assert spend[3] == left[3]  # the last round spends the rest
+    assert np.all((spend >= 0) & (spend * (10 - t % 10) <= left * (1 + 1e-12)))
