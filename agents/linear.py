@@ -85,7 +85,8 @@ class ObservedOnlineOptimal:
     """The price action of :class:`baselines.references.OnlineOptimalAction` computed from receive-scaling
     observations alone, for policies that see nothing else: each row's nu, placement, round, budget left and channel
     are read back from the observation (docs/environment/receive-scaling.md#observation), the programme of its nu and
-    placement is solved once per process (:func:`~baselines.references.solve_online_optimal`, cached) and the round's
+    placement is solved at its first round (:func:`~baselines.references.solve_online_optimal`, about 0.5 s at T =
+    500; cached, so the rounds after it and a replayed realisation cost a table look-up) and the round's
     price (:func:`~baselines.references.online_optimal_round`) is returned as a = log10(mu_t / mu_ref,t) /
     price_decades, clipped to [-1, 1]. The observation is float32, so the decision is that of the env's own values to
     about 1e-6 relative.
@@ -100,6 +101,8 @@ class ObservedOnlineOptimal:
 
         env = OTAPrivacyEnv(**env_kwargs)
         rounds = env.rounds
+        if env.scheme != "receive_scaling":
+            raise ValueError(f"env_kwargs: OnlineOptimal is a receive-scaling policy; got scheme={env.scheme!r}")
         if rounds.reward_mode != "budget" or rounds.action_type != "price":
             raise ValueError("env_kwargs: OnlineOptimal's action is the budget mode's price action; got "
                              f"reward_mode={rounds.reward_mode!r}, action_type={rounds.action_type!r}")
@@ -134,7 +137,8 @@ class ObservedOnlineOptimal:
 class OnlineOptimalResidualPolicy(LinearPricePolicy):
     """a = clip(a_OO(obs) + theta . phi(obs), -1, 1): :class:`LinearPricePolicy`'s linear term as a residual on
     OnlineOptimal's price action (:class:`ObservedOnlineOptimal` of the env of ``env_kwargs``), so ``ARS.load`` plays
-    it and ARS can train theta further (the base is no parameter). ``forward`` returns a_OO + theta . phi unclipped,
+    it and ARS can train theta further (the base is no parameter; each new placement or nu costs one programme,
+    about 0.5 s at T = 500). ``forward`` returns a_OO + theta . phi unclipped,
     ``predict`` clips, as :class:`LinearPricePolicy`. Pass the class itself with ``policy_kwargs={"env_kwargs":
     ...}``."""
 
@@ -164,7 +168,7 @@ def linear_price_model(theta: ArrayLike, env: Any, *, online_optimal_base: dict[
     policy: type[LinearPricePolicy] = LinearPricePolicy
     if online_optimal_base is not None:
         policy = OnlineOptimalResidualPolicy
-        ars_kwargs["policy_kwargs"] = {**ars_kwargs.get("policy_kwargs", {}), "env_kwargs": online_optimal_base}
+        ars_kwargs["policy_kwargs"] = {**(ars_kwargs.get("policy_kwargs") or {}), "env_kwargs": online_optimal_base}
     model = ARS(policy, env, device="cpu", **ars_kwargs)
     model.weights = torch.tensor(theta)  # the centre of ARS's search
     model.policy.load_from_vector(model.weights)

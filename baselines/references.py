@@ -35,7 +35,7 @@ from otagym.tasks import EVALUATION_SEEDS
 
 __all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "BestConstant", "AdaScaleTrained",
            "OnlineOptimal", "OnlineOptimalAction", "DualPrice", "tune_on_training", "solve_online_optimal",
-           "online_optimal_round", "OnlinePrices"]
+           "online_optimal_round", "OnlinePrices", "PROGRAMMES_CACHED"]
 
 #: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned.
 TRAIN_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
@@ -262,9 +262,11 @@ def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2:
     (log-log, linear), by the envelope theorem. Channel nodes: ``nodes`` equal-probability midpoints of the
     Exponential law; ``grid`` budgets, geometric from 1e-9 nu T to nu T. ``nu`` and ``mean_h_min2`` are (N,).
 
-    Envs with the same nu and placement share one programme, and each programme is cached per process (a pure
-    function of the model's scenario and its arguments; about 0.5 s and 0.8 MB at T = 500), so a search that plays
-    many policies on the same realisations solves each once.
+    Envs with the same nu and placement share one programme, and the last :data:`PROGRAMMES_CACHED` programmes are
+    cached per process (each a pure function of the model's scenario and its arguments; about 0.5 s and 0.8 MB at
+    T = 500), so a search that plays many policies on the same realisations solves each once as long as it plays
+    fewer (nu, placement) pairs than that. (Envs that draw a new placement or nu at every reset solve a new
+    programme at each.)
     """
     nu = np.atleast_1d(np.asarray(nu, dtype=float))
     mean = np.broadcast_to(np.asarray(mean_h_min2, dtype=float), nu.shape)
@@ -276,11 +278,15 @@ def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2:
                         stage_start=np.arange(0, num_rounds, block), row=row.ravel())
 
 
-@functools.lru_cache(maxsize=256)
+#: How many solved programmes :func:`solve_online_optimal` keeps (0.8 MB each at T = 500): more than a residual
+#: search plays (3 nu x 128 training realisations and the 16 validation ones).
+PROGRAMMES_CACHED = 512
+
+
+@functools.lru_cache(maxsize=PROGRAMMES_CACHED)
 def _programme(scenario: Scenario, nu: float, mean_h_min2: float, num_rounds: int, block: int, grid: int,
                nodes: int) -> tuple[NDArray, NDArray]:
-    """One env's programme (:func:`_solve_one`), read-only and cached per process: every (nu, placement) of a search
-    or an evaluation is solved once, whatever the number of envs and policies that play it."""
+    """One env's programme (:func:`_solve_one`), read-only and cached per process (:data:`PROGRAMMES_CACHED`)."""
     model = ReceiveScalingModel(scenario)
     starts = np.arange(0, num_rounds, block)
     lengths = np.minimum(starts + block, num_rounds) - starts
@@ -354,6 +360,7 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
     x0, x1, y0, y1 = log_end[rows, j], log_end[rows, j + 1], table[rows, j], table[rows, j + 1]
     with np.errstate(invalid="ignore"):
         log_level = np.where(query >= log_end[:, -1], table[:, -1], (y1 - y0) / (x1 - x0) * (query - x0) + y0)
+    log_level = np.where(query <= log_end[:, 0], table[:, 0], log_level)  # np.interp's left end
     spend_all = last | (left <= end[:, 0])
     level = np.exp(np.where(spend_all, 0.0, log_level))
     wanted = rounds * model.cost_scale * np.maximum(1.0 / level - 1.0 / cap, 0.0)
@@ -422,12 +429,19 @@ class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
         nodes: the number of channel nodes, as for :func:`solve_online_optimal`.
         price_decades: the env's argument of the same name.
         price_buffer_sd: the env's argument of the same name.
+        env_kwargs: instead of the two above, the env keyword arguments the actions are meant for (a task's
+            settings), resolved with the env's defaults at ``reset``; their action must be the price action.
     """
 
     def __init__(self, nu: ArrayLike | None = None, grid: int = 200, nodes: int = 128, *, price_decades: float = 2.0,
-                 price_buffer_sd: float = 1.0) -> None:
-        super().__init__(nu, price_decades=price_decades, price_buffer_sd=price_buffer_sd)
+                 price_buffer_sd: float = 1.0, env_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(nu, price_decades=price_decades, price_buffer_sd=price_buffer_sd, env_kwargs=env_kwargs)
         self.grid, self.nodes = grid, nodes
+
+    def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
+        super().reset(scenario, seed, **offline)
+        if self.action_type != "price":
+            raise ValueError(f"env_kwargs: OnlineOptimalAction plays the price action; got {self.action_type!r}")
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         h = np.atleast_1d(np.asarray(info["next_h_min2"], dtype=float))

@@ -66,8 +66,8 @@ def linear_term(theta: NDArray, observation: NDArray) -> NDArray:
 class LinearFeaturePolicy(ActionPolicy):
     """The price action a = clip(theta . price_features(obs), -1, 1) (``linear_crn``) for the batched search."""
 
-    def __init__(self, theta: NDArray, nu: NDArray | None = None) -> None:
-        super().__init__(nu)
+    def __init__(self, theta: NDArray, nu: NDArray | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(nu, env_kwargs=env_kwargs)
         self.theta = np.asarray(theta, dtype=float)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
@@ -78,8 +78,8 @@ class ResidualFeaturePolicy(OnlineOptimalAction):
     """The price action a = clip(a_OO + theta . price_features(obs), -1, 1) (``online_optimal_residual``), a_OO the
     action of :class:`~baselines.references.OnlineOptimalAction`, for the batched search."""
 
-    def __init__(self, theta: NDArray, nu: NDArray | None = None) -> None:
-        super().__init__(nu)
+    def __init__(self, theta: NDArray, nu: NDArray | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(nu, env_kwargs=env_kwargs)
         self.theta = np.asarray(theta, dtype=float)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
@@ -92,10 +92,11 @@ AGENTS = {"linear_crn": LinearFeaturePolicy, "online_optimal_residual": Residual
 
 def scores_by_nu(thetas: NDArray, task: str, seeds: tuple[int, ...], agent: str = "linear_crn") -> dict[str, NDArray]:
     """The normalised scores (rows, seeds) of ``agent``'s policy with each parameter row, per nu of :data:`NUS`, all
-    rows on the same realisations (one batched episode per nu)."""
+    rows on the same realisations (one batched episode per nu), on the task's action settings."""
     rows, n = len(thetas), len(seeds)
     per_env = np.repeat(np.asarray(thetas), n, axis=0)  # env k * n + i: row k on realisation i
-    table = task_scores(lambda nus: AGENTS[agent](per_env, nus), TASKS[task], seeds * rows, NUS)
+    settings = TASK_SETTINGS[TASKS[task]].kwargs
+    table = task_scores(lambda nus: AGENTS[agent](per_env, nus, settings), TASKS[task], seeds * rows, NUS)
     return {nu: np.asarray(s).reshape(rows, n) for nu, s in table.items()}
 
 
@@ -144,8 +145,8 @@ def search(task: str, seed: int, generations: int, kind: str, train_realisations
             checkpoints.append({"generation": generation, "theta": theta.tolist(), "validation": float(val[0])})
     best = max(checkpoints, key=lambda c: c["validation"])
     test = scores_by_nu(np.array(best["theta"])[None], task, TEST_SEEDS, agent)
-    return {"agent": agent, "seed": seed, "objective": kind, "generations": generations, "train_realisations": train_realisations,
-            "wall_s": time.perf_counter() - start,
+    return {"agent": agent, "seed": seed, "objective": kind, "generations": generations,
+            "train_realisations": train_realisations, "wall_s": time.perf_counter() - start,
             "selected": best, "checkpoints": checkpoints, "test": {nu: s[0].tolist() for nu, s in test.items()}}
 
 

@@ -155,20 +155,23 @@ def test_a_search_is_reproducible_to_the_bit():
     assert one["checkpoints"][0]["theta"] != [0.0] * len(FEATURES)  # it moved
 
 
-def test_the_residual_policy_at_theta_zero_is_online_optimal_played_as_a_price_action():
-    from baselines.references import OnlineOptimalAction
+def test_the_residual_policy_at_theta_zero_is_online_optimal():
+    """theta = 0 plays OnlineOptimal (an x-policy, no action in between) to 1e-9 of the leakage: the programme's price
+    passes through the price action unchanged; a residual on the channel feature plays differently."""
+    from baselines.references import OnlineOptimal
 
     s = get_scenario("paper-mnist", num_rounds=60, fading="gauss_markov", correlation=0.9)
     real = sample_realisations(s, [5, 6])
     nu = np.array([0.02, 0.09])
-    base = run_policy(OnlineOptimalAction(nu), s, real, dp=False, nu=nu)
+    base = run_policy(OnlineOptimal(nu), s, real, dp=False, nu=nu)
     zero = run_policy(crn_search.ResidualFeaturePolicy(np.zeros(len(FEATURES)), nu), s, real, dp=False, nu=nu)
-    np.testing.assert_array_equal(zero.leakage, base.leakage)
+    np.testing.assert_allclose(zero.leakage, base.leakage, rtol=1e-9)
     theta = np.zeros(len(FEATURES))
-    theta[3] = 0.1  # a residual on the channel feature plays differently
+    theta[3] = 0.1
     moved = run_policy(crn_search.ResidualFeaturePolicy(theta, nu), s, real, dp=False, nu=nu)
-    assert np.all(moved.leakage != base.leakage)
-    np.testing.assert_allclose(moved.cost_mean, nu, rtol=1e-9)  # and still meets nu
+    assert np.all(np.abs(moved.leakage / base.leakage - 1) > 1e-6)
+    with pytest.raises(ValueError, match="plays the price action"):
+        run_policy(crn_search.ResidualFeaturePolicy(theta, nu, {"action_type": "share"}), s, real, dp=False, nu=nu)
 
 
 def test_the_shipped_residual_model_loads_with_sb3_and_plays_the_search_policy(tmp_path):
@@ -200,3 +203,5 @@ def test_the_shipped_residual_model_loads_with_sb3_and_plays_the_search_policy(t
         model.policy.base(np.zeros((1, 33)))
     with pytest.raises(ValueError, match="the budget mode's price action"):
         ObservedOnlineOptimal({"action_type": "share"})
+    with pytest.raises(ValueError, match="a receive-scaling policy"):
+        ObservedOnlineOptimal({"scheme": "cdpb"})

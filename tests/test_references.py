@@ -161,3 +161,39 @@ def test_a_round_of_the_programme_per_env_is_the_round_of_each_env_alone():
         assert (spend[i], price[i]) == (s_i[0], p_i[0])
     assert spend[3] == left[3]  # the last round spends the rest
     assert np.all((spend >= 0) & (spend * (10 - t % 10) <= left * (1 + 1e-12)))
+
+
+@pytest.mark.parametrize("block", [1, 7])
+def test_a_round_of_the_programme_is_np_interp_on_its_grid(block):
+    """The vectorised round against the rule written out env by env with np.interp: the post-decision budget A with
+    A + c(lambda(A), g) = B on the grid, spend all below its first point, at budgets on, between, below and above
+    the grid's points (block 7 leaves a short last stage)."""
+    from baselines.references import online_optimal_round, solve_online_optimal
+
+    scen = get_scenario("paper-mnist", num_rounds=40)
+    model = ReceiveScalingModel(scen)
+    rng = np.random.default_rng(block)
+    n = 64
+    nu = rng.choice([0.01, 0.04, 0.16], n)
+    mean = rng.choice([1e-6, 3e-6], n)
+    prices = solve_online_optimal(model, nu, mean, 40, block=block)
+    for t in range(0, 40, 3):
+        h = mean * rng.exponential(size=n)
+        left = nu * 40 * rng.choice([0.0, 1e-6, 0.3, 1.0, 2.0], n) * rng.uniform(0.5, 1.0, n)
+        spend, _ = online_optimal_round(model, prices, left, h, t, block, 40)
+        stage = t // block
+        rounds = min(block * (stage + 1), 40) - t
+        for i in range(n):
+            if stage + 1 >= prices.stage_start.size:
+                expected = left[i] / rounds
+            else:
+                table = prices.log_level[stage + 1, prices.row[i]]
+                end = prices.budget_grid[prices.row[i]] + rounds * model.cost_scale * np.maximum(
+                    1.0 / np.exp(table) - 1.0 / (model.x_max * h[i]), 0.0)
+                if left[i] <= end[0]:
+                    expected = left[i] / rounds
+                else:
+                    level = np.exp(np.interp(np.log(left[i]), np.log(np.maximum(end, 1e-300)), table))
+                    wanted = rounds * model.cost_scale * max(1.0 / level - 1.0 / (model.x_max * h[i]), 0.0)
+                    expected = min(wanted, left[i]) / rounds
+            assert spend[i] == pytest.approx(expected, rel=1e-12, abs=1e-300), (t, i)
