@@ -25,6 +25,8 @@ rerun with the same ``--generations`` and ``--train-realisations`` (a killed run
 The summary: rliable IQM with stratified-bootstrap 95% CIs over seeds x test realisations, mean and worst,
 P(> BestConstant) and P(> AdaScaleTrained), beside the first checkpoint (after 10 generations) and the references
 (``rl_results.py``'s ``<--references>/<task>/references.json`` as it is when there, else computed).
+``--more-test K`` prints the same summary again on K more held-out realisations (seeds 30000...), never used in a
+search or its selection, for CIs the 32 test realisations are too few to separate.
 
     pip install -e ".[rl,results]"       # SB3 (the references and rl_results.py's helpers), rliable, cma
     python benchmarks/crn_search.py --zoo        # the three tasks, 5 seeds each: about 65 min on one core
@@ -173,18 +175,32 @@ def ship(task: str, runs: list[dict[str, Any]], target: Path) -> None:
         "versions": {**package_versions(), "cma": cma.__version__}})
 
 
-def report(task: str, runs: list[dict[str, Any]], references: Path) -> None:
-    """Print the searched policy's test scores beside its first checkpoint's and the references' (``references``:
-    rl_results.py's --out, whose ``<task>/references.json`` is read as it is when there)."""
+def more_test_seeds(count: int) -> tuple[int, ...]:
+    """The first ``count`` (>= 0) seeds of ``30_000, 30_001, ...``: held-out realisations beyond the tasks' 32 frozen
+    test ones (:data:`~baselines.references.TEST_SEEDS`), for CIs those are too few to separate; disjoint from the
+    training, validation and test seeds, and never used in a search or its selection."""
+    if count < 0:
+        raise ValueError(f"more test realisations must be >= 0; got {count}")
+    return tuple(range(30_000, 30_000 + count))
+
+
+def report(task: str, runs: list[dict[str, Any]], references: Path,
+           seeds: tuple[int, ...] = TEST_SEEDS) -> None:
+    """Print the searched policy's scores on ``seeds`` beside its first checkpoint's and the references'. On the test
+    seeds, the agent's are those its search stored and the references' are read from ``references`` (rl_results.py's
+    --out: its ``<task>/references.json``) when there; on other seeds all are computed."""
     ref_path = references / task / "references.json"
-    stored = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
-    refs = {name: stored.get(name) or scores(make, task, TEST_SEEDS) for name, make in REFERENCES.items()}
+    stored = json.loads(ref_path.read_text()) if ref_path.is_file() and seeds == TEST_SEEDS else {}
+    refs = {name: stored.get(name) or scores(make, task, seeds) for name, make in REFERENCES.items()}
     agent = runs[0].get("agent", "linear_crn")
-    first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), task, TEST_SEEDS, agent)
-    print(f"{task}, {agent}: {len(runs)} seed(s) x {len(TEST_SEEDS)} test realisations; selected generations "
+    first = scores_by_nu(np.array([r["checkpoints"][0]["theta"] for r in runs]), task, seeds, agent)
+    played = ({nu: np.array([r["test"][nu] for r in runs]) for nu in map(str, NUS)} if seeds == TEST_SEEDS else
+              scores_by_nu(np.array([r["selected"]["theta"] for r in runs]), task, seeds, agent))
+    kind = "test" if seeds == TEST_SEEDS else f"more held-out ({seeds[0]}-{seeds[-1]})"
+    print(f"{task}, {agent}: {len(runs)} seed(s) x {len(seeds)} {kind} realisations; selected generations "
           f"{[r['selected']['generation'] for r in runs]} of {runs[0]['generations']}")
     for nu in map(str, NUS):
-        table = {agent: np.array([r["test"][nu] for r in runs]),
+        table = {agent: played[nu],
                  f"after {CHECKPOINT_EVERY} generations": first[nu],
                  **{name: np.array([s[nu]]) for name, s in refs.items()}}
         stats = aggregate(table, "BestConstant", compared=(agent,))
@@ -215,6 +231,9 @@ def main() -> None:
                              "seed<k>.json")
     parser.add_argument("--zoo", action="store_true",
                         help="ship each task's seed best on validation to agents/zoo/<task>/<agent>/ (ARS.load)")
+    parser.add_argument("--more-test", type=int, default=0, metavar="K",
+                        help="also score the selected policies and the references on K more held-out realisations "
+                             "(seeds 30000, 30001, ...; default 0)")
     parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
                         help="rl_results.py's --out: its <task>/references.json is read as it is when there")
     args = parser.parse_args()
@@ -240,6 +259,8 @@ def main() -> None:
         if args.zoo:
             ship(task, runs, ZOO / task / args.agent)
         report(task, runs, args.references)
+        if args.more_test:
+            report(task, runs, args.references, more_test_seeds(args.more_test))
 
 
 if __name__ == "__main__":

@@ -144,6 +144,11 @@ def test_training_seeds_extend_the_references_own_and_stay_apart_from_validation
     assert not set(many) & (set(VALIDATION_SEEDS) | set(TEST_SEEDS))
     with pytest.raises(ValueError, match="train realisations must be >= 1"):
         crn_search.training_seeds(0)
+    more = crn_search.more_test_seeds(4096)
+    assert len(set(more)) == 4096 and crn_search.more_test_seeds(0) == ()
+    assert not set(more) & (set(many) | set(VALIDATION_SEEDS) | set(TEST_SEEDS))
+    with pytest.raises(ValueError, match="more test realisations must be >= 0"):
+        crn_search.more_test_seeds(-1)
 
 
 @pytest.mark.slow
