@@ -86,10 +86,9 @@ class ObservedOnlineOptimal:
     observations alone, for policies that see nothing else: each row's nu, placement, round, budget left and channel
     are read back from the observation (docs/environment/receive-scaling.md#observation), the programme of its nu and
     placement is solved at its first round (:func:`~baselines.references.solve_online_optimal`, about 0.5 s at T =
-    500; cached, so the rounds after it and a replayed realisation cost a table look-up) and the round's
-    price (:func:`~baselines.references.online_optimal_round`) is returned as a = log10(mu_t / mu_ref,t) /
-    price_decades, clipped to [-1, 1]. The observation is float32, so the decision is that of the env's own values to
-    about 1e-6 relative.
+    500; cached, so the rounds after it and a replayed realisation cost a table look-up) and the round's price action
+    is :func:`~baselines.references.online_optimal_price_action`'s. The observation is float32, so the decision is
+    that of the env's own values to about 1e-6 relative.
 
     Args:
         env_kwargs: the keyword arguments of the env whose observations are read (a task's settings, a zoo model's
@@ -114,8 +113,7 @@ class ObservedOnlineOptimal:
 
     def __call__(self, observation: NDArray) -> NDArray:
         """a_OO (N,) of observations (N, 3M + 6)."""
-        from baselines.references import online_optimal_round, solve_online_optimal
-        from otagym.receive_scaling import reference_price
+        from baselines.references import online_optimal_price_action, solve_online_optimal
 
         obs = np.atleast_2d(np.asarray(observation, dtype=float))
         if obs.shape[-1] != self.obs_dim:
@@ -127,11 +125,8 @@ class ObservedOnlineOptimal:
         t = np.minimum(np.rint(obs[:, 2 * m + 1] * big_t).astype(np.int64), big_t - 1)
         left = np.maximum(obs[:, 2 * m + 2], 0.0) * nu * big_t
         prices = solve_online_optimal(self.model, nu, mean, big_t, block=self.block)
-        price = online_optimal_round(self.model, prices, left, h, t, self.block, big_t)[1]
-        reference = reference_price(self.model, left, big_t - t, mean, self.buffer_sd)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.log10(price / reference) / self.price_decades
-        return np.clip(np.nan_to_num(a, nan=0.0), -1.0, 1.0)
+        return online_optimal_price_action(self.model, prices, left, h, t, self.block, big_t, mean,
+                                           self.price_decades, self.buffer_sd)
 
 
 class OnlineOptimalResidualPolicy(LinearPricePolicy):

@@ -35,7 +35,8 @@ from otagym.tasks import EVALUATION_SEEDS
 
 __all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "BestConstant", "AdaScaleTrained",
            "OnlineOptimal", "OnlineOptimalAction", "DualPrice", "tune_on_training", "solve_online_optimal",
-           "online_optimal_round", "OnlinePrices", "PROGRAMMES_CACHED"]
+           "online_optimal_round", "online_optimal_price_action", "OnlinePrices",
+           "PROGRAMMES_CACHED"]
 
 #: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned.
 TRAIN_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
@@ -370,9 +371,23 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
     return spend, price
 
 
+def online_optimal_price_action(model: ReceiveScalingModel, prices: OnlinePrices, remaining: NDArray,
+                                h_min2: NDArray, t: ArrayLike, block: int, num_rounds: int, mean_h_min2: NDArray,
+                                price_decades: float, buffer_sd: float) -> NDArray:
+    """The price action a in [-1, 1] (N,) that plays round ``t`` of the programme (:func:`online_optimal_round`):
+    a = log10(mu_t / mu_ref,t) / price_decades, clipped, with mu_ref,t the action's reference
+    (:func:`~otagym.receive_scaling.reference_price` of the budget left, the rounds left and the channel law)."""
+    price = online_optimal_round(model, prices, remaining, h_min2, t, block, num_rounds)[1]
+    reference = reference_price(model, np.maximum(remaining, 0.0), num_rounds - np.asarray(t), mean_h_min2,
+                                buffer_sd)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.log10(price / reference) / price_decades
+    return np.clip(np.nan_to_num(a, nan=0.0), -1.0, 1.0)
+
+
 class _OnlineProgramme:
     """The programme of :func:`solve_online_optimal` for a policy's envs, solved at their first round (the placement
-    is known from the first info), and each round's decision (:func:`online_optimal_round`)."""
+    is known from the first info), and the budget they have left."""
 
     grid: int
     nodes: int
@@ -382,15 +397,15 @@ class _OnlineProgramme:
         self.block = scenario.coherence_rounds if scenario.fading == "block" else 1
         self.prices: OnlinePrices | None = None
 
-    def _round(self, h: NDArray, info: dict[str, Any]) -> tuple[NDArray, NDArray]:
-        """(spend, price) of this round for every env, h (N,)."""
+    def _programme(self, h: NDArray, info: dict[str, Any]) -> tuple[OnlinePrices, NDArray]:
+        """The solved programme and each env's budget left (N,), h (N,)."""
         model, big_t = self.model, self.scenario.num_rounds  # type: ignore[attr-defined]
         if self.prices is None:
-            mean = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
-            self.prices = solve_online_optimal(model, np.broadcast_to(self.nu, mean.shape), mean,  # type: ignore
-                                               big_t, block=self.block, grid=self.grid, nodes=self.nodes)
-        left = np.broadcast_to(self.nu * big_t - self.cost_sum, h.shape)  # type: ignore[attr-defined]
-        return online_optimal_round(model, self.prices, left, h, self.t, self.block, big_t)  # type: ignore
+            self.mean_h_min2 = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
+            self.prices = solve_online_optimal(model, np.broadcast_to(self.nu, self.mean_h_min2.shape),  # type: ignore
+                                               self.mean_h_min2, big_t, block=self.block, grid=self.grid,
+                                               nodes=self.nodes)
+        return self.prices, np.broadcast_to(self.nu * big_t - self.cost_sum, h.shape)  # type: ignore[attr-defined]
 
 
 class OnlineOptimal(_OnlineProgramme, _PolicyBase):
@@ -412,7 +427,9 @@ class OnlineOptimal(_OnlineProgramme, _PolicyBase):
 
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
         h1 = np.atleast_1d(h)
-        return self.model.x_for_cost(self._round(h1, info)[0], h1).reshape(np.shape(h))
+        prices, left = self._programme(h1, info)
+        spend = online_optimal_round(self.model, prices, left, h1, self.t, self.block, self.scenario.num_rounds)[0]
+        return self.model.x_for_cost(spend, h1).reshape(np.shape(h))
 
 
 class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
@@ -445,10 +462,6 @@ class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         h = np.atleast_1d(np.asarray(info["next_h_min2"], dtype=float))
-        price = self._round(h, info)[1]
-        big_t = self.scenario.num_rounds
-        reference = reference_price(self.model, np.maximum(self.nu * big_t - self.cost_sum, 0.0), big_t - self.t,
-                                    self.model.expected_h_min2(info["mean_channel_gain"]), self.price_buffer_sd)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.log10(price / reference) / self.price_decades
-        return np.clip(np.nan_to_num(a, nan=0.0), -1.0, 1.0)
+        prices, left = self._programme(h, info)
+        return online_optimal_price_action(self.model, prices, left, h, self.t, self.block, self.scenario.num_rounds,
+                                           self.mean_h_min2, self.price_decades, self.price_buffer_sd)
