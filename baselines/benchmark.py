@@ -27,10 +27,10 @@ from baselines.compare import POLICIES, PolicySpec
 from baselines.references import TRAIN_SEEDS, BestConstant, DualPrice, UniformRandom
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.privacy import DEFAULT_ORDERS
-from otagym.tasks import EVALUATION_SEEDS, TASKS, sample_realisation, task_scenario
+from otagym.tasks import TASKS, sample_realisation, task_scenario
 from otagym.tasks import normalized_score as task_normalized_score
 
-__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate",
+__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate", "cvar",
            "improvement", "episode_returns", "play_episodes", "Episodes",
            "anchor_returns", "ConstantAction",
            "RandomAction", "EnvActionPolicy", "best_constant_action", "scheme_references"]
@@ -76,16 +76,19 @@ class Episodes(NamedTuple):
     cost_ratios: NDArray
 
 
-def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], **env_overrides: Any) -> Episodes:
+def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | None = None,
+                  **env_overrides: Any) -> Episodes:
     """``policy`` (``reset(scenario, seed)``, ``act(obs, info)``) on the realisation of each seed
-    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode; ``env_overrides`` changes env
-    arguments that do not change the physics (an analytic policy's ``action_type``). For the CDPB and anonymous
-    tasks, whose every draw that matters is in the realisation, an episode is the same as a single env's reset with
-    :func:`otagym.tasks.evaluation_options`."""
+    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode, at budget ``nu`` (receive
+    scaling; default: drawn from the task's range per env); ``env_overrides`` changes env arguments that do not
+    change the physics (an analytic policy's ``action_type``). Every draw that matters is in the realisation and
+    the budget, so an episode is the same as a single env's reset with :func:`otagym.tasks.evaluation_options`."""
     task = TASKS[task_id]
     env = OTAPrivacyVectorEnv(len(seeds), **{**task.kwargs, **env_overrides}, autoreset_mode=AutoresetMode.SAME_STEP)
     real = [sample_realisation(task_id, s) for s in seeds]
     options = {k: np.stack([r[k] for r in real], axis=env.rounds.OPTION_AXES[k]) for k in real[0]}
+    if nu is not None:
+        options["nu"] = float(nu)
     policy.reset(env.scenario, 0)
     obs, info = env.reset(seed=0, options=options)
     total, cost = np.zeros(len(seeds)), np.zeros(len(seeds))
@@ -120,12 +123,12 @@ def scheme_references(task_id: str) -> dict[str, tuple[Callable[[], Any], dict[s
 
 
 @functools.lru_cache(maxsize=None)
-def best_constant_action(task_id: str, points: int = 21, rounds: int = 3) -> float:
+def best_constant_action(task_id: str, nu: float | None = None, points: int = 21, rounds: int = 3) -> float:
     """The constant env action with the best mean return on the training realisations
     (:data:`baselines.references.TRAIN_SEEDS`, never the evaluation ones; cached) among those that meet the task's
-    constraint in the mean (mean episode cost at most the cost limit, the CMDP's constraint): a grid of ``points``
-    actions over [-1, 1], then ``rounds - 1`` finer grids around the best, every action and realisation in one
-    batched episode per grid."""
+    constraint in the mean (mean episode cost at most the cost limit, the CMDP's constraint), at budget ``nu``
+    (receive scaling; a constant per budget): a grid of ``points`` actions over [-1, 1], then ``rounds - 1`` finer
+    grids around the best, every action and realisation in one batched episode per grid."""
     seeds = list(TRAIN_SEEDS)
     lo, hi = -1.0, 1.0
     best_a, best = lo, -np.inf
@@ -133,7 +136,7 @@ def best_constant_action(task_id: str, points: int = 21, rounds: int = 3) -> flo
         grid = np.linspace(lo, hi, points)
         values = np.repeat(grid, len(seeds))  # env j * len(seeds) + i plays grid[j] on seed i
         policy = EnvActionPolicy(lambda obs, v=values: v[:, None])
-        played = play_episodes(policy, task_id, seeds * points)
+        played = play_episodes(policy, task_id, seeds * points, nu)
         mean = played.returns.reshape(points, len(seeds)).mean(axis=1)
         feasible = played.cost_ratios.reshape(points, len(seeds)).mean(axis=1) <= 1.0
         if not feasible.any():
@@ -147,10 +150,11 @@ def best_constant_action(task_id: str, points: int = 21, rounds: int = 3) -> flo
     return best_a
 
 
-def anchor_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_SEEDS) -> tuple[list[float], list[float]]:
+def anchor_returns(task_id: str, nu: float, seeds: Sequence[int] | None = None) -> tuple[list[float], list[float]]:
     """The returns of the task's anchor policies (:attr:`otagym.tasks.Task.anchors`, the scores 0 and 100) on the
-    realisation of each seed at budget ``nu``."""
+    realisation of each seed (default: the task's evaluation set) at budget ``nu``."""
     task = TASKS[task_id]
+    seeds = task.eval_seeds if seeds is None else seeds
     if task.scheme == "receive_scaling":
         return [0.0] * len(seeds), offline_returns(task_id, nu, seeds)
     refs = scheme_references(task_id)
@@ -161,22 +165,23 @@ def anchor_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_SE
     return out[0], out[1]
 
 
-def task_scores(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] = EVALUATION_SEEDS,
+def task_scores(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] | None = None,
                 nus: Sequence[float] | None = None, **env_overrides: Any) -> dict[str, list[float]]:
     """The normalised scores of :func:`task_scores_and_costs`."""
     return task_scores_and_costs(make, task_id, seeds, nus, **env_overrides)[0]
 
 
-def task_scores_and_costs(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] = EVALUATION_SEEDS,
+def task_scores_and_costs(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] | None = None,
                           nus: Sequence[float] | None = None,
                           **env_overrides: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """The normalised score of ``make(nus)``'s policy (``nus``: each env's budget) on the realisation of each seed,
     and its episode cost over the task's cost limit there, per budget (keyed ``str(nu)``; default: the task's
-    evaluation budgets). One batched episode per nu. On a CDPB or anonymous task the policy plays the env's own action
+    evaluation budgets; seeds default: the task's evaluation set). One batched episode per nu. On a CDPB or anonymous task the policy plays the env's own action
     (or ``env_overrides``' action type) and is scored from its returns against the stored anchors (evaluation seeds
     only); on receive scaling it returns x_t (:class:`baselines.core.Policy`) and is scored from its leakage."""
     scores, costs = {}, {}
     task = TASKS[task_id]
+    seeds = task.eval_seeds if seeds is None else seeds
     for nu in nus or task.eval_nus:
         key, per_env = str(float(nu)), np.full(len(seeds), float(nu))
         if task.scheme != "receive_scaling":
@@ -196,20 +201,29 @@ def receive_scaling_references(task_id: str) -> dict[str, PolicySpec]:
     """The reference policies of a receive-scaling task by name, floor to ceiling (OfflineOptimal is 100 by
     definition of the score): ``UniformRandom`` (the task's own action, uniform), ``EqualAlloc``, ``BestConstant``,
     ``AdaScaleTrained`` and ``OnlineOptimal`` (:mod:`baselines.references`; budget mode, so each meets nu on every
-    realisation). On the constrained task (the spend action, a CMDP) ``BestConstant`` is the constant spend a = 0
-    (EqualAlloc: a constant spend meets the constraint exactly when a <= 0, and spending more leaks less),
-    and ``DualPrice`` is the online optimum when the constraint holds in expectation."""
+    realisation). On a constrained task (a CMDP) ``BestConstant`` is the constant env action per budget with the best
+    mean return on training realisations among those that meet the constraint in the mean
+    (:func:`best_constant_action`; with the spend action it is a = 0, EqualAlloc: a constant spend meets the
+    constraint exactly when a <= 0, and spending more leaks less), and ``DualPrice`` is the online optimum when the
+    constraint holds in expectation only (it is over the limit on about half the realisations)."""
     task = TASKS[task_id]
     action = str(task.kwargs["action_type"])
     refs = {"UniformRandom": PolicySpec(lambda nu, p: UniformRandom(nu=nu, action_type=action), matched=False),
             **{name: POLICIES[name] for name in ("EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal")}}
     if task.constrained:
-        refs["BestConstant"] = PolicySpec(lambda nu, p: BestConstant(nu=nu, action=0.0, action_type=action))
+        refs["BestConstant"] = PolicySpec(lambda nu, p: BestConstant(
+            nu=nu, action=_per_env(lambda v: best_constant_action(task_id, v), nu), action_type=action))
         refs["DualPrice"] = PolicySpec(lambda nu, p: DualPrice(nu=nu), matched=False)
     return refs
 
 
-def offline_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_SEEDS) -> list[float]:
+def _per_env(value: Callable[[float], float], nu: NDArray) -> NDArray:
+    """``value(nu)`` of each env's budget, computed once per distinct budget."""
+    table = {float(v): value(float(v)) for v in np.unique(nu)}
+    return np.array([table[float(v)] for v in np.ravel(nu)]).reshape(np.shape(nu))
+
+
+def offline_returns(task_id: str, nu: float, seeds: Sequence[int]) -> list[float]:
     """OfflineOptimal's episode return in the task's env on the realisation of each seed at ``nu``:
     (L_EqualAlloc - L_OfflineOptimal) / H, H the env's reward scale of that placement and budget (the return of any
     episode over it is the episode's normalised score / 100)."""
@@ -226,7 +240,7 @@ def offline_returns(task_id: str, nu: float, seeds: Sequence[int] = EVALUATION_S
 def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int = 2000,
               compared: tuple[str, ...] | None = None, poi_reps: int = 200) -> dict[str, dict[str, Any]]:
     """rliable's IQM with its stratified-bootstrap 95% CI for each entry of ``table`` (name -> (runs,
-    realisations)), and, with ``baseline``, rliable's probability of improvement over it with a 95% CI for the entries
+    realisations)), beside the mean, the lower tail (:func:`cvar`, 10%) and the worst score, and, with ``baseline``, rliable's probability of improvement over it with a 95% CI for the entries
     in ``compared`` (default: all). The IQM's bootstrap resamples runs within each realisation and the realisations
     themselves (``task_bootstrap``), so a policy of one run has a CI too; its resamples are seeded, so a table
     recomputed from the same scores is the same. rliable's bootstrap of the probability
@@ -245,10 +259,17 @@ def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int 
         np.random.set_state(outer)
     poi = {} if baseline is None else improvement(table, baseline, compared, poi_reps)
     return {name: {"iqm": float(iqm[name][0]), "iqm_ci": [float(v) for v in iqm_ci[name][:, 0]],
-                   "mean": float(table[name].mean()), "worst": float(table[name].min()),
+                   "mean": float(table[name].mean()), "cvar10": cvar(table[name]), "worst": float(table[name].min()),
                    "p_improve": poi[name][0] if name in poi else None,
                    "p_improve_ci": poi[name][1] if name in poi else None}
             for name in table}
+
+
+def cvar(scores: NDArray, level: float = 0.1) -> float:
+    """The conditional value at risk of ``scores`` at ``level``: the mean of the lowest ``level`` share of them (at
+    least one), all runs and realisations pooled; the tail where budget-exhaustion cliffs show."""
+    flat = np.sort(np.ravel(np.asarray(scores, dtype=float)))
+    return float(flat[:max(1, int(np.ceil(level * flat.size)))].mean())
 
 
 def improvement(table: dict[str, NDArray], baseline: str, compared: tuple[str, ...] | None = None,

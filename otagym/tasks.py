@@ -55,12 +55,27 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.channel import ChannelModel
 from otagym.receive_scaling import get_scenario
 
-__all__ = ["Task", "TASKS", "EVALUATION_SEEDS", "REFERENCE_SCORES_PATH", "evaluation_options", "normalized_score",
-           "reference_scores", "register_tasks", "task_scenario", "fading_settings", "sample_realisation",
-           "score_against"]
+__all__ = ["Task", "TASKS", "BENCHMARK", "EVALUATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS", "BENCHMARK_VALIDATION_SEEDS",
+           "BENCHMARK_TRAINING_SEEDS", "COST_TOLERANCE", "REFERENCE_SCORES_PATH", "evaluation_options",
+           "normalized_score", "feasible_score", "reference_scores", "register_tasks", "task_scenario",
+           "fading_settings", "sample_realisation", "score_against"]
 
-#: The frozen evaluation set: one channel realisation per seed (never used to train or tune a reference).
+#: The formulation tasks' frozen evaluation set: one channel realisation per seed (never used to train or tune a
+#: reference), 32 realisations.
 EVALUATION_SEEDS: tuple[int, ...] = tuple(range(10_000, 10_032))
+#: The benchmark suite's frozen evaluation set (:data:`BENCHMARK`): 128 realisations per budget from seeds that no
+#: design decision, search or table of the project looked at before the suite was frozen (the formulation tasks'
+#: evaluation, validation, training and "more test" seeds are 10_000..., 20_000..., 90_000... and 30_000...). Report
+#: only: never select a checkpoint or a hyperparameter on it.
+BENCHMARK_EVALUATION_SEEDS: tuple[int, ...] = tuple(range(70_000, 70_128))
+#: The benchmark suite's validation realisations: select checkpoints and hyperparameters here (32, disjoint).
+BENCHMARK_VALIDATION_SEEDS: tuple[int, ...] = tuple(range(60_000, 60_032))
+#: The benchmark suite's training realisations: the first ones of 90_000, 90_001, ... (as many as a method needs;
+#: the references tune on the first 32, ``baselines.references.TRAIN_SEEDS``), disjoint from both sets above.
+BENCHMARK_TRAINING_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_256))
+#: The relative slack of the cost limit: an episode whose cost is at most (1 + COST_TOLERANCE) times the limit is
+#: within it (a constant spend of exactly nu sums to T up to rounding).
+COST_TOLERANCE = 1e-6
 #: Where the reference scores are stored with the package.
 REFERENCE_SCORES_PATH = Path(__file__).parent / "data" / "reference_scores.json"
 
@@ -86,6 +101,13 @@ class Task:
             and observed; a ``reset`` option), ``"epsilon_max"`` (CDPB: the privacy threshold eps-bar of (25c), fixed
             by the task) or ``"target_epsilon"`` (anonymous OTA: the (eps, delta) target of ``info["cost"]``, fixed).
         anchors: the policies whose returns on each realisation define the scores 0 and 100.
+        eval_seeds: the frozen evaluation set (:data:`BENCHMARK_EVALUATION_SEEDS` for the benchmark suite,
+            :data:`EVALUATION_SEEDS` for the formulation tasks).
+        floor: the reference that a learner must beat to have learned anything (the best constant action that meets
+            the task's constraint in the mean on training realisations).
+        ceiling: the best online policy the project can compute, and what it is (``ceiling_note``): the exact online
+            optimum, or a policy whose score bounds the online optimum's from below (OfflineOptimal's 100 bounds it
+            from above).
     """
 
     id: str
@@ -96,6 +118,10 @@ class Task:
     versions: tuple[str, ...] = field(default=("v0: first version",))
     budget: str = "nu"
     anchors: tuple[str, str] = ("EqualAlloc", "OfflineOptimal")
+    eval_seeds: tuple[int, ...] = EVALUATION_SEEDS
+    floor: str = "BestConstant"
+    ceiling: str = "OnlineOptimal"
+    ceiling_note: str = "the exact online optimum (dynamic programming over the budget left, up to its grids)"
 
     @property
     def scheme(self) -> str:
@@ -114,9 +140,25 @@ class Task:
         return float(self.max_episode_steps)
 
 
-def _receive_scaling(name: str, settings: Mapping[str, Any], summary: str) -> Task:
+def _receive_scaling(name: str, settings: Mapping[str, Any], summary: str, **task: Any) -> Task:
     kwargs = {**_RECEIVE_SCALING, **settings}
-    return Task(f"otagym/{name}-v0", kwargs, get_scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary)
+    return Task(f"otagym/{name}-v{len(task.get('versions', ('v0',))) - 1}", kwargs,
+                get_scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary, **task)
+
+
+#: The constrained receive-scaling tasks' formulation: the CMDP of problem (28), reward -(L_t - L_t^EA)/H and the
+#: constraint (1/T) sum_t c_t <= nu in ``info["cost"]`` = c_t / nu, left to the agent.
+_CMDP = {"reward_mode": "cmdp", "action_type": "spend"}
+_GAUSS_MARKOV = {"fading": "gauss_markov", "correlation": 0.9}
+_BLOCK = {"fading": "block", "coherence_rounds": 10}
+#: The ceiling under Gauss-Markov fading: the programme is solved for the fading's i.i.d. marginal.
+_LOWER_BOUND_CEILING = ("the dynamic programme of the fading's i.i.d. marginal: a feasible online policy, so a lower "
+                        "bound on the online optimum (OfflineOptimal's 100 bounds it from above)")
+
+
+def _benchmark(name: str, settings: Mapping[str, Any], summary: str, **task: Any) -> Task:
+    """A task of the benchmark suite: receive scaling as a CMDP, scored on :data:`BENCHMARK_EVALUATION_SEEDS`."""
+    return _receive_scaling(name, {**_CMDP, **settings}, summary, eval_seeds=BENCHMARK_EVALUATION_SEEDS, **task)
 
 
 #: CDPB's task settings: the paper's deployment (K = 100, lambda = (1, 1e-5), gamma-bar = 1e-2, CDPB-i) with the
@@ -146,9 +188,22 @@ TASKS: dict[str, Task] = {t.id: t for t in (
     _receive_scaling("ReceiveScalingBlock", {"fading": "block", "coherence_rounds": 10},
                      "Schedule receive scaling under block fading (10-round coherence, the block position observed): "
                      "a strong channel lasts its block, which a constant price overspends."),
-    _receive_scaling("ReceiveScalingCMDP", {"reward_mode": "cmdp", "action_type": "spend"},
-                     "Schedule receive scaling under i.i.d. Rayleigh fading as a constrained MDP: the action is the "
-                     "round's spend, between nothing and 11 nu, and the mean cost must stay within nu."),
+    _benchmark("ReceiveScalingCMDP", {},
+               "Schedule receive scaling under i.i.d. Rayleigh fading as a constrained MDP: the action is the "
+               "round's spend, between nothing and 11 nu, and the mean cost must stay within nu.",
+               versions=("v0: scored on the 32 formulation realisations, an episode over its cost limit scored as "
+                         "any other", "v1: the benchmark suite's 128 evaluation realisations and feasible score")),
+    _benchmark("ReceiveScalingCMDPGaussMarkov", _GAUSS_MARKOV,
+               "The constrained task under Gauss-Markov fading (correlation 0.9 per round): the present channel "
+               "predicts the next ones, which no analytic policy of the papers uses.",
+               ceiling_note=_LOWER_BOUND_CEILING),
+    _benchmark("ReceiveScalingCMDPBlock", _BLOCK,
+               "The constrained task under block fading (10-round coherence, the block position observed): a strong "
+               "block is worth spending on for its whole length, and overspending on it breaks the constraint."),
+    _benchmark("ReceiveScalingCMDPLogX", {"action_type": "normalized"},
+               "The constrained task with the raw receive scaling as the action, x on a log scale over [1e-3 x_max, "
+               "x_max]: the round's cost depends on the channel, so a constant action meets the constraint only "
+               "by spending almost nothing."),
     Task("otagym/CDPB-v1", _CDPB, 100, (1.0,), "Choose the power-balancing threshold rho of client-driven power "
          "balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without CSI, within a privacy "
          "threshold eps <= 1.", budget="epsilon_max", anchors=("MaxRho", "BestConstant"),
@@ -158,6 +213,12 @@ TASKS: dict[str, Task] = {t.id: t for t in (
          "over-the-air FL each round to minimise the SGD bound plus 0.01 x RDP, under an (8, 1e-5)-DP cost.",
          budget="target_epsilon", anchors=("MidAction", "BestConstant")),
 )}
+
+
+#: The benchmark suite: the tasks a learner is ranked on (each with a feasible floor, a computable ceiling and at
+#: least 20 normalised points between them at every budget). The other tasks of :data:`TASKS` are formulation and
+#: sanity tasks (the papers' comparisons run on them).
+BENCHMARK: tuple[str, ...] = tuple(t.id for t in TASKS.values() if t.eval_seeds == BENCHMARK_EVALUATION_SEEDS)
 
 
 def register_tasks() -> None:
@@ -205,9 +266,9 @@ def _core(task_id: str):
 def _check_evaluation(task: Task, nu: float, seed: int) -> None:
     if float(nu) not in task.eval_nus:
         raise ValueError(f"nu must be one of {task.eval_nus} (the evaluation budgets of {task.id}); got {nu!r}")
-    if seed not in EVALUATION_SEEDS:
-        raise ValueError(f"seed must be one of the evaluation seeds {EVALUATION_SEEDS[0]}..{EVALUATION_SEEDS[-1]}; "
-                         f"got {seed!r}")
+    if seed not in task.eval_seeds:
+        raise ValueError(f"seed must be one of the evaluation seeds {task.eval_seeds[0]}..{task.eval_seeds[-1]} of "
+                         f"{task.id}; got {seed!r}")
 
 
 def evaluation_options(task_id: str, nu: float, seed: int) -> dict[str, Any]:
@@ -267,6 +328,18 @@ def normalized_score(task_id: str, nu: float, seeds: ArrayLike, episode_returns:
     index = [stored["seeds"].index(int(s)) for s in seeds]
     zero, hundred = (np.asarray(r, dtype=float)[index] for r in stored["anchor_returns"][str(float(nu))])
     return score_against(returns, zero, hundred)
+
+
+def feasible_score(scores: ArrayLike, cost_ratios: ArrayLike) -> NDArray:
+    """The score of episodes on a constrained task that does not reward overspending: an episode whose cost is over
+    the task's limit (``cost_ratios`` = episode cost / :attr:`Task.cost_limit` > 1 + :data:`COST_TOLERANCE`) is
+    worth no more than the 0 anchor, min(score, 0); an episode within it keeps its score. Element-wise. On the
+    receive-scaling tasks the 0 anchor is EqualAlloc, which meets the limit on every realisation, so an agent that
+    overspends on an episode scores there at most what the trivial feasible policy scores. Report it with the share
+    of episodes over the limit and the mean cost over the limit (Safety-Gymnasium's return, cost and violation)."""
+    scores = np.asarray(scores, dtype=float)
+    over = np.asarray(cost_ratios, dtype=float) > 1.0 + COST_TOLERANCE
+    return np.where(over, np.minimum(scores, 0.0), scores)
 
 
 def score_against(returns: ArrayLike, zero: ArrayLike, hundred: ArrayLike) -> NDArray:

@@ -134,7 +134,7 @@ def test_tianshou_vector_envs(task_id):
             envs.close()
 
 
-@pytest.mark.parametrize("task_id", ["otagym/ReceiveScalingBlock-v0", "otagym/ReceiveScalingCMDP-v0", "otagym/CDPB-v1",
+@pytest.mark.parametrize("task_id", ["otagym/ReceiveScalingBlock-v0", "otagym/ReceiveScalingCMDP-v1", "otagym/CDPB-v1",
                                      "otagym/AnonymousOTA-v0"])
 def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(task_id, tmp_path):
     """One task per distinct config entry or formulation (the receive-scaling tasks share their entry)."""

@@ -13,10 +13,11 @@ import otagym  # noqa: F401 - registers the tasks
 from baselines.benchmark import receive_scaling_references, task_scores, task_scores_and_costs
 from baselines.references import BestConstant, DualPrice
 from otagym.receive_scaling import ReceiveScalingModel, price_spend, spend_cost
-from otagym.tasks import EVALUATION_SEEDS, TASKS, reference_scores, task_scenario
+from otagym.tasks import TASKS, reference_scores, task_scenario
 from test_tasks import plain_loop_scores
 
-CMDP = "otagym/ReceiveScalingCMDP-v0"
+CMDP = "otagym/ReceiveScalingCMDP-v1"
+EVALUATION_SEEDS = TASKS[CMDP].eval_seeds
 
 
 def test_the_spend_action_spends_from_nothing_to_eleven_nu_and_zero_is_equal_alloc():
@@ -136,4 +137,4 @@ def test_evaluate_refuses_a_model_trained_on_another_formulation(tmp_path, capsy
         assert main(["evaluate", CMDP, str(tmp_path / "model.zip"), "--seeds", "2"]) == 2
     err = capsys.readouterr().err
     assert ("was trained on scenario, reward_mode, action_type = ('paper-mnist', 'budget', 'price'), and "
-            "otagym/ReceiveScalingCMDP-v0 is ('paper-mnist', 'cmdp', 'spend')") in err
+            "otagym/ReceiveScalingCMDP-v1 is ('paper-mnist', 'cmdp', 'spend')") in err

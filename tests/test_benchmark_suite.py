@@ -1,0 +1,87 @@
+"""The benchmark suite: its tasks, its three disjoint seed sets, the feasible score, the room between its floor and
+its ceiling in the stored references, the tail statistic, the constrained search's objective and its shipped agents.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import otagym  # noqa: F401 - registers the tasks
+from baselines.benchmark import aggregate, best_constant_action, cvar
+from otagym.tasks import (BENCHMARK, BENCHMARK_EVALUATION_SEEDS, BENCHMARK_TRAINING_SEEDS,
+                          BENCHMARK_VALIDATION_SEEDS, COST_TOLERANCE, EVALUATION_SEEDS, TASKS, feasible_score,
+                          reference_scores)
+
+
+def test_the_suite_has_four_constrained_tasks_on_128_frozen_realisations_and_disjoint_seed_sets():
+    assert len(BENCHMARK) >= 4
+    for task_id in BENCHMARK:
+        task = TASKS[task_id]
+        assert task.constrained and task.eval_seeds == BENCHMARK_EVALUATION_SEEDS
+        assert gym.spec(task_id).kwargs == dict(task.kwargs) and gym.spec(task_id).max_episode_steps == 500
+    assert len(BENCHMARK_EVALUATION_SEEDS) == 128 and len(BENCHMARK_VALIDATION_SEEDS) == 32
+    from baselines.references import TRAIN_SEEDS
+
+    more_test = set(range(30_000, 30_128))  # crn_search's --more-test seeds of the formulation tasks
+    sets = [set(BENCHMARK_EVALUATION_SEEDS), set(BENCHMARK_VALIDATION_SEEDS), set(BENCHMARK_TRAINING_SEEDS),
+            set(EVALUATION_SEEDS), set(range(20_000, 20_016)), more_test]
+    for i, a in enumerate(sets):
+        for b in sets[i + 1:]:
+            assert not a & b
+    assert set(TRAIN_SEEDS) <= set(BENCHMARK_TRAINING_SEEDS)
+    with pytest.raises(gym.error.DeprecatedEnv):  # the constrained task's v0 is superseded, as Gymnasium says
+        gym.make("otagym/ReceiveScalingCMDP-v0")
+
+
+def test_the_feasible_score_caps_an_overspending_episode_at_the_floor():
+    scores = np.array([50.0, 50.0, -20.0, 120.0, 80.0])
+    costs = np.array([1.0, 1.0 + 2 * COST_TOLERANCE, 1.3, 1.01, 1.0 + COST_TOLERANCE / 2])
+    np.testing.assert_array_equal(feasible_score(scores, costs), [50.0, 0.0, -20.0, 0.0, 80.0])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=300), st.sampled_from([0.05, 0.1, 0.25]))
+def test_cvar_is_the_mean_of_the_lowest_share(values, level):
+    x = np.array(values)
+    k = max(1, int(np.ceil(level * x.size)))
+    assert cvar(x, level) == pytest.approx(np.sort(x)[:k].mean(), rel=1e-12, abs=1e-9)
+    assert x.min() <= cvar(x, level) <= x.mean() + 1e-9 * max(1.0, abs(x.mean()))
+
+
+def test_aggregate_reports_the_tail_beside_the_iqm():
+    table = {"a": np.arange(40.0).reshape(2, 20)}
+    stats = aggregate(table, reps=50)["a"]
+    assert stats["cvar10"] == pytest.approx(np.mean([0, 1, 2, 3])) and stats["worst"] == 0.0
+    assert stats["iqm"] == pytest.approx(np.mean(np.sort(np.arange(40.0))[10:30]))
+
+
+@pytest.mark.parametrize("task_id", BENCHMARK)
+def test_each_task_has_a_feasible_floor_a_ceiling_within_the_limit_and_twenty_points_of_room(task_id):
+    """The stored references on the frozen evaluation set: the floor meets the limit in the mean, the ceiling
+    (OnlineOptimal, budget mode) on every realisation, and their feasible scores' IQMs are 20 points apart or more at
+    every budget; DualPrice (the constraint in expectation) breaks the limit on many realisations."""
+    from baselines.benchmark import aggregate as stats_of
+
+    task, stored = TASKS[task_id], reference_scores(task_id)
+    assert stored["seeds"] == list(BENCHMARK_EVALUATION_SEEDS)
+    for nu in map(str, map(float, task.eval_nus)):
+        costs = {name: np.asarray(v[nu]) for name, v in stored["cost_ratios"].items()}
+        feasible = {name: feasible_score(stored["scores"][name][nu], costs[name])[None]
+                    for name in (task.floor, task.ceiling)}
+        assert costs[task.floor].mean() <= 1.0 + COST_TOLERANCE
+        assert costs[task.ceiling].max() <= 1.0 + COST_TOLERANCE
+        iqm = {name: s["iqm"] for name, s in stats_of(feasible, reps=20).items()}
+        assert iqm[task.ceiling] - iqm[task.floor] >= 20.0, (nu, iqm)
+        assert np.mean(costs["DualPrice"] > 1.0 + COST_TOLERANCE) > 0.2
+
+
+def test_the_best_constant_spend_is_equal_alloc_and_the_best_constant_log_x_spends_almost_nothing():
+    """With the spend action a constant meets the limit exactly when a <= 0 and spending more leaks less, so the
+    best is a = 0; with x on a log scale a constant x spends d sigma^2 / h^2 (1/x - 1/x_max), whose mean over
+    Rayleigh fading is dominated by deep fades: only x near x_max (a near 1) meets the limit."""
+    assert best_constant_action("otagym/ReceiveScalingCMDP-v1", 0.04) == 0.0
+    assert 0.9 < best_constant_action("otagym/ReceiveScalingCMDPLogX-v0", 0.04) < 1.0
