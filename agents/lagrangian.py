@@ -1,13 +1,21 @@
-"""PPO-Lagrangian for the CMDP formulation (``reward_mode="cmdp"``): Lagrangian relaxation of the cost constraint
-with dual ascent on the realised episode cost (as in Ray et al., Safety Gym, and OmniSafe's PPOLag).
+"""PPO-Lagrangian for the CMDP formulation (``reward_mode="cmdp"``): Lagrangian relaxation of the cost constraint,
+its multiplier set by a PID controller on the realised episode cost (Stooke, Achiam & Abbeel, "Responsive Safety in
+Reinforcement Learning by PID Lagrangian Methods", ICML 2020, Algorithm 2), of which plain dual ascent (Ray et al.,
+Safety Gym; OmniSafe's PPOLag) is the integral term alone.
 
-The env reports ``info["cost"]`` = c_t / nu; the constraint of problem (28) is a mean cost per step of at most 1 (an
-episode cost limit of T) at every budget nu. One policy serves every nu of ``nu_range`` (nu is observed), so one
-multiplier would enforce the constraint only on average over nu: a policy could overspend at large nu and underspend
-at small nu. The multipliers are therefore per bin of log nu (``nu_edges``). :class:`LagrangianVecEnv` hands the
-learner r_t - lambda_b (cost_t - 1) / T, b the bin of the env's episode, and :class:`DualAscentCallback` updates
-lambda_b <- max(0, lambda_b + lr (mean episode cost per step in bin b - 1)) after every rollout, for each bin with a
-finished episode.
+The env reports ``info["cost"]`` (receive scaling: c_t / nu); the constraint is a mean cost per step of at most 1 (an
+episode cost limit of T). One policy serves every nu of ``nu_range`` (nu is observed), so one multiplier would enforce
+the constraint only on average over nu: a policy could overspend at large nu and underspend at small nu. The
+multipliers are therefore per bin of log nu (``nu_edges``; one bin where the task has no nu). :class:`LagrangianVecEnv`
+hands the learner r_t - lambda_b (cost_t - 1) / T, b the bin of the env's episode, and :class:`DualAscentCallback`
+updates each bin with a finished episode after every rollout, with e_b = its episodes' mean cost per step - 1 and J_b
+that mean cost:
+
+    I_b <- max(0, I_b + k_I e_b),   lambda_b <- max(0, k_P e_b + I_b + k_D max(0, J_b - J_b,previous))
+
+(``lagrange_lr`` is k_I, ``lagrange_kp`` k_P, ``lagrange_kd`` k_D; I_b starts at ``lagrange_init``). With k_P = k_D =
+0 it is dual ascent, lambda_b <- max(0, lambda_b + k_I e_b). The proportional term reacts to an overspend within the
+rollout that shows it, where the integral alone overshoots and oscillates (the paper's Figure 1).
 """
 
 from __future__ import annotations
@@ -45,6 +53,9 @@ class LagrangianVecEnv(VecEnvWrapper):
             raise ValueError(f"lagrange_init must be finite and >= 0; got {initial}")
         self.nu_edges = np.asarray(nu_edges, dtype=float)
         self.multipliers = np.full(self.nu_edges.size + 1, float(initial))
+        #: The PID controller's integral term I_b and each bin's last mean cost J_b (NaN: none yet).
+        self.integral = self.multipliers.copy()
+        self.previous_cost = np.full(self.multipliers.size, np.nan)
         self.num_rounds = int(venv.get_attr("scenario")[0].num_rounds)
         self._cost_sum = np.zeros(self.num_envs)
         self.finished: list[tuple[int, float]] = []  # (bin, mean cost per step) of each finished episode
@@ -56,7 +67,7 @@ class LagrangianVecEnv(VecEnvWrapper):
     def step_wait(self):
         obs, reward, dones, infos = self.venv.step_wait()
         cost = np.array([info["cost"] for info in infos])
-        bins = np.searchsorted(self.nu_edges, [info["nu"] for info in infos], side="right")
+        bins = np.searchsorted(self.nu_edges, [info.get("nu", 0.0) for info in infos], side="right")
         self._cost_sum += cost
         for i in np.flatnonzero(dones):
             self.finished.append((int(bins[i]), float(self._cost_sum[i] / self.num_rounds)))
@@ -66,19 +77,32 @@ class LagrangianVecEnv(VecEnvWrapper):
         return obs, shaped.astype(np.float32), dones, infos
 
     def state(self, num_timesteps: int) -> dict:
-        """What a run saves and resumes from: the multipliers, their bins' inner edges and the step count."""
-        return {"multipliers": self.multipliers.tolist(), "nu_edges": self.nu_edges.tolist(),
-                "num_timesteps": int(num_timesteps)}
+        """What a run saves and resumes from: the multipliers and the PID controller's state, their bins' inner edges
+        and the step count."""
+        return {"multipliers": self.multipliers.tolist(), "integral": self.integral.tolist(),
+                "previous_cost": [None if np.isnan(v) else float(v) for v in self.previous_cost],
+                "nu_edges": self.nu_edges.tolist(), "num_timesteps": int(num_timesteps)}
+
+    def load_state(self, saved: dict) -> None:
+        """Continue from :meth:`state`'s record (a record of dual ascent alone, without the PID state, too)."""
+        self.multipliers = np.array(saved["multipliers"], dtype=float)
+        self.integral = np.array(saved.get("integral", saved["multipliers"]), dtype=float)
+        previous = saved.get("previous_cost") or [None] * self.multipliers.size
+        self.previous_cost = np.array([np.nan if v is None else v for v in previous], dtype=float)
 
 
 class DualAscentCallback(BaseCallback):
-    """lambda_b <- max(0, lambda_b + lr (mean cost per step of bin b's episodes finished this rollout - 1)) for each
-    bin with a finished episode; the state is saved to ``path`` (JSON) after every update so that a resumed run
-    continues from it."""
+    """The PID update of the module docstring for each bin with a finished episode after every rollout (``lr`` is
+    k_I; ``kp`` = ``kd`` = 0 is dual ascent); the state is saved to ``path`` (JSON) after every update so that a
+    resumed run continues from it."""
 
-    def __init__(self, env: LagrangianVecEnv, lr: float = 0.5, path: Path | None = None) -> None:
+    def __init__(self, env: LagrangianVecEnv, lr: float = 0.5, path: Path | None = None, kp: float = 0.0,
+                 kd: float = 0.0) -> None:
         super().__init__()
-        self.env, self.lr, self.path = env, float(lr), path
+        for name, gain in (("lagrange_lr", lr), ("lagrange_kp", kp), ("lagrange_kd", kd)):
+            if not (np.isfinite(gain) and gain >= 0):
+                raise ValueError(f"{name} must be finite and >= 0; got {gain}")
+        self.env, self.lr, self.kp, self.kd, self.path = env, float(lr), float(kp), float(kd), path
 
     def _on_step(self) -> bool:
         return True
@@ -88,10 +112,15 @@ class DualAscentCallback(BaseCallback):
             return
         bins, costs = (np.array(v) for v in zip(*self.env.finished))
         self.env.finished.clear()
+        env = self.env
         for b in np.unique(bins):
             mean_cost = float(costs[bins == b].mean())
-            self.env.multipliers[b] = max(0.0, self.env.multipliers[b] + self.lr * (mean_cost - 1.0))
-        self.logger.record("lagrangian/multiplier_mean", float(self.env.multipliers.mean()))
+            error = mean_cost - 1.0
+            rising = 0.0 if np.isnan(env.previous_cost[b]) else max(0.0, mean_cost - env.previous_cost[b])
+            env.integral[b] = max(0.0, env.integral[b] + self.lr * error)
+            env.multipliers[b] = max(0.0, self.kp * error + env.integral[b] + self.kd * rising)
+            env.previous_cost[b] = mean_cost
+        self.logger.record("lagrangian/multiplier_mean", float(env.multipliers.mean()))
         self.logger.record("lagrangian/episode_cost", float(costs.mean()))
         if self.path is not None:
-            write_json(Path(self.path), self.env.state(self.num_timesteps))
+            write_json(Path(self.path), env.state(self.num_timesteps))

@@ -44,7 +44,7 @@ __all__ = ["load_hyperparams", "train", "package_versions", "latest_checkpoint",
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
-            "lagrange_nu_bins", "noise_type", "noise_std")
+            "lagrange_kp", "lagrange_kd", "lagrange_nu_bins", "noise_type", "noise_std")
 #: Per-episode info keys that the monitor writes beside return and length.
 MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage")
 
@@ -365,8 +365,9 @@ def train(
         venv = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)), nu_edges=edges)
         if previous:
             saved = json.loads(checkpoint_files(run, done_steps)["lagrange"].read_text())
-            venv.multipliers = np.array(saved["multipliers"], dtype=float)
-        callbacks.append(DualAscentCallback(venv, lr=float(hp.get("lagrange_lr", 0.5)), path=run / "lagrange.json"))
+            venv.load_state(saved)
+        callbacks.append(DualAscentCallback(venv, lr=float(hp.get("lagrange_lr", 0.5)), path=run / "lagrange.json",
+                                            kp=float(hp.get("lagrange_kp", 0.0)), kd=float(hp.get("lagrange_kd", 0.0))))
     if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
         if previous:
             print(f"resuming {run} from {previous[0].name} ({done_steps:,} env steps)", file=sys.stderr)

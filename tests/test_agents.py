@@ -104,7 +104,7 @@ def test_lagrangian_multipliers_are_per_nu_bin_and_ascend_on_their_own_episodes(
     kwargs = dict(reward_mode="cmdp", action_type="spend", nu_range=(0.01, 0.16), dp_orders=None, **SHORT)
     native, plain = OTAPrivacySB3VecEnv(8, **kwargs), OTAPrivacySB3VecEnv(8, **kwargs)
     env = LagrangianVecEnv(native, initial=1.0, nu_edges=edges)
-    env.multipliers[:] = [0.0, 1.0, 2.0, 3.0]
+    env.multipliers[:] = env.integral[:] = [0.0, 1.0, 2.0, 3.0]  # k_P = k_D = 0: the integral is the multiplier
     for venv in (env, plain):
         venv.seed(3)
         venv.reset()
@@ -128,7 +128,43 @@ def test_lagrangian_multipliers_are_per_nu_bin_and_ascend_on_their_own_episodes(
         mean = total_cost[bins == b].mean() / 25 if (bins == b).any() else None
         expected = before[b] if mean is None else max(0.0, before[b] + 0.5 * (mean - 1.0))
         assert env.multipliers[b] == pytest.approx(expected, rel=1e-12)
-    assert env.state(7) == {"multipliers": env.multipliers.tolist(), "nu_edges": edges.tolist(), "num_timesteps": 7}
+    state = env.state(7)
+    assert state == {"multipliers": env.multipliers.tolist(), "integral": env.multipliers.tolist(),
+                     "previous_cost": [None if not (bins == b).any() else total_cost[bins == b].mean() / 25
+                                       for b in range(4)], "nu_edges": edges.tolist(), "num_timesteps": 7}
+    resumed = LagrangianVecEnv(OTAPrivacySB3VecEnv(8, **kwargs), initial=9.0, nu_edges=edges)
+    resumed.load_state(state)
+    assert resumed.state(7) == state
+
+
+def test_the_pid_multiplier_follows_stooke_et_al_algorithm_2_by_hand():
+    """lambda = max(0, k_P e + I + k_D max(0, J - J_prev)), I <- max(0, I + k_I e), e = J - 1, per bin, against the
+    update written out by hand over four rollouts of scripted episode costs (one bin: a task without nu)."""
+    from types import SimpleNamespace
+
+    from stable_baselines3.common.logger import configure
+
+    from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
+    from otagym.sb3 import OTAPrivacySB3VecEnv
+
+    env = LagrangianVecEnv(OTAPrivacySB3VecEnv(2, reward_mode="cmdp", action_type="spend", dp_orders=None, **SHORT),
+                           initial=0.3)
+    callback = DualAscentCallback(env, lr=0.5, kp=2.0, kd=4.0)
+    callback.init_callback(SimpleNamespace(get_env=lambda: env, logger=configure(None, []), num_timesteps=0))
+    integral, previous = 0.3, None
+    for costs in ([1.5, 1.3], [1.2, 1.2], [0.6, 0.8], [0.9, 0.9]):
+        env.finished.extend((0, c) for c in costs)
+        callback.on_rollout_end()
+        j = float(np.mean(costs))
+        integral = max(0.0, integral + 0.5 * (j - 1.0))
+        rising = 0.0 if previous is None else max(0.0, j - previous)
+        expected = max(0.0, 2.0 * (j - 1.0) + integral + 4.0 * rising)
+        assert env.multipliers[0] == pytest.approx(expected, rel=1e-12) and env.integral[0] == pytest.approx(integral)
+        if previous is None:  # the first overspend: 2 x 0.4 + (0.3 + 0.5 x 0.4) = 1.3, where dual ascent gives 0.5
+            assert env.multipliers[0] == pytest.approx(1.3, rel=1e-12)
+        previous = j
+    with pytest.raises(ValueError, match="lagrange_kp must be finite and >= 0; got -1.0"):
+        DualAscentCallback(env, kp=-1.0)
 
 
 def test_ppo_lagrangian_updates_its_multiplier_by_dual_ascent(tmp_path):
