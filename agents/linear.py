@@ -1,4 +1,4 @@
-"""The linear price policy of nine observation features, as an SB3 policy: a = clip(theta . phi(obs), -1, 1).
+"""The linear policy of a few observation features, as an SB3 policy: a = clip(theta . phi(obs), -1, 1).
 
 The policy that ``benchmarks/crn_search.py`` searches on common random numbers (docs/rl.md §9), in a form every SB3
 client loads: :class:`LinearPricePolicy` is an sb3-contrib ARS policy (ARS is itself a random search over a linear
@@ -10,7 +10,10 @@ and the torch policy.
 The features of an observation of M devices (layout: docs/environment/receive-scaling.md#observation): 1, z, z^2, h,
 p, t, z h, z p, z t, with z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this
 round's weakest channel against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets
-nu, the terms 1, z, z^2 give each its own constant; theta = 0 is the action's reference, a = 0.
+nu, the terms 1, z, z^2 give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"``
+feature set (:data:`FEATURE_SETS`) adds h^2, h^3 and z h^2: on the constrained tasks the best spend is a
+threshold-and-saturate function of the channel (nothing below a threshold, then a spend that levels off), which the
+line through h cannot follow.
 
 :class:`OnlineOptimalResidualPolicy` adds the same linear term to a base, the action of ``OnlineOptimal`` (the
 dynamic programme over the budget left, docs/rl.md §6) computed from the observation alone
@@ -30,11 +33,16 @@ from sb3_contrib import ARS
 from sb3_contrib.ars.policies import ARSPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-__all__ = ["FEATURES", "LinearPricePolicy", "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
+from baselines.policies import ActionPolicy
+
+__all__ = ["FEATURES", "FEATURE_SETS", "LinearFeaturePolicy", "LinearPricePolicy", "linear_term", "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
            "linear_price_model", "price_features"]
 
 #: Names of the features of :func:`price_features`, in order.
 FEATURES = ("1", "z", "z^2", "h", "p", "t", "z h", "z p", "z t")
+#: The feature sets by name: ``"price"`` (:data:`FEATURES`, the budget-mode agents') and ``"cubic"`` (those and h^2,
+#: h^3, z h^2: the constrained tasks' agents).
+FEATURE_SETS = {"price": FEATURES, "cubic": FEATURES + ("h^2", "h^3", "z h^2")}
 
 Array = TypeVar("Array", np.ndarray, torch.Tensor)
 
@@ -46,39 +54,81 @@ def _num_devices(obs_dim: int) -> int:
     return (obs_dim - 6) // 3
 
 
-def price_features(obs: Array) -> Array:
-    """(..., 9) features (:data:`FEATURES`) of observations (..., 3M + 6); numpy arrays or torch tensors."""
+def price_features(obs: Array, features: str = "price") -> Array:
+    """(..., F) features of observations (..., 3M + 6) (``features``: a name of :data:`FEATURE_SETS`, F its length);
+    numpy arrays or torch tensors."""
+    if features not in FEATURE_SETS:
+        raise ValueError(f"features must be one of {sorted(FEATURE_SETS)}; got {features!r}")
     m = _num_devices(obs.shape[-1])
     z, h, p, t = obs[..., 2 * m + 4], obs[..., 2 * m], obs[..., 2 * m + 3], obs[..., 2 * m + 1]
     xp = torch if isinstance(obs, torch.Tensor) else np
-    return xp.stack([xp.ones_like(z), z, z * z, h, p, t, z * h, z * p, z * t], -1)
+    columns = [xp.ones_like(z), z, z * z, h, p, t, z * h, z * p, z * t]
+    if features == "cubic":
+        columns += [h * h, h * h * h, z * h * h]
+    return xp.stack(columns, -1)
+
+
+def feature_set(theta: ArrayLike) -> str:
+    """The name of the feature set whose length is theta's last axis (:data:`FEATURE_SETS`)."""
+    size = np.shape(theta)[-1]
+    for name, names in FEATURE_SETS.items():
+        if len(names) == size:
+            return name
+    raise ValueError(f"theta must have the length of a feature set ({ {k: len(v) for k, v in FEATURE_SETS.items()} });"
+                     f" got {size}")
+
+
+def linear_term(theta: NDArray, observation: NDArray) -> NDArray:
+    """theta . phi(obs) per env: ``theta`` (F,) or one row per env (N, F), the feature set of its length
+    (:func:`feature_set`)."""
+    return (theta * price_features(np.asarray(observation, dtype=float), feature_set(theta))).sum(axis=1)
+
+
+class LinearFeaturePolicy(ActionPolicy):
+    """The env's action a = clip(theta . price_features(obs), -1, 1) (``linear_crn``; the action type of
+    ``env_kwargs``: the price action of the budget-mode tasks, the spend or log-x action of the constrained ones) as a
+    policy of the ``baselines`` protocol, for the batched searches: ``theta`` (9,) or one row per env (N, 9)."""
+
+    def __init__(self, theta: NDArray, nu: NDArray | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(nu, env_kwargs=env_kwargs)
+        self.theta = np.asarray(theta, dtype=float)
+
+    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        return np.clip(linear_term(self.theta, observation), -1.0, 1.0)
 
 
 class PriceFeatures(BaseFeaturesExtractor):
-    """SB3 features extractor of :func:`price_features` (no parameters)."""
+    """SB3 features extractor of :func:`price_features` with the set ``features`` (no parameters)."""
 
-    def __init__(self, observation_space: spaces.Box) -> None:
+    def __init__(self, observation_space: spaces.Box, features: str = "price") -> None:
         _num_devices(observation_space.shape[-1])
-        super().__init__(observation_space, features_dim=len(FEATURES))
+        super().__init__(observation_space, features_dim=len(FEATURE_SETS[features]))
+        self.features = features
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return price_features(observations)
+        return price_features(observations, self.features)
 
 
 class LinearPricePolicy(ARSPolicy):
-    """ARS's linear policy on :class:`PriceFeatures`: a = clip(theta . phi(obs), -1, 1), theta the weight (1, 9) of
-    the bias-free action layer (the bias is the feature "1"). As with ARS's own ``LinearPolicy``, ``predict`` clips
-    to the action space (``forward`` returns theta . phi unclipped). It takes no ``policy_kwargs``; pass the class
-    itself, ``ARS(LinearPricePolicy, env)`` (a string names only sb3-contrib's own policies)."""
+    """ARS's linear policy on :class:`PriceFeatures`: a = clip(theta . phi(obs), -1, 1), theta the weight (1, F) of
+    the bias-free action layer (the bias is the feature "1"; ``features`` names the set, :data:`FEATURE_SETS`, saved
+    with the model: a model saved without it has the ``"price"`` set). As with ARS's own ``LinearPolicy``,
+    ``predict`` clips to the action space (``forward`` returns theta . phi unclipped). Pass the class itself,
+    ``ARS(LinearPricePolicy, env, policy_kwargs={"features": "cubic"})`` (a string names only sb3-contrib's own
+    policies)."""
 
-    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box) -> None:
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, features: str = "price") -> None:
+        if features not in FEATURE_SETS:
+            raise ValueError(f"features must be one of {sorted(FEATURE_SETS)}; got {features!r}")
+        self.features = features  # before the base class builds the extractor
         super().__init__(observation_space, action_space, net_arch=[], with_bias=False, squash_output=False)
 
     def make_features_extractor(self) -> PriceFeatures:
-        return PriceFeatures(self.observation_space)
+        return PriceFeatures(self.observation_space, self.features)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
-        return {"observation_space": self.observation_space, "action_space": self.action_space}
+        return {"observation_space": self.observation_space, "action_space": self.action_space,
+                "features": self.features}
 
 
 class ObservedOnlineOptimal:
@@ -137,8 +187,9 @@ class OnlineOptimalResidualPolicy(LinearPricePolicy):
     ``predict`` clips, as :class:`LinearPricePolicy`. Pass the class itself with ``policy_kwargs={"env_kwargs":
     ...}``."""
 
-    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, env_kwargs: dict[str, Any]) -> None:
-        super().__init__(observation_space, action_space)
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, env_kwargs: dict[str, Any],
+                 features: str = "price") -> None:
+        super().__init__(observation_space, action_space, features)
         self.env_kwargs = dict(env_kwargs)
         self.base = ObservedOnlineOptimal(self.env_kwargs)
 
@@ -152,18 +203,23 @@ class OnlineOptimalResidualPolicy(LinearPricePolicy):
 
 def linear_price_model(theta: ArrayLike, env: Any, *, online_optimal_base: dict[str, Any] | None = None,
                        **ars_kwargs: Any) -> ARS:
-    """An ARS model of :class:`LinearPricePolicy` with weights ``theta`` (9,), stored in float32, on ``env`` (a
-    receive-scaling env with the price action, or its vector env); ``ars_kwargs`` go to ``ARS``. With
+    """An ARS model of :class:`LinearPricePolicy` with weights ``theta`` (F,), stored in float32, on ``env`` (a
+    receive-scaling env with an action in [-1, 1], or its vector env), its feature set the one of theta's length
+    (:func:`feature_set`); ``ars_kwargs`` go to ``ARS``. With
     ``online_optimal_base`` (the env keyword arguments ``env`` was made with) the policy is
     :class:`OnlineOptimalResidualPolicy`: theta is a residual on OnlineOptimal's action. ``learn`` would continue
     ARS's search from theta."""
     theta = np.array(theta, dtype=np.float32)  # a copy: the model does not share the caller's memory
-    if theta.shape != (len(FEATURES),) or not np.all(np.isfinite(theta)):
-        raise ValueError(f"theta must be {len(FEATURES)} finite weights ({', '.join(FEATURES)}); got {theta}")
+    sizes = {len(names): name for name, names in FEATURE_SETS.items()}
+    if theta.ndim != 1 or theta.size not in sizes or not np.all(np.isfinite(theta)):
+        raise ValueError(f"theta must be {' or '.join(map(str, sizes))} finite weights (the feature sets "
+                         f"{', '.join(f'{n}: {k}' for k, n in sizes.items())}); got {theta}")
+    features = sizes[theta.size]
     policy: type[LinearPricePolicy] = LinearPricePolicy
+    ars_kwargs["policy_kwargs"] = {**(ars_kwargs.get("policy_kwargs") or {}), "features": features}
     if online_optimal_base is not None:
         policy = OnlineOptimalResidualPolicy
-        ars_kwargs["policy_kwargs"] = {**(ars_kwargs.get("policy_kwargs") or {}), "env_kwargs": online_optimal_base}
+        ars_kwargs["policy_kwargs"]["env_kwargs"] = online_optimal_base
     model = ARS(policy, env, device="cpu", **ars_kwargs)
     model.weights = torch.tensor(theta)  # the centre of ARS's search
     model.policy.load_from_vector(model.weights)

@@ -47,10 +47,9 @@ import numpy as np
 from numpy.typing import NDArray
 from rl_results import NUS, REFERENCES, TASKS, ZOO, scores
 
-from agents.linear import FEATURES, linear_price_model, price_features
+from agents.linear import FEATURES, LinearFeaturePolicy, linear_price_model, linear_term
 from agents.train import package_versions
 from baselines.benchmark import aggregate, improvement, task_scores
-from baselines.policies import ActionPolicy
 from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, OnlineOptimalAction
 from otagym import ENV_ID, OTAPrivacyEnv
 from otagym._io import atomic_write, write_json
@@ -58,22 +57,6 @@ from otagym.tasks import TASKS as TASK_SETTINGS
 
 #: CMA-ES generations between two checkpoints (each scored on the validation realisations).
 CHECKPOINT_EVERY = 10
-
-
-def linear_term(theta: NDArray, observation: NDArray) -> NDArray:
-    """theta . price_features(obs) per env (:mod:`agents.linear`): ``theta`` (9,) or one row per env (N, 9)."""
-    return (theta * price_features(np.asarray(observation, dtype=float))).sum(axis=1)
-
-
-class LinearFeaturePolicy(ActionPolicy):
-    """The price action a = clip(theta . price_features(obs), -1, 1) (``linear_crn``) for the batched search."""
-
-    def __init__(self, theta: NDArray, nu: NDArray | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
-        super().__init__(nu, env_kwargs=env_kwargs)
-        self.theta = np.asarray(theta, dtype=float)
-
-    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
-        return np.clip(linear_term(self.theta, observation), -1.0, 1.0)
 
 
 class ResidualFeaturePolicy(OnlineOptimalAction):

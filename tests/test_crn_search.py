@@ -127,9 +127,9 @@ def test_the_linear_policy_clips_to_the_action_space_and_refuses_bad_weights():
     mine[0] = 9.0  # the model keeps its own copy
     np.testing.assert_array_equal(model.weights.numpy(), np.ones(9))
     np.testing.assert_array_equal(model.policy.parameters_to_vector(), np.ones(9))
-    with pytest.raises(ValueError, match="theta must be 9 finite weights"):
+    with pytest.raises(ValueError, match="theta must be 9 or 12 finite weights"):
         linear_price_model(np.zeros(8), env)
-    with pytest.raises(ValueError, match="theta must be 9 finite weights"):
+    with pytest.raises(ValueError, match="theta must be 9 or 12 finite weights"):
         linear_price_model(np.full(9, np.nan), env)
     with pytest.raises(ValueError, match="observation width must be 3M \\+ 6"):
         price_features(np.zeros((2, 10)))
