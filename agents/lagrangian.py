@@ -2,7 +2,9 @@
 with dual ascent on the realised episode cost (as in Ray et al., Safety Gym, and OmniSafe's PPOLag).
 
 The env reports ``info["cost"]`` = c_t / nu; the constraint of problem (28) is a mean cost per step of at most 1 (an
-episode cost limit of T) at every budget nu. One policy serves every nu of ``nu_range`` (nu is observed), so one
+episode cost limit of T) at every budget nu. The constrained tasks of the other schemes report a cost of the same
+convention (CDPB: the round's share of the privacy threshold (25c); anonymous OTA: of the (eps, delta) target) and
+have no nu: one multiplier. One policy serves every nu of ``nu_range`` (nu is observed), so one
 multiplier would enforce the constraint only on average over nu: a policy could overspend at large nu and underspend
 at small nu. The multipliers are therefore per bin of log nu (``nu_edges``). :class:`LagrangianVecEnv` hands the
 learner r_t - lambda_b (cost_t - 1) / T, b the bin of the env's episode, and :class:`DualAscentCallback` updates
@@ -26,7 +28,8 @@ __all__ = ["LagrangianVecEnv", "DualAscentCallback", "nu_bin_edges"]
 
 
 def nu_bin_edges(nu_range: Sequence[float] | None, bins: int) -> NDArray:
-    """The inner edges of ``bins`` bins of equal width in log nu over ``nu_range`` (none for one bin or a fixed nu)."""
+    """The inner edges of ``bins`` bins of equal width in log nu over ``nu_range``: none (one bin, one multiplier)
+    for ``bins = 1``, a fixed nu, or a scheme without a budget nu (CDPB, anonymous OTA: ``nu_range`` None)."""
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
         raise ValueError(f"lagrange_nu_bins must be an integer >= 1; got {bins!r}")
     if nu_range is None or bins == 1:
@@ -56,7 +59,8 @@ class LagrangianVecEnv(VecEnvWrapper):
     def step_wait(self):
         obs, reward, dones, infos = self.venv.step_wait()
         cost = np.array([info["cost"] for info in infos])
-        bins = np.searchsorted(self.nu_edges, [info["nu"] for info in infos], side="right")
+        bins = (np.searchsorted(self.nu_edges, [info["nu"] for info in infos], side="right") if self.nu_edges.size
+                else np.zeros(self.num_envs, dtype=int))  # one bin: a fixed nu, or a scheme without one
         self._cost_sum += cost
         for i in np.flatnonzero(dones):
             self.finished.append((int(bins[i]), float(self._cost_sum[i] / self.num_rounds)))

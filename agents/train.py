@@ -1,7 +1,8 @@
 """Training RL schedulers with stable-baselines3 on the native vector env (``otagym train``).
 
 Hyperparameters come from rl_zoo3-format YAML files (``agents/configs/<algo>.yml``, keyed by the env id), so the same
-file drives ``python -m rl_zoo3.train``. A run directory belongs to one run and holds ``model.zip`` (the final
+file drives ``python -m rl_zoo3.train``; ``task`` trains on a benchmark task's env settings exactly, any scheme
+(:func:`config_entry` says which entry). A run directory belongs to one run and holds ``model.zip`` (the final
 policy), ``run.json`` (algo, hyperparameters, env keyword arguments, seed, package versions, the history of the run's
 segments), ``checkpoints/`` (every ``checkpoint_freq`` steps, with the replay buffer for off-policy algorithms),
 ``monitor.csv`` (one line per training episode: return, length, the episode's nu, its leakage and EqualAlloc's on the
@@ -38,15 +39,37 @@ from baselines.policies import action_semantics
 from otagym import ENV_ID, __version__
 from otagym._io import atomic_write, remove_stale_temporaries, write_json
 from otagym.sb3 import OTAPrivacySB3VecEnv
+from otagym.tasks import TASKS, constrained
 
-__all__ = ["load_hyperparams", "train", "package_versions", "latest_checkpoint", "checkpoint_files",
+__all__ = ["load_hyperparams", "config_entry", "train", "package_versions", "latest_checkpoint", "checkpoint_files",
            "resume_conflicts", "NoCheckpointError", "RunExistsError", "RunMismatchError", "SettingsError"]
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
             "lagrange_nu_bins", "noise_type", "noise_std")
-#: Per-episode info keys that the monitor writes beside return and length.
-MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage")
+#: Per-episode info keys that the monitor writes beside return and length, those the env reports (receive scaling:
+#: all; CDPB and anonymous OTA: ``episode_rdp``).
+MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage", "episode_rdp")
+
+
+def _config_table(algo: str, config: str | Path | None, env_id: str) -> tuple[Path, dict[str, Any]]:
+    """The path of the rl_zoo3-format YAML of ``algo`` (``config``, default the packaged one) and its entries."""
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
+    path = Path(config) if config is not None else CONFIG_DIR / f"{algo}.yml"
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist (expected rl_zoo3-format YAML keyed by {env_id})")
+    table = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(table, dict):
+        raise ValueError(f"config {path} is not a mapping of env ids to hyperparameters")
+    return path, table
+
+
+def config_entry(algo: str, config: str | Path | None = None, task: str | None = None) -> str:
+    """The entry of the config that a run on ``task`` (a task id, or None: the default env) trains with: the
+    task's own when the config has one, else :data:`otagym.ENV_ID`'s (whose ``env_kwargs`` the task's replace)."""
+    _, table = _config_table(algo, config, task or ENV_ID)
+    return task if task is not None and task in table else ENV_ID
 
 
 def load_hyperparams(algo: str, config: str | Path | None = None, env_id: str = ENV_ID) -> dict[str, Any]:
@@ -55,12 +78,7 @@ def load_hyperparams(algo: str, config: str | Path | None = None, env_id: str = 
     ``policy_kwargs`` may be a string as in rl_zoo3 (``"dict(net_arch=[64, 64])"``); it is evaluated with only
     ``dict`` and ``torch.nn`` in scope. ``lin_<value>`` learning rates become linear schedules, as in rl_zoo3.
     """
-    if algo not in ALGOS:
-        raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
-    path = Path(config) if config is not None else CONFIG_DIR / f"{algo}.yml"
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist (expected rl_zoo3-format YAML keyed by {env_id})")
-    table = yaml.safe_load(path.read_text()) or {}
+    path, table = _config_table(algo, config, env_id)
     if env_id not in table:
         raise ValueError(f"config {path} has no entry for {env_id!r}; keys: {sorted(table)}")
     hp = dict(table[env_id])
@@ -161,11 +179,12 @@ def _comparable(value: Any) -> str:
 
 def resume_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """What differs between a run's ``run.json`` and the settings asked for its continuation: the algorithm, the
-    seed, the env keyword arguments (as the env resolves them), the hyperparameters (all but
+    task, the seed, the env keyword arguments (as the env resolves them), the hyperparameters (all but
     :data:`RESUMABLE_KEYS`) and the otagym version. Each difference as ``"key: run has X, asked Y"``."""
     def fields(meta: dict[str, Any]) -> dict[str, Any]:
         hp = {k: v for k, v in (meta.get("hyperparams") or {}).items() if k not in RESUMABLE_KEYS}
-        return {"algo": meta.get("algo"), "seed": meta.get("seed"), "env_kwargs": meta.get("env_kwargs"),
+        return {"algo": meta.get("algo"), "task": meta.get("task"), "seed": meta.get("seed"),
+                "env_kwargs": meta.get("env_kwargs"),
                 "hyperparams": hp, "otagym version": (meta.get("versions") or {}).get("otagym")}
 
     old, new = fields(recorded), fields(wanted)
@@ -217,12 +236,14 @@ class _RunMonitor(VecMonitor):
     count at each episode's end. Resumed from a checkpoint at ``resumed_steps``, it first drops the episodes that
     ended after the checkpoint (their training was discarded) and appends to the same file and clock."""
 
-    def __init__(self, venv: VecEnv, path: Path, resumed_steps: int = 0) -> None:
-        super().__init__(_StepStamp(venv, resumed_steps), info_keywords=MONITOR_KEYS + ("total_timesteps",))
+    def __init__(self, venv: OTAPrivacySB3VecEnv, path: Path, resumed_steps: int = 0, env_id: str = ENV_ID) -> None:
+        reported = venv.info_keys + venv.episode_keys
+        keys = tuple(k for k in MONITOR_KEYS if k in reported) + ("total_timesteps",)
+        super().__init__(_StepStamp(venv, resumed_steps), info_keywords=keys)
         kept = _truncate_monitor(path, resumed_steps) if resumed_steps else None
         if kept is not None:
             self.t_start = kept
-        self.results_writer = ResultsWriter(str(path), header={"t_start": self.t_start, "env_id": ENV_ID},
+        self.results_writer = ResultsWriter(str(path), header={"t_start": self.t_start, "env_id": env_id},
                                             extra_keys=self.info_keywords, override_existing=kept is None)
 
 
@@ -266,6 +287,7 @@ def train(
     overwrite: bool = False,
     max_minutes: float | None = None,
     env_overrides: dict[str, Any] | None = None,
+    task: str | None = None,
     progress: bool = True,
     verbose: int = 0,
     torch_threads: int | None = 1,
@@ -297,7 +319,12 @@ def train(
             ``run.json``'s. The monitor file then loses the episodes that ended after that checkpoint.
         overwrite: a fresh run may replace the run in ``run_dir`` (its files in :data:`RUN_ENTRIES` are removed).
         max_minutes: stop after this many minutes of wall time (the model trained so far is saved).
-        env_overrides: env keyword arguments on top of the config's ``env_kwargs`` (e.g. ``fading``).
+        env_overrides: env keyword arguments on top of the config's ``env_kwargs`` (e.g. ``fading``); not with
+            ``task``.
+        task: a benchmark task id (:data:`otagym.tasks.TASKS`): the run trains on exactly the task's env keyword
+            arguments (:attr:`~otagym.tasks.Task.kwargs`), with the config's entry of the task when it has one, else
+            its entry of :data:`otagym.ENV_ID` with the task's env arguments in place of its ``env_kwargs``
+            (:func:`config_entry`; ``run.json`` names the task, ``"task"``, and the entry, ``"config_entry"``).
         progress: a tqdm progress bar on stderr: env steps out of ``total_timesteps`` or, with ``max_minutes``,
             seconds out of the time budget with the env steps as a postfix; a resumed run says which checkpoint
             it continues. False: silent.
@@ -316,7 +343,7 @@ def train(
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: continue the run, or replace it")
     # every setting is checked (the env built) before the run folder is touched: a mistake leaves nothing behind
-    hp, env_kwargs, native, semantics = _checked_settings(algo, config, env_overrides)
+    hp, env_kwargs, native, semantics, entry = _checked_settings(algo, config, env_overrides, task)
     total = int(total_timesteps if total_timesteps is not None else hp.get("n_timesteps", 1_000_000))
     try:
         if total < 1:
@@ -332,7 +359,8 @@ def train(
             raise RunMismatchError(f"total_timesteps ({total:,}) is below the {done_steps:,} steps of the checkpoint "
                                    f"to resume in {run}")
         meta = {
-            "algo": algo, "env_id": ENV_ID, "config": str(config or CONFIG_DIR / f"{algo}.yml"), "seed": seed,
+            "algo": algo, "env_id": task or ENV_ID, "task": task, "config": str(config or CONFIG_DIR / f"{algo}.yml"),
+            "config_entry": entry, "seed": seed,
             "total_timesteps": total, "env_kwargs": {**env_kwargs, **semantics},
             "hyperparams": json.loads(_comparable({k: v for k, v in hp.items() if not callable(v)})),
             "versions": package_versions(), "resumed_from": done_steps,
@@ -358,7 +386,7 @@ def train(
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": meta["versions"]}]
     native.seed(seed + done_steps)
     remove_stale_temporaries(run / "checkpoints")
-    venv = _RunMonitor(native, run / "monitor.csv", done_steps)
+    venv = _RunMonitor(native, run / "monitor.csv", done_steps, env_id=meta["env_id"])
     callbacks = [_AtomicCheckpoint(max(checkpoint_freq // native.num_envs, 1), run, meta)]
     if algo == "ppo_lagrangian":
         edges = nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
@@ -399,21 +427,34 @@ def train(
     return final
 
 
-def _checked_settings(algo: str, config: str | Path | None, env_overrides: dict[str, Any] | None
-                      ) -> tuple[dict[str, Any], dict[str, Any], OTAPrivacySB3VecEnv, dict[str, Any]]:
-    """The hyperparameters, the env keyword arguments (the config's ``env_kwargs`` under ``env_overrides``), the
-    native vector env built from them and their action semantics; :class:`SettingsError` naming the parameter at
-    fault when the config cannot be read or the env refuses its arguments."""
+def _checked_settings(algo: str, config: str | Path | None, env_overrides: dict[str, Any] | None, task: str | None
+                      ) -> tuple[dict[str, Any], dict[str, Any], OTAPrivacySB3VecEnv, dict[str, Any], str]:
+    """The hyperparameters, the env keyword arguments (the task's, or the config's ``env_kwargs`` under
+    ``env_overrides``), the native vector env built from them, their action semantics and the config's entry
+    (:func:`config_entry`); :class:`SettingsError` naming the parameter at fault when the task is unknown, the
+    config cannot be read or the env refuses its arguments."""
+    if task is not None and task not in TASKS:
+        raise SettingsError("task", f"must be one of {sorted(TASKS)}; got {task!r}")
+    if task is not None and env_overrides:
+        raise SettingsError("env_overrides", f"{task} fixes every env argument: train on the task, or on env "
+                            "arguments without it")
     try:
-        hp = load_hyperparams(algo, config)
+        entry = config_entry(algo, config, task)
+        hp = load_hyperparams(algo, config, entry)
         n_envs = int(hp.get("n_envs", 8))
     except (OSError, ValueError, TypeError, NameError, SyntaxError, yaml.YAMLError) as err:
         raise SettingsError("config", str(err).replace("\n", " ")) from None
-    env_kwargs = {**(hp.get("env_kwargs") or {}), **(env_overrides or {})}
-    blame = "env_overrides" if env_overrides else "config"
-    if algo == "ppo_lagrangian" and env_kwargs.get("reward_mode") != "cmdp":
-        raise SettingsError("env_overrides" if "reward_mode" in (env_overrides or {}) else "config",
-                            "ppo_lagrangian trains on the CMDP formulation: reward_mode must be 'cmdp'")
+    if task is not None:
+        env_kwargs = dict(TASKS[task].kwargs)
+        hp["env_kwargs"] = env_kwargs
+        blame = "task"
+    else:
+        env_kwargs = {**(hp.get("env_kwargs") or {}), **(env_overrides or {})}
+        blame = "env_overrides" if env_overrides else "config"
+    if algo == "ppo_lagrangian" and not constrained(env_kwargs):
+        raise SettingsError("task" if task else "env_overrides" if "reward_mode" in (env_overrides or {}) else
+                            "config", "ppo_lagrangian trains on the CMDP formulation: a constrained task, or "
+                            "reward_mode 'cmdp' on receive scaling")
     if algo == "ppo_lagrangian":
         try:
             nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
@@ -424,11 +465,14 @@ def _checked_settings(algo: str, config: str | Path | None, env_overrides: dict[
     except (TypeError, ValueError) as err:
         raise SettingsError(blame, str(err)) from None
     try:
+        if algo == "ppo_lagrangian" and "cost" not in native.info_keys:
+            raise ValueError("ppo_lagrangian needs the env's info['cost'], which these env arguments do not report "
+                             "(anonymous OTA: give a target_epsilon)")
         semantics = action_semantics(native.venv.scenario, env_kwargs)
     except (TypeError, ValueError) as err:
         native.close()
         raise SettingsError(blame, str(err)) from None
-    return hp, env_kwargs, native, semantics
+    return hp, env_kwargs, native, semantics, entry
 
 
 def _kept_segments(segments: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
