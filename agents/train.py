@@ -4,7 +4,8 @@ Hyperparameters come from rl_zoo3-format YAML files (``agents/configs/<algo>.yml
 file drives ``python -m rl_zoo3.train``; ``task`` trains on a benchmark task's env settings exactly, any scheme
 (:func:`config_entry` says which entry). A run directory belongs to one run and holds ``model.zip`` (the final
 policy), ``run.json`` (algo, hyperparameters, env keyword arguments, seed, package versions, the history of the run's
-segments), ``checkpoints/`` (every ``checkpoint_freq`` steps, with the replay buffer for off-policy algorithms),
+segments), ``checkpoints/`` (every ``checkpoint_freq`` steps at a rollout boundary, with the replay buffer for
+off-policy algorithms and the run's state, :class:`_RunState`),
 ``monitor.csv`` (one line per training episode: return, length, the episode's nu, its leakage and EqualAlloc's on the
 same channels, the run's step count at its end) and ``tb/`` (TensorBoard, when installed). ``resume=True`` continues
 from the newest complete checkpoint with the run's own settings (see :func:`train`). ``torch_threads``
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 import re
 import shutil
 import sys
@@ -128,11 +130,14 @@ RESUMABLE_KEYS = ("n_timesteps",)
 
 def checkpoint_files(run_dir: str | Path, steps: int) -> dict[str, Path]:
     """The files of the checkpoint at ``steps`` env steps: ``model`` (SB3 zip), ``replay_buffer`` (off-policy
-    algorithms) and ``lagrange`` (PPO-Lagrangian's multipliers). The model is written last, so it marks the rest."""
+    algorithms), ``lagrange`` (PPO-Lagrangian's multipliers) and ``state`` (:class:`_RunState`: the env and random
+    generators, so that a resume continues the run exactly; checkpoints of older versions have none). The model is
+    written last, so it marks the rest."""
     folder = Path(run_dir) / "checkpoints"
     return {"model": folder / f"model_{steps}_steps.zip",
             "replay_buffer": folder / f"model_replay_buffer_{steps}_steps.pkl",
-            "lagrange": folder / f"model_lagrange_{steps}_steps.json"}
+            "lagrange": folder / f"model_lagrange_{steps}_steps.json",
+            "state": folder / f"model_state_{steps}_steps.pkl"}
 
 
 def _needed_parts(algo: str | None) -> tuple[str, ...]:
@@ -312,7 +317,8 @@ def train(
         total_timesteps: env steps (default: the config's ``n_timesteps``); with ``resume``, the total including the
             steps already done. Training stops there exactly (at the first multiple of ``n_envs`` at or above it),
             also for on-policy algorithms whose rollouts would overshoot it.
-        checkpoint_freq: env steps between checkpoints.
+        checkpoint_freq: env steps between checkpoints (each at the first rollout boundary at or after a multiple
+            of it: PPO's every ``n_envs * n_steps`` steps, SAC's and TD3's every ``n_envs`` steps).
         resume: continue from the newest complete checkpoint of ``run_dir``; raises :class:`NoCheckpointError` (a
             ``FileNotFoundError``) before any work when there is none, and :class:`RunMismatchError` when the
             algorithm, seed, env settings, hyperparameters (but ``n_timesteps``) or otagym version differ from
@@ -384,17 +390,21 @@ def train(
     meta["segments"] = _kept_segments(recorded.get("segments") or [], done_steps) + [{
         "start_steps": done_steps, "end_steps": done_steps, "wall_s": 0.0,
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": meta["versions"]}]
-    native.seed(seed + done_steps)
+    native.seed(seed)
     remove_stale_temporaries(run / "checkpoints")
-    venv = _RunMonitor(native, run / "monitor.csv", done_steps, env_id=meta["env_id"])
-    callbacks = [_AtomicCheckpoint(max(checkpoint_freq // native.num_envs, 1), run, meta)]
+    venv = monitor = _RunMonitor(native, run / "monitor.csv", done_steps, env_id=meta["env_id"])
+    lagrangian = None
     if algo == "ppo_lagrangian":
         edges = nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
-        venv = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)), nu_edges=edges)
+        venv = lagrangian = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)), nu_edges=edges)
         if previous:
             saved = json.loads(checkpoint_files(run, done_steps)["lagrange"].read_text())
             venv.multipliers = np.array(saved["multipliers"], dtype=float)
-        callbacks.append(DualAscentCallback(venv, lr=float(hp.get("lagrange_lr", 0.5)), path=run / "lagrange.json"))
+    state = _RunState(native, monitor, lagrangian)
+    callbacks: list[BaseCallback] = [_AtomicCheckpoint(checkpoint_freq, run, meta, state, done_steps)]
+    if lagrangian is not None:
+        callbacks.append(DualAscentCallback(lagrangian, lr=float(hp.get("lagrange_lr", 0.5)),
+                                            path=run / "lagrange.json"))
     if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
         if previous:
             print(f"resuming {run} from {previous[0].name} ({done_steps:,} env steps)", file=sys.stderr)
@@ -408,9 +418,16 @@ def train(
 
         kwargs["action_noise"] = NormalActionNoise(np.zeros(1), float(hp.get("noise_std", 0.1)) * np.ones(1))
     if previous:
-        model = cls.load(previous[0], env=venv, tensorboard_log=tb)
+        saved_state = checkpoint_files(run, done_steps)["state"]
+        exact = saved_state.is_file()
+        # SB3's load seeds the env with the run's seed (its _setup_model): the env and the generators are set after it
+        model = cls.load(previous[0], env=venv, tensorboard_log=tb, force_reset=not exact)
         if algo in OFF_POLICY:
             model.load_replay_buffer(checkpoint_files(run, done_steps)["replay_buffer"])
+        if exact:  # the episodes in progress, the env's generator, the learner's: as the run had them
+            state.restore(pickle.loads(saved_state.read_bytes()))
+        else:  # an older version's checkpoint: a fresh stream of channels, not the run's first episodes again
+            native.seed(seed + done_steps)
     else:
         model = cls(hp.get("policy", "MlpPolicy"), venv, seed=seed, tensorboard_log=tb, verbose=verbose, **kwargs)
     write_json(run / "run.json", meta)
@@ -484,32 +501,78 @@ def _kept_segments(segments: list[dict[str, Any]], steps: int) -> list[dict[str,
     return kept
 
 
-class _AtomicCheckpoint(BaseCallback):
-    """Every ``save_freq`` calls: the run's current segment in ``run.json`` is brought up to the steps trained, then
-    the replay buffer (SAC/TD3), PPO-Lagrangian's multiplier and the model are written, each atomically
-    (:func:`checkpoint_files`). A kill between them leaves a record at least as far as the newest complete checkpoint
-    (which a resume continues from, trimming the record to it)."""
+class _RunState:
+    """What a checkpoint holds beyond SB3's zip (which has the parameters, the optimiser, the step count and the last
+    observation), so that a resumed run continues exactly where the run was: the native vector env (its episodes in
+    progress and its generator: the channels, budgets nu and batches still to come), the monitor's and the
+    Lagrangian's sums over the episodes in progress, and the generators of python, numpy and torch (the policy's
+    sampled actions, PPO's minibatches, the replay buffer's draws, TD3's action noise)."""
 
-    def __init__(self, save_freq: int, run: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, native: OTAPrivacySB3VecEnv, monitor: VecMonitor,
+                 lagrangian: LagrangianVecEnv | None = None) -> None:
+        self.native, self.monitor, self.lagrangian = native, monitor, lagrangian
+
+    def capture(self) -> dict[str, Any]:
+        import random
+
+        import torch
+
+        out = {"env": self.native.venv, "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state()),
+               "monitor": (self.monitor.episode_returns, self.monitor.episode_lengths, self.monitor.episode_count)}
+        if self.lagrangian is not None:
+            out["lagrangian"] = (self.lagrangian._cost_sum, self.lagrangian.finished)
+        return out
+
+    def restore(self, state: dict[str, Any]) -> None:
+        import random
+
+        import torch
+
+        self.native.venv = state["env"]
+        self.native.seed(None)
+        random.setstate(state["rng"][0])
+        np.random.set_state(state["rng"][1])
+        torch.set_rng_state(state["rng"][2])
+        self.monitor.episode_returns, self.monitor.episode_lengths, self.monitor.episode_count = state["monitor"]
+        if self.lagrangian is not None:
+            self.lagrangian._cost_sum, self.lagrangian.finished = state["lagrangian"]
+
+
+class _AtomicCheckpoint(BaseCallback):
+    """A checkpoint every ``every`` env steps, at the first rollout boundary at or after each multiple (after the
+    update of the rollout before, so that the run's state is the parameters, the env and the generators: nothing of
+    a rollout in progress): the run's current segment in ``run.json`` is brought up to the steps trained, then the
+    replay buffer (SAC/TD3), PPO-Lagrangian's multiplier, the run's state (:class:`_RunState`) and the model are
+    written, each atomically (:func:`checkpoint_files`). A kill between them leaves a record at least as far as the
+    newest complete checkpoint (which a resume continues from, trimming the record to it)."""
+
+    def __init__(self, every: int, run: Path, meta: dict[str, Any], state: _RunState, start: int = 0) -> None:
         super().__init__()
-        self.save_freq, self.run, self.meta = save_freq, run, meta
+        self.every, self.run, self.meta, self.state = int(every), run, meta, state
+        self.next_at = (int(start) // self.every + 1) * self.every
 
     def _on_training_start(self) -> None:
         self.start = time.perf_counter()
 
     def _on_step(self) -> bool:
-        if self.n_calls % self.save_freq == 0:
-            steps = int(self.model.num_timesteps)
-            files = checkpoint_files(self.run, steps)
-            self.record_segment(steps)  # first: a kill while the checkpoint is written leaves a record of the steps
-            if self.meta["algo"] in OFF_POLICY:
-                with atomic_write(files["replay_buffer"], "wb") as fh:
-                    self.model.save_replay_buffer(fh)
-            if self.meta["algo"] == "ppo_lagrangian":
-                write_json(files["lagrange"], self.training_env.state(steps))
-            with atomic_write(files["model"], "wb") as fh:
-                self.model.save(fh)
         return True
+
+    def _on_rollout_start(self) -> None:
+        steps = int(self.model.num_timesteps)
+        if steps < self.next_at:
+            return
+        self.next_at = (steps // self.every + 1) * self.every
+        files = checkpoint_files(self.run, steps)
+        self.record_segment(steps)  # first: a kill while the checkpoint is written leaves a record of the steps
+        if self.meta["algo"] in OFF_POLICY:
+            with atomic_write(files["replay_buffer"], "wb") as fh:
+                self.model.save_replay_buffer(fh)
+        if self.meta["algo"] == "ppo_lagrangian":
+            write_json(files["lagrange"], self.training_env.state(steps))
+        with atomic_write(files["state"], "wb") as fh:
+            pickle.dump(self.state.capture(), fh)
+        with atomic_write(files["model"], "wb") as fh:
+            self.model.save(fh)
 
     def record_segment(self, steps: int) -> None:
         """The current segment ends at ``steps`` after the wall time so far (written to ``run.json``)."""

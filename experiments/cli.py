@@ -253,7 +253,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=positive_float, default=None,
                    help="also stop after this many minutes of wall time (the progress bar then counts seconds of "
                    "it); a run of --steps is the same on every machine, a run of minutes is not")
-    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints")
+    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints (each at the first rollout boundary at or after a multiple)")
     ownership = p.add_mutually_exclusive_group()
     ownership.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir from its newest complete checkpoint, with the run's own "

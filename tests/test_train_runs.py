@@ -25,7 +25,8 @@ from experiments.cli import main  # noqa: E402
 
 ROUNDS = 25  # episodes of 25 rounds: with 4 envs, 4 episodes end every 100 env steps
 SHORT = {"num_rounds": ROUNDS}
-PPO_YML = ("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  n_steps: 64\n  batch_size: 128\n  n_epochs: 1\n  gamma: 1.0\n"
+# PPO's rollouts are 4 x 60 = 240 steps: checkpoints (at rollout boundaries) fall on the multiples of 240 asked for
+PPO_YML = ("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  n_steps: 60\n  batch_size: 120\n  n_epochs: 1\n  gamma: 1.0\n"
            "  policy_kwargs: \"dict(net_arch=[16])\"\n  env_kwargs:\n    dp_orders: null\n")
 SAC_YML = ("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  learning_starts: 16\n  batch_size: 16\n  buffer_size: 2000\n"
            "  gamma: 0.99\n  policy_kwargs: \"dict(net_arch=[16])\"\n  env_kwargs:\n    dp_orders: null\n")
@@ -73,7 +74,9 @@ def test_a_fresh_run_refuses_a_folder_holding_another_and_overwrite_replaces_onl
     _train("ppo", configs, run, 500, seed=1, overwrite=True)
     meta = json.loads((run / "run.json").read_text())
     assert meta["seed"] == 1 and meta["trained_timesteps"] == 500
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["model_480_steps.zip"]  # the old 960 is gone
+    # the old 960 is gone
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["model_480_steps.zip",
+                                                                        "model_state_480_steps.pkl"]
     assert (run / "notes.txt").read_text() == "mine"
     with pytest.raises(ValueError, match="resume and overwrite exclude each other"):
         _train("ppo", configs, run, 500, resume=True, overwrite=True)
@@ -146,7 +149,7 @@ def test_resume_refuses_other_settings_by_name(tmp_path, configs, capsys):
 
 def test_resume_ends_at_the_steps_asked_keeps_one_monitor_and_the_runs_history(tmp_path, configs):
     run = tmp_path / "run"
-    _train("ppo", configs, run, 1000)  # PPO's rollouts are 256 steps: without the budget it would stop at 1024
+    _train("ppo", configs, run, 1000)  # PPO's rollouts are 240 steps: without the budget it would stop at 1200
     assert json.loads((run / "run.json").read_text())["trained_timesteps"] == 1000
     checkpoint_files(run, 960)["model"].unlink()  # continue from 480: the episodes that ended after it are discarded
     _train("ppo", configs, run, 2000, resume=True)
@@ -156,10 +159,35 @@ def test_resume_ends_at_the_steps_asked_keeps_one_monitor_and_the_runs_history(t
     assert meta["wall_s"] == pytest.approx(sum(s["wall_s"] for s in meta["segments"]))
     assert sorted(p.name for p in run.glob("*monitor*")) == ["monitor.csv"]
     episodes = load_results(str(run))
-    # 4 episodes every 100 steps: those ended by step 480 of the first segment, then the resumed segment's
-    assert len(episodes) == 4 * (480 // 100) + 4 * ((2000 - 480) // 100)
+    # 4 episodes every 100 steps: those ended by step 480 of the first segment, then the resumed segment's, the
+    # episodes in progress at the checkpoint continuing (they end at 500, as in a run never stopped)
+    assert len(episodes) == 4 * (2000 // 100)
+    assert episodes["total_timesteps"].tolist() == [100 * (k // 4 + 1) for k in range(80)]
     assert episodes["total_timesteps"].tolist() == sorted(episodes["total_timesteps"])
     assert episodes["total_timesteps"].max() <= 2000 and (episodes["l"] == ROUNDS).all()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_a_resumed_run_continues_the_stream_of_a_run_never_stopped_to_the_bit(tmp_path, configs, algo):
+    """A run stopped at 600 steps and resumed from its checkpoint at 480 plays the channels, budgets and actions of
+    the run never stopped, and ends with its parameters (torch on one thread, CPU)."""
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+
+    def run(folder, steps, **kw):  # nu drawn per episode, as the packaged configs do
+        train(algo, config=configs[algo], run_dir=folder, total_timesteps=steps, checkpoint_freq=480, progress=False,
+              env_overrides={**SHORT, "nu_range": [0.01, 0.16]}, **kw)
+
+    run(whole, 1200)
+    run(cut, 600)  # as if killed at 600: the newest checkpoint is at 480
+    run(cut, 1200, resume=True)
+    columns = ["r", "l", "nu", "episode_leakage", "episode_equal_alloc_leakage", "total_timesteps"]
+    first, resumed = load_results(str(whole))[columns], load_results(str(cut))[columns]
+    assert len(first) == 4 * 1200 // 100
+    assert resumed.to_dict("list") == first.to_dict("list")
+    # the episodes after the checkpoint are new channels and budgets, not the run's first ones again
+    assert set(resumed["nu"][resumed["total_timesteps"] > 500]).isdisjoint(resumed["nu"][:20])
+    ours, theirs = (load_model(run / "model.zip").policy.state_dict() for run in (cut, whole))
+    assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
 
 
 @pytest.mark.slow
@@ -194,10 +222,11 @@ def test_a_full_disk_ends_training_in_one_line_naming_the_file_and_keeps_the_che
     run, real = tmp_path / "run", _io.tempfile.mkstemp
     written = []
 
-    def mkstemp(*args, **kwargs):  # the disk fills up at the third checkpoint
-        if kwargs["prefix"].startswith(".model_") and len(written) == 2:
+    def mkstemp(*args, **kwargs):  # the disk fills up at the third checkpoint's model
+        model = kwargs["prefix"].startswith(".model_") and "_steps.zip." in kwargs["prefix"]
+        if model and len(written) == 2:
             raise OSError(errno.ENOSPC, "No space left on device")
-        if kwargs["prefix"].startswith(".model_"):
+        if model:
             written.append(kwargs["prefix"])
         return real(*args, **kwargs)
 
