@@ -15,8 +15,10 @@ on a busy machine.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import pickle
 import re
 import shutil
@@ -120,6 +122,8 @@ class SettingsError(ValueError):
         self.argument, self.message = argument, message
 
 
+#: The lock file that the process training into a run folder holds (:func:`_lock_run_folder`).
+LOCK_NAME = ".otagym-train.lock"
 #: What a run folder holds (the run's own files; anything else in the folder is left alone).
 RUN_ENTRIES = ("run.json", "model.zip", "checkpoints", "monitor.csv", "tb", "lagrange.json")
 #: Algorithms whose checkpoint is complete only with its replay buffer.
@@ -172,9 +176,11 @@ def _read_run_json(run: Path) -> dict[str, Any]:
     try:
         meta = json.loads((run / "run.json").read_text())
     except (OSError, ValueError) as err:
-        raise RunMismatchError(f"{run / 'run.json'} cannot be read ({err}); the run cannot be resumed") from None
+        raise RunMismatchError(f"{run / 'run.json'} cannot be read ({err}); the run cannot be resumed: replace it "
+                               "with --overwrite (overwrite=True)") from None
     if not isinstance(meta, dict):
-        raise RunMismatchError(f"{run / 'run.json'} is not a run record (a JSON object); the run cannot be resumed")
+        raise RunMismatchError(f"{run / 'run.json'} is not a run record (a JSON object); the run cannot be resumed: "
+                               "replace it with --overwrite (overwrite=True)")
     return meta
 
 
@@ -299,15 +305,17 @@ def train(
 ) -> Path:
     """Train ``algo`` on the native vector env and return the path of ``model.zip``.
 
-    A run folder belongs to one run. A fresh run refuses a folder that holds another (:class:`RunExistsError`)
-    unless ``overwrite``; ``resume`` continues the run in the folder only with the settings it was trained with
-    (:class:`RunMismatchError` lists every difference). ``run.json`` keeps the run's history: one entry per segment
-    (``segments``: first and last env step, wall time, start time, versions), updated at every checkpoint, so that
-    after a kill it says how far the run got; ``trained_timesteps`` and ``wall_s`` (all segments) are written when the
-    run ends. Checkpoints, the final model and every JSON are written atomically, the model last, so a checkpoint
-    whose model exists is complete. Every setting is checked before the run folder is touched: a config that cannot
-    be read or env keyword arguments the env refuses raise :class:`SettingsError` (a ``ValueError`` naming the
-    parameter) and leave no folder behind.
+    A run folder belongs to one run, and to one process at a time: ``train`` holds a lock on it from its checks to
+    its end (:func:`_lock_run_folder`; a second ``train`` into the folder raises :class:`RunExistsError`). A fresh
+    run refuses a folder that holds another (:class:`RunExistsError`) unless ``overwrite``; ``resume`` continues the
+    run in the folder only with the settings it was trained with (:class:`RunMismatchError` lists every difference).
+    Temporary files that killed writes left in the folder are removed. ``run.json`` keeps the run's history: one
+    entry per segment (``segments``: first and last env step, wall time, start time, versions), updated at every
+    checkpoint, so that after a kill it says how far the run got; ``trained_timesteps`` and ``wall_s`` (all
+    segments) are written when the run ends. Checkpoints, the final model and every JSON are written atomically, the
+    model last, so a checkpoint whose model exists is complete. Every setting is checked before the run folder is
+    touched: a config that cannot be read or env keyword arguments the env refuses raise :class:`SettingsError` (a
+    ``ValueError`` naming the parameter) and leave no folder behind.
 
     Args:
         algo: one of :data:`ALGOS`.
@@ -319,8 +327,10 @@ def train(
             also for on-policy algorithms whose rollouts would overshoot it.
         checkpoint_freq: env steps between checkpoints (each at the first rollout boundary at or after a multiple
             of it: PPO's every ``n_envs * n_steps`` steps, SAC's and TD3's every ``n_envs`` steps).
-        resume: continue from the newest complete checkpoint of ``run_dir``; raises :class:`NoCheckpointError` (a
-            ``FileNotFoundError``) before any work when there is none, and :class:`RunMismatchError` when the
+        resume: continue from the newest complete checkpoint of ``run_dir``, exactly as the run would have gone on
+            (the checkpoint's :class:`_RunState`), or from step 0 when the run stopped before its first checkpoint
+            (its ``run.json`` exists); raises :class:`NoCheckpointError` (a ``FileNotFoundError``) before any work
+            when the folder holds neither, and :class:`RunMismatchError` when the
             algorithm, seed, env settings, hyperparameters (but ``n_timesteps``) or otagym version differ from
             ``run.json``'s. The monitor file then loses the episodes that ended after that checkpoint.
         overwrite: a fresh run may replace the run in ``run_dir`` (its files in :data:`RUN_ENTRIES` are removed).
@@ -351,14 +361,17 @@ def train(
     # every setting is checked (the env built) before the run folder is touched: a mistake leaves nothing behind
     hp, env_kwargs, native, semantics, entry = _checked_settings(algo, config, env_overrides, task)
     total = int(total_timesteps if total_timesteps is not None else hp.get("n_timesteps", 1_000_000))
+    run, lock = Path(run_dir), None
     try:
         if total < 1:
             raise SettingsError("config", f"n_timesteps must be >= 1; got {total}")
-        run = Path(run_dir)
-        previous = latest_checkpoint(run) if resume else None  # complete as the run's own algorithm needs
-        if resume and previous is None:
+        if resume and not (run / "run.json").is_file() and latest_checkpoint(run, algo) is None:
             raise NoCheckpointError(f"no complete checkpoint to resume in {run / 'checkpoints'}; "
                                     "run without --resume to start a new run")
+        run.mkdir(parents=True, exist_ok=True)
+        lock = _lock_run_folder(run)  # held until train returns: one process owns the folder
+        remove_stale_temporaries(run)  # a killed write of run.json, model.zip, ...
+        previous = latest_checkpoint(run) if resume else None  # complete as the run's own algorithm needs
         recorded = _read_run_json(run) if resume else {}
         done_steps = previous[1] if previous else 0
         if done_steps > total:
@@ -380,68 +393,101 @@ def train(
             _claim_run_folder(run, overwrite)
     except BaseException:
         native.close()
+        _release(lock)
+        if lock is None and not resume:
+            with contextlib.suppress(OSError):  # a folder made for nothing (empty: another process may fill it)
+                run.rmdir()
         raise
-    run.mkdir(parents=True, exist_ok=True)
-    if torch_threads is not None:
-        import torch
+    try:
+        if torch_threads is not None:
+            import torch
 
-        torch.set_num_threads(int(torch_threads))
-    meta["torch_threads"] = _torch_threads()
-    meta["segments"] = _kept_segments(recorded.get("segments") or [], done_steps) + [{
-        "start_steps": done_steps, "end_steps": done_steps, "wall_s": 0.0,
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": meta["versions"]}]
-    native.seed(seed)
-    remove_stale_temporaries(run / "checkpoints")
-    venv = monitor = _RunMonitor(native, run / "monitor.csv", done_steps, env_id=meta["env_id"])
-    lagrangian = None
-    if algo == "ppo_lagrangian":
-        edges = nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
-        venv = lagrangian = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)), nu_edges=edges)
-        if previous:
-            saved = json.loads(checkpoint_files(run, done_steps)["lagrange"].read_text())
-            venv.multipliers = np.array(saved["multipliers"], dtype=float)
-    state = _RunState(native, monitor, lagrangian)
-    callbacks: list[BaseCallback] = [_AtomicCheckpoint(checkpoint_freq, run, meta, state, done_steps)]
-    if lagrangian is not None:
-        callbacks.append(DualAscentCallback(lagrangian, lr=float(hp.get("lagrange_lr", 0.5)),
-                                            path=run / "lagrange.json"))
-    if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
-        if previous:
-            print(f"resuming {run} from {previous[0].name} ({done_steps:,} env steps)", file=sys.stderr)
-        callbacks.append(_ProgressBar(total, None if max_minutes is None else 60.0 * max_minutes, desc=algo))
-    callbacks.append(_Budget(total, None if max_minutes is None else 60.0 * max_minutes))
-    cls = ALGO_CLASSES[algo]
-    tb = str(run / "tb") if _has_tensorboard() else None
-    kwargs = {k: v for k, v in hp.items() if k not in ZOO_KEYS}
-    if hp.get("noise_type") == "normal":  # rl_zoo3's action-noise keys
-        from stable_baselines3.common.noise import NormalActionNoise
+            torch.set_num_threads(int(torch_threads))
+        meta["torch_threads"] = _torch_threads()
+        meta["segments"] = _kept_segments(recorded.get("segments") or [], done_steps) + [{
+            "start_steps": done_steps, "end_steps": done_steps, "wall_s": 0.0,
+            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": meta["versions"]}]
+        native.seed(seed)
+        remove_stale_temporaries(run / "checkpoints")
+        venv = monitor = _RunMonitor(native, run / "monitor.csv", done_steps, env_id=meta["env_id"])
+        lagrangian = None
+        if algo == "ppo_lagrangian":
+            edges = nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
+            venv = lagrangian = LagrangianVecEnv(venv, initial=float(hp.get("lagrange_init", 1.0)), nu_edges=edges)
+            if previous:
+                saved = json.loads(checkpoint_files(run, done_steps)["lagrange"].read_text())
+                venv.multipliers = np.array(saved["multipliers"], dtype=float)
+        state = _RunState(native, monitor, lagrangian)
+        callbacks: list[BaseCallback] = [_AtomicCheckpoint(checkpoint_freq, run, meta, state, done_steps)]
+        if lagrangian is not None:
+            callbacks.append(DualAscentCallback(lagrangian, lr=float(hp.get("lagrange_lr", 0.5)),
+                                                path=run / "lagrange.json"))
+        if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
+            if resume:
+                print(f"resuming {run} from " + (f"{previous[0].name} ({done_steps:,} env steps)" if previous else
+                      "its start (it stopped before its first checkpoint)"), file=sys.stderr)
+            callbacks.append(_ProgressBar(total, None if max_minutes is None else 60.0 * max_minutes, desc=algo))
+        callbacks.append(_Budget(total, None if max_minutes is None else 60.0 * max_minutes))
+        cls = ALGO_CLASSES[algo]
+        tb = str(run / "tb") if _has_tensorboard() else None
+        kwargs = {k: v for k, v in hp.items() if k not in ZOO_KEYS}
+        if hp.get("noise_type") == "normal":  # rl_zoo3's action-noise keys
+            from stable_baselines3.common.noise import NormalActionNoise
 
-        kwargs["action_noise"] = NormalActionNoise(np.zeros(1), float(hp.get("noise_std", 0.1)) * np.ones(1))
-    if previous:
-        saved_state = checkpoint_files(run, done_steps)["state"]
-        exact = saved_state.is_file()
-        # SB3's load seeds the env with the run's seed (its _setup_model): the env and the generators are set after it
-        model = cls.load(previous[0], env=venv, tensorboard_log=tb, force_reset=not exact)
-        if algo in OFF_POLICY:
-            model.load_replay_buffer(checkpoint_files(run, done_steps)["replay_buffer"])
-        if exact:  # the episodes in progress, the env's generator, the learner's: as the run had them
-            state.restore(pickle.loads(saved_state.read_bytes()))
-        else:  # an older version's checkpoint: a fresh stream of channels, not the run's first episodes again
-            native.seed(seed + done_steps)
-    else:
-        model = cls(hp.get("policy", "MlpPolicy"), venv, seed=seed, tensorboard_log=tb, verbose=verbose, **kwargs)
-    write_json(run / "run.json", meta)
-    model.learn(total_timesteps=total - done_steps, callback=CallbackList(callbacks),
-                reset_num_timesteps=not previous, tb_log_name=algo)
-    final = run / "model.zip"
-    with atomic_write(final, "wb") as fh:
-        model.save(fh)
-    callbacks[0].record_segment(model.num_timesteps)
-    meta.update(trained_timesteps=int(model.num_timesteps),
-                wall_s=float(sum(s["wall_s"] or 0.0 for s in meta["segments"])))
-    write_json(run / "run.json", meta)
-    venv.close()
+            kwargs["action_noise"] = NormalActionNoise(np.zeros(1), float(hp.get("noise_std", 0.1)) * np.ones(1))
+        if previous:
+            saved_state = checkpoint_files(run, done_steps)["state"]
+            exact = saved_state.is_file()
+            # SB3's load seeds the env with the run's seed (its _setup_model): the env and the generators are set
+            # after it
+            model = cls.load(previous[0], env=venv, tensorboard_log=tb, force_reset=not exact)
+            if algo in OFF_POLICY:
+                model.load_replay_buffer(checkpoint_files(run, done_steps)["replay_buffer"])
+            if exact:  # the episodes in progress, the env's generator, the learner's: as the run had them
+                state.restore(pickle.loads(saved_state.read_bytes()))
+            else:  # an older version's checkpoint: a fresh stream of channels, not the run's first episodes again
+                native.seed(seed + done_steps)
+        else:
+            model = cls(hp.get("policy", "MlpPolicy"), venv, seed=seed, tensorboard_log=tb, verbose=verbose, **kwargs)
+        write_json(run / "run.json", meta)
+        model.learn(total_timesteps=total - done_steps, callback=CallbackList(callbacks),
+                    reset_num_timesteps=not previous, tb_log_name=algo)
+        final = run / "model.zip"
+        with atomic_write(final, "wb") as fh:
+            model.save(fh)
+        callbacks[0].record_segment(model.num_timesteps)
+        meta.update(trained_timesteps=int(model.num_timesteps),
+                    wall_s=float(sum(s["wall_s"] or 0.0 for s in meta["segments"])))
+        write_json(run / "run.json", meta)
+    finally:
+        native.close()
+        _release(lock)
     return final
+
+
+def _lock_run_folder(run: Path) -> int:
+    """An exclusive lock on the run folder (``fcntl.flock`` on its ``.otagym-train.lock``, which the system releases
+    when the process ends, killed too), or :class:`RunExistsError` when another process holds it: two ``train`` into
+    one folder cannot both pass the checks of a fresh run or a resume. Returns the lock's file descriptor
+    (:func:`_release`). Where ``fcntl`` does not exist (Windows) the folder is not locked (-1)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return -1
+    fd = os.open(run / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RunExistsError(f"{run} is in use by another otagym train (it holds {run / LOCK_NAME}); wait for it "
+                             "to end, or choose another --run-dir") from None
+    return fd
+
+
+def _release(lock: int | None) -> None:
+    """Release :func:`_lock_run_folder`'s lock (None or -1: none was taken)."""
+    if lock is not None and lock >= 0:
+        os.close(lock)
 
 
 def _checked_settings(algo: str, config: str | Path | None, env_overrides: dict[str, Any] | None, task: str | None

@@ -131,17 +131,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What Ctrl-C leaves of each command's work, said after "interrupted" (``otagym sweep`` and ``otagym compare``
+#: keep their finished cells and say so themselves).
+INTERRUPTED = {
+    "train": "the run's checkpoints are kept: continue it with the same command and --resume",
+    "evaluate": "nothing was written",
+    "rollout": "nothing was written",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run an ``otagym`` command; its exit code (2: a usage error, 1: a failure, 130: interrupted by Ctrl-C, which
+    ends in one line saying what was kept)."""
     args = build_parser().parse_args(argv)
     if hasattr(args, "check"):
         args.check(args.command_parser, args)
     try:
         return int(args.func(args))
+    except (KeyboardInterrupt, SystemError) as err:
+        if not _interrupted(err):
+            raise
+        print(f"\notagym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'what was written is kept')}",
+              file=sys.stderr)
+        return 130
     except OSError as err:  # a full disk, a read-only folder: one line naming the file; what was written is kept
         if err.filename is None:
             raise
         print(f"otagym {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 1
+
+
+def _interrupted(err: BaseException | None) -> bool:
+    """Whether ``err`` is Ctrl-C's KeyboardInterrupt, or an error it caused: a compiled (numba) kernel interrupted
+    mid-call raises SystemError ("returned a result with an exception set") from the KeyboardInterrupt."""
+    while err is not None:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 #: The modules ``otagym train`` needs (the rl extra), checked before anything runs.
@@ -212,7 +239,8 @@ def next_steps(algo: str, model_path: Any) -> str:
                   f"  otagym compare --policies {' '.join(COMPARED_WITH)} {algo.upper()}:{model_path} "
                   f"--seed-start {HELD_OUT_SEED} --seeds 8{channel} --out results/{Path(model_path).parent.name}"]
     if task_id is not None:
-        lines += [f"score it on its benchmark task (the evaluation set is seeds {HELD_OUT_SEED}-{EVALUATION_SEEDS[-1]}):",
+        last = EVALUATION_SEEDS[-1]
+        lines += [f"score it on its benchmark task (the evaluation set is seeds {HELD_OUT_SEED}-{last}):",
                   f"  otagym evaluate {task_id} {model_path}"]
     return "\n".join(lines)
 
@@ -253,7 +281,8 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=positive_float, default=None,
                    help="also stop after this many minutes of wall time (the progress bar then counts seconds of "
                    "it); a run of --steps is the same on every machine, a run of minutes is not")
-    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints (each at the first rollout boundary at or after a multiple)")
+    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000,
+                   help="env steps between checkpoints (each at the first rollout boundary at or after a multiple)")
     ownership = p.add_mutually_exclusive_group()
     ownership.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir from its newest complete checkpoint, with the run's own "

@@ -32,7 +32,7 @@ from baselines.benchmark import (EnvActionPolicy, aggregate, play_episodes, rece
                                  scheme_references)
 from baselines.compare import POLICIES, PolicySpec, evaluate_cells
 from baselines.policies import ACTION_KEYS
-from experiments.argtypes import _ranged, positive_int
+from experiments.argtypes import _ranged, positive_int, writable_file
 from otagym._io import write_json
 from otagym.env import OTAPrivacyEnv
 from otagym.tasks import EVALUATION_SEEDS, TASKS, normalized_score, reference_scores, task_scenario
@@ -174,6 +174,12 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"otagym evaluate: error: {err}", file=sys.stderr)
         return 2
+    out = Path(args.out) if args.out else Path("results") / "evaluate" / args.task.split("/")[-1] / f"{name}.json"
+    try:  # before any work (--out itself was checked by argparse; the default path is checked here)
+        writable_file(str(out))
+    except argparse.ArgumentTypeError as err:
+        print(f"otagym evaluate: error: argument --out: {err}", file=sys.stderr)
+        return 2
     seeds = EVALUATION_SEEDS[:args.seeds]
     try:
         scores, costs = evaluate(args.task, spec, seeds)
@@ -207,7 +213,6 @@ def _run(args: argparse.Namespace) -> int:
         over = int(np.sum(np.asarray(ratios) > 1.0 + 1e-9))  # a ratio's last bits are rounding
         print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.3g} on average (max "
               f"{np.max(ratios):.3g}); over the limit on {over} of {len(ratios)} realisations")
-    out = Path(args.out) if args.out else Path("results") / "evaluate" / args.task.split("/")[-1] / f"{name}.json"
     write_json(out, {"task": args.task, "policy": args.policy, "name": name, "seeds": list(seeds),
                      "scores": scores, "cost_ratios": costs, "summary": summary})
     print(f"wrote {out}")
@@ -224,7 +229,8 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("task", choices=sorted(TASKS), help="the benchmark task id")
     p.add_argument("policy", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
                    "module:function (observation batch -> actions)")
-    p.add_argument("--out", default=None, help="the JSON to write (default results/evaluate/<task>/<policy>.json)")
+    p.add_argument("--out", type=writable_file, default=None,
+                   help="the JSON to write, checked before any work (default results/evaluate/<task>/<policy>.json)")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples of the CIs (default 2000)")
     p.add_argument("--seeds", type=_evaluation_count, default=len(EVALUATION_SEEDS),
                    help=f"play only the first K evaluation realisations, a quick look (default all "

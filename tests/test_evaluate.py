@@ -78,3 +78,48 @@ def test_callables_are_named_after_module_and_function(user_modules, capsys):
     # b's action is rho = P/W^2 every round, MaxRho, the score's 0; a's is the middle of the range
     np.testing.assert_allclose(b["scores"]["1.0"], 0.0, atol=1e-9)
     assert all(abs(s) > 1.0 for s in a["scores"]["1.0"])
+
+
+@pytest.fixture
+def no_evaluation(monkeypatch):
+    """``otagym evaluate``'s computation, replaced by one that fails the test if it runs."""
+    import experiments.evaluate as module
+
+    def run(*args, **kwargs):
+        raise AssertionError("evaluate computed before checking --out")
+    monkeypatch.setattr(module, "evaluate", run)
+
+
+@pytest.mark.parametrize("where,reason", [
+    ("folder", "'{out}' is a folder; give the path of the file to write"),
+    ("file.txt/o.json", "cannot write '{out}': '{parent}' is a file, not a folder"),
+    ("file.txt/sub/o.json", "cannot write '{out}': Not a directory")])
+def test_evaluate_checks_out_before_any_work_naming_the_users_path(tmp_path, no_evaluation, where, reason, capsys):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.txt").write_text("not a folder")
+    out = tmp_path / where
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", IID, "EqualAlloc", "--out", str(out)])
+    err = capsys.readouterr().err  # argparse's usage, then one line naming the path
+    assert exc.value.code == 2 and "Traceback" not in err and ".write-check" not in err
+    assert err.splitlines()[-1] == ("otagym evaluate: error: argument --out: "
+                                    + reason.format(out=out, parent=out.parent))
+
+
+def test_evaluate_checks_its_default_out_before_any_work(tmp_path, no_evaluation, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").write_text("a file where the results folder goes")
+    assert main(["evaluate", IID, "EqualAlloc"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("otagym evaluate: error: argument --out: cannot write "
+                          "'results/evaluate/ReceiveScalingIID-v0/EqualAlloc.json'") and err.count("\n") == 1
+
+
+def test_ctrl_c_ends_evaluate_in_one_line_with_exit_code_130(tmp_path, monkeypatch, capsys):
+    import experiments.evaluate as module
+
+    monkeypatch.setattr(module, "evaluate", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    code = main(["evaluate", IID, "EqualAlloc", "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 130 and err.strip() == "otagym evaluate: interrupted; nothing was written"
+    assert not (tmp_path / "o.json").exists()

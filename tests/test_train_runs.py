@@ -116,10 +116,13 @@ def test_a_truncated_or_bufferless_checkpoint_is_skipped_loudly(tmp_path, config
         assert latest_checkpoint(run) == (checkpoint_files(run, 480)["model"], 480)
     model = checkpoint_files(run, 480)["model"]
     model.write_bytes(model.read_bytes()[:100])  # what a kill mid-write used to leave
-    with pytest.warns(UserWarning) as warned, pytest.raises(NoCheckpointError, match="no complete checkpoint"):
-        _train("sac", configs, run, 2000, resume=True)
-    assert [str(w.message).split("/")[-1] for w in warned] == ["model_960_steps.zip (replay_buffer missing)",
-                                                              "model_480_steps.zip (model unreadable)"]
+    with pytest.warns(UserWarning) as warned:  # no complete checkpoint: the run starts again from step 0
+        _train("sac", configs, run, 200, resume=True)
+    assert [str(w.message).split("/")[-1] for w in warned][:2] == ["model_960_steps.zip (replay_buffer missing)",
+                                                                  "model_480_steps.zip (model unreadable)"]
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["resumed_from"] == 0 and meta["trained_timesteps"] == 200
+    assert [(s["start_steps"], s["end_steps"]) for s in meta["segments"]] == [(0, 200)]
 
 
 def test_resume_refuses_other_settings_by_name(tmp_path, configs, capsys):
@@ -239,3 +242,133 @@ def test_a_full_disk_ends_training_in_one_line_naming_the_file_and_keeps_the_che
     assert latest_checkpoint(run) == (checkpoint_files(run, 480)["model"], 480)
     monkeypatch.undo()
     _train("ppo", configs, run, 1000, checkpoint_freq=240, resume=True)  # and the run resumes from there
+
+
+def _dead_writer_temporary(folder, name):
+    """A temporary file as a write of ``name`` killed mid-way leaves it (:func:`otagym._io.atomic_write`'s name,
+    with the pid of a process that has ended)."""
+    from otagym._io import _host
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    tmp = folder / f".{name}.{_host()}-{proc.pid}.x1y2.tmp"
+    tmp.write_bytes(b"half a file")
+    return tmp
+
+
+@pytest.mark.parametrize("how", ["resume", "overwrite"])
+def test_temporaries_of_killed_writes_do_not_survive_a_resume_or_an_overwrite(tmp_path, configs, how):
+    run = tmp_path / "run"
+    _train("sac", configs, run, 500)
+    left = [_dead_writer_temporary(run, "run.json"), _dead_writer_temporary(run, "model.zip"),
+            _dead_writer_temporary(run / "checkpoints", "model_replay_buffer_500_steps.pkl")]
+    _train("sac", configs, run, 600, **{how: True})
+    assert not any(p.exists() for p in left)
+    assert not list(run.rglob("*.tmp"))
+    assert json.loads((run / "run.json").read_text())["trained_timesteps"] == 600
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_resumed_from_its_start(tmp_path, configs, monkeypatch, capsys):
+    """Not a loop of messages (the fresh run pointing to --resume, --resume to a fresh run): --resume continues it
+    from step 0, with its own settings, as the run it would have been."""
+    from agents import train as train_module
+
+    run, whole = tmp_path / "run", tmp_path / "whole"
+
+    def killed(self):  # the process dies at step 200, before the first checkpoint (480)
+        if self.model.num_timesteps >= 200:
+            raise KeyboardInterrupt
+        return True
+
+    with monkeypatch.context() as m:
+        m.setattr(train_module._Budget, "_on_step", killed)
+        with pytest.raises(KeyboardInterrupt):
+            _train("ppo", configs, run, 1000)
+    assert (run / "run.json").is_file() and latest_checkpoint(run) is None
+    with pytest.raises(RunExistsError, match="continue it with --resume"):
+        _train("ppo", configs, run, 1000)
+    main(["train", "--config", str(configs["ppo"]), "--run-dir", str(run), "--steps", "1000", "--resume",
+          "--checkpoint-freq", "480", "--env", f"num_rounds={ROUNDS}"])
+    assert "resuming " + str(run) + " from its start" in capsys.readouterr().err
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["resumed_from"] == 0 and meta["trained_timesteps"] == 1000
+    assert [(s["start_steps"], s["end_steps"]) for s in meta["segments"]] == [(0, 1000)]
+    _train("ppo", configs, whole, 1000)  # the run never stopped: the same episodes and parameters
+    assert load_results(str(run))["r"].tolist() == load_results(str(whole))["r"].tolist()
+    ours, theirs = (load_model(r / "model.zip").policy.state_dict() for r in (run, whole))
+    assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+
+
+def test_a_folder_in_use_by_another_process_is_refused_whatever_the_flags(tmp_path, configs, capsys):
+    """Two trainings into one folder: the second one, in another process, is refused (fresh, --overwrite and
+    --resume alike) while the first holds the folder, and proceeds once it has ended."""
+    from agents.train import LOCK_NAME
+
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(run / LOCK_NAME)!r}, os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        for flags in ([], ["--overwrite"], ["--resume"]):
+            (run / "run.json").write_text("{}") if flags == ["--resume"] else None
+            with pytest.raises(SystemExit) as exc:
+                main(["train", "--config", str(configs["ppo"]), "--run-dir", str(run), "--steps", "240",
+                      "--no-progress", "--env", f"num_rounds={ROUNDS}", *flags])
+            assert exc.value.code == 2
+            assert capsys.readouterr().err == (f"otagym train: error: {run} is in use by another otagym train (it "
+                                               f"holds {run / LOCK_NAME}); wait for it to end, or choose another "
+                                               "--run-dir\n")
+        assert sorted(p.name for p in run.iterdir()) == [LOCK_NAME, "run.json"]  # nothing touched
+    finally:
+        holder.kill()
+        holder.wait()
+    (run / "run.json").unlink()
+    assert main(["train", "--config", str(configs["ppo"]), "--run-dir", str(run), "--steps", "240", "--no-progress",
+                 "--env", f"num_rounds={ROUNDS}"]) == 0
+
+
+def _compiled_kernel_interrupted():
+    """What Ctrl-C inside a numba kernel raises: a SystemError from the KeyboardInterrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as err:
+        raise SystemError("CPUDispatcher(<function _channel>) returned a result with an exception set") from err
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, _compiled_kernel_interrupted])
+def test_ctrl_c_ends_train_in_one_line_with_exit_code_130(tmp_path, configs, monkeypatch, capsys, raised):
+    from agents import train as train_module
+
+    def interrupted(self):
+        if raised is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        raised()
+    monkeypatch.setattr(train_module._Budget, "_on_step", interrupted)
+    code = main(["train", "--config", str(configs["ppo"]), "--run-dir", str(tmp_path / "run"), "--steps", "1000",
+                 "--no-progress", "--env", f"num_rounds={ROUNDS}"])
+    err = capsys.readouterr().err
+    assert code == 130 and "Traceback" not in err
+    assert err.strip() == ("otagym train: interrupted; the run's checkpoints are kept: continue it with the same "
+                           "command and --resume")
+
+
+@pytest.mark.slow
+def test_sigint_ends_train_in_one_line_and_the_run_resumes(tmp_path, configs):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "experiments.cli", "train", "--config", str(configs["ppo"]), "--run-dir", str(run),
+           "--steps", "100000", "--checkpoint-freq", "240", "--no-progress", "--env", f"num_rounds={ROUNDS}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list((run / "checkpoints").glob("model_*_steps.zip"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == ("otagym train: interrupted; the run's checkpoints are kept: continue it "
+                                            "with the same command and --resume")
+    newest = latest_checkpoint(run)
+    _train("ppo", configs, run, newest[1] + 240, checkpoint_freq=240, resume=True)
+    assert json.loads((run / "run.json").read_text())["trained_timesteps"] == newest[1] + 240
