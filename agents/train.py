@@ -615,8 +615,15 @@ class _AtomicCheckpoint(BaseCallback):
                 self.model.save_replay_buffer(fh)
         if self.meta["algo"] == "ppo_lagrangian":
             write_json(files["lagrange"], self.training_env.state(steps))
-        with atomic_write(files["state"], "wb") as fh:
-            pickle.dump(self.state.capture(), fh)
+        try:
+            state = pickle.dumps(self.state.capture(), protocol=pickle.HIGHEST_PROTOCOL)
+        except (TypeError, AttributeError, pickle.PicklingError) as err:  # an env that cannot be pickled
+            state = None
+            warnings.warn(f"checkpoint {files['model'].name} without the run's state ({err}): a resume from it "
+                          "continues on a fresh stream of channels", stacklevel=2)
+        if state is not None:
+            with atomic_write(files["state"], "wb") as fh:
+                fh.write(state)
         with atomic_write(files["model"], "wb") as fh:
             self.model.save(fh)
 
