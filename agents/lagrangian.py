@@ -3,13 +3,14 @@ its multiplier set by a PID controller on the realised episode cost (Stooke, Ach
 Reinforcement Learning by PID Lagrangian Methods", ICML 2020, Algorithm 2), of which plain dual ascent (Ray et al.,
 Safety Gym; OmniSafe's PPOLag) is the integral term alone.
 
-The env reports ``info["cost"]`` (receive scaling: c_t / nu); the constraint is a mean cost per step of at most 1 (an
-episode cost limit of T). One policy serves every nu of ``nu_range`` (nu is observed), so one multiplier would enforce
-the constraint only on average over nu: a policy could overspend at large nu and underspend at small nu. The
-multipliers are therefore per bin of log nu (``nu_edges``; one bin where the task has no nu). :class:`LagrangianVecEnv`
-hands the learner r_t - lambda_b (cost_t - 1) / T, b the bin of the env's episode, and :class:`DualAscentCallback`
-updates each bin with a finished episode after every rollout, with e_b = its episodes' mean cost per step - 1 and J_b
-that mean cost:
+The env reports ``info["cost"]`` (receive scaling: c_t / nu; CDPB: the round's share of the privacy threshold
+(25c); anonymous OTA: of the (eps, delta) target); the constraint is a mean cost per step of at most 1 (an episode
+cost limit of T). One policy serves every nu of ``nu_range`` (nu is observed), so one multiplier would enforce the
+constraint only on average over nu: a policy could overspend at large nu and underspend at small nu. The multipliers
+are therefore per bin of log nu (``nu_edges``; one bin where the task has no nu). :class:`LagrangianVecEnv` hands the
+learner r_t - lambda_b (cost_t - 1) / T, b the bin of the env's episode, and :class:`DualAscentCallback` updates each
+bin with a finished episode after every rollout, with e_b = its episodes' mean cost per step - 1 and J_b that mean
+cost:
 
     I_b <- max(0, I_b + k_I e_b),   lambda_b <- max(0, k_P e_b + I_b + k_D max(0, J_b - J_b,previous))
 
@@ -34,7 +35,8 @@ __all__ = ["LagrangianVecEnv", "DualAscentCallback", "nu_bin_edges"]
 
 
 def nu_bin_edges(nu_range: Sequence[float] | None, bins: int) -> NDArray:
-    """The inner edges of ``bins`` bins of equal width in log nu over ``nu_range`` (none for one bin or a fixed nu)."""
+    """The inner edges of ``bins`` bins of equal width in log nu over ``nu_range``: none (one bin, one multiplier)
+    for ``bins = 1``, a fixed nu, or a scheme without a budget nu (CDPB, anonymous OTA: ``nu_range`` None)."""
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
         raise ValueError(f"lagrange_nu_bins must be an integer >= 1; got {bins!r}")
     if nu_range is None or bins == 1:
@@ -67,7 +69,8 @@ class LagrangianVecEnv(VecEnvWrapper):
     def step_wait(self):
         obs, reward, dones, infos = self.venv.step_wait()
         cost = np.array([info["cost"] for info in infos])
-        bins = np.searchsorted(self.nu_edges, [info.get("nu", 0.0) for info in infos], side="right")
+        bins = (np.searchsorted(self.nu_edges, [info["nu"] for info in infos], side="right") if self.nu_edges.size
+                else np.zeros(self.num_envs, dtype=int))  # one bin: a fixed nu, or a scheme without one
         self._cost_sum += cost
         for i in np.flatnonzero(dones):
             self.finished.append((int(bins[i]), float(self._cost_sum[i] / self.num_rounds)))

@@ -79,16 +79,21 @@ class Episodes(NamedTuple):
 def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | None = None,
                   **env_overrides: Any) -> Episodes:
     """``policy`` (``reset(scenario, seed)``, ``act(obs, info)``) on the realisation of each seed
-    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode, at budget ``nu`` (receive
-    scaling; default: drawn from the task's range per env); ``env_overrides`` changes env arguments that do not
-    change the physics (an analytic policy's ``action_type``). Every draw that matters is in the realisation and
-    the budget, so an episode is the same as a single env's reset with :func:`otagym.tasks.evaluation_options`."""
+    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode; ``env_overrides`` changes env
+    arguments that do not change the physics (an analytic policy's ``action_type``, a trained model's action
+    semantics). ``nu``: every episode's budget on a task whose budget is nu (receive scaling, a reset option there:
+    required); the other tasks fix theirs. An episode is the same as a single env's reset with
+    :func:`otagym.tasks.evaluation_options` (CDPB and anonymous OTA: every draw that matters is in the realisation;
+    receive scaling: the whole episode is)."""
     task = TASKS[task_id]
+    if (task.budget == "nu") != (nu is not None):
+        raise ValueError(f"nu must be {'a budget' if task.budget == 'nu' else 'None'} on {task_id} (its budget is "
+                         f"{task.budget}); got {nu!r}")
     env = OTAPrivacyVectorEnv(len(seeds), **{**task.kwargs, **env_overrides}, autoreset_mode=AutoresetMode.SAME_STEP)
     real = [sample_realisation(task_id, s) for s in seeds]
     options = {k: np.stack([r[k] for r in real], axis=env.rounds.OPTION_AXES[k]) for k in real[0]}
     if nu is not None:
-        options["nu"] = float(nu)
+        options["nu"] = np.full(len(seeds), float(nu))
     policy.reset(env.scenario, 0)
     obs, info = env.reset(seed=0, options=options)
     total, cost = np.zeros(len(seeds)), np.zeros(len(seeds))

@@ -332,7 +332,10 @@ ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_dec
 
 
 def action_semantics(scenario: Scenario, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (defaults and validation included)."""
+    """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (defaults and validation included); {}
+    for another scheme's scenario, whose actions a trained model plays in its own env."""
+    if not isinstance(scenario, Scenario):
+        return {}
     given = {k: v for k, v in (env_kwargs or {}).items() if k in ACTION_KEYS}
     rounds = Rounds(scenario, 1, dp_orders=None, **given)
     return {k: getattr(rounds, k) for k in ACTION_KEYS}

@@ -6,19 +6,31 @@ Goals: AdaScale over T = 500 on 1000 envs < 0.5 s (its decisions, batched); Offl
 default comparison (``compare()``: paper-mnist, nu in {0.01, 0.04, 0.16}, 3 seeds, the seven default policies, each
 calibrated per cell) < 10 s. Each time is the best of a few repeats (the machines are shared and noisy); the
 comparison runs once.
+
+With the rl extra, ``otagym evaluate``'s play of a trained model (the zoo's i.i.d. PPO, an MLP): all 128
+realisations of a budget in one vector env (:func:`baselines.benchmark.play_episodes`), 3 budgets, against the same
+model played one realisation at a time as ``otagym compare`` plays it (its cells, the offline optimum of each
+included; timed on 4 realisations x 3 budgets), as a ratio per realisation. Goal: 128 x 3 batched < 60 s.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 from bench_env import best_of  # run as a script: benchmarks/ is on sys.path
 
 from baselines import AdaScale, OfflineOptimal, sample_realisations
-from baselines.compare import DEFAULT_POLICIES, compare
+from baselines.benchmark import play_episodes
+from baselines.compare import DEFAULT_POLICIES, PolicySpec, compare, evaluate_cells
 from otagym import get_scenario
 from otagym.receive_scaling import ReceiveScalingModel
+from otagym.tasks import TASKS, task_scenario
+
+#: The model and task of the trained-model timing.
+ZOO_MODEL = str(Path(__file__).resolve().parents[1] / "agents" / "zoo" / "iid" / "ppo" / "model.zip")
+TASK = "otagym/ReceiveScalingIID-v0"
 
 
 def main() -> None:
@@ -45,6 +57,36 @@ def main() -> None:
     print(f"AdaScale, T=500 x 1000 envs (decisions only): {t_ada:7.3f} s   goal < 0.5 s")
     print(f"OfflineOptimal, T=500 (one realisation):       {t_opt:7.3f} s   goal < 0.1 s")
     print(f"compare(), default grid (63 cells):            {t_cmp:7.1f} s   goal < 10 s")
+    trained_model()
+
+
+def trained_model(realisations: int = 128, alone: int = 4) -> None:
+    """``otagym evaluate``'s batched play of a trained MLP against compare's one-at-a-time play (module docstring)."""
+    try:
+        import torch
+
+        from agents.policy import AgentPolicy, load_model, run_metadata
+        from experiments.evaluate import resolve_policy
+    except ImportError:
+        print("trained model: skipped (needs the rl extra)")
+        return
+    torch.set_num_threads(1)
+    nus, seeds = TASKS[TASK].eval_nus, list(range(10_000, 10_000 + realisations))
+    _, (factory, overrides) = resolve_policy(ZOO_MODEL, TASK)
+    model, kw = load_model(ZOO_MODEL), run_metadata(Path(ZOO_MODEL))["env_kwargs"]
+    one = PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
+    t0 = time.perf_counter()
+    for nu in nus:
+        play_episodes(factory(), TASK, seeds, nu=nu, **overrides)
+    t_batched = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for nu in nus:
+        for seed in seeds[:alone]:
+            evaluate_cells(task_scenario(TASK), one, [(nu, seed)])
+    t_alone = time.perf_counter() - t0
+    ratio = (t_alone / alone) / (t_batched / realisations)
+    print(f"trained PPO, {realisations} x {len(nus)} realisations batched:    {t_batched:7.1f} s   goal < 60 s; "
+          f"one at a time: {t_alone / alone:.2f} s per realisation ({len(nus)} budgets), {ratio:.0f}x slower")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-__all__ = ["positive_int", "positive_float", "non_negative_int", "correlation", "writable_dir", "key_value",
-           "HelpFormatter"]
+__all__ = ["positive_int", "positive_float", "non_negative_int", "correlation", "writable_dir", "writable_file",
+           "key_value", "HelpFormatter"]
 
 
 def _ranged(parse, accept, allowed: str):
@@ -38,23 +38,45 @@ positive_float = _ranged(float, lambda v: math.isfinite(v) and v > 0, "a finite 
 correlation = _ranged(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 
-def writable_dir(text: str) -> str:
-    """A folder that exists or can be made, and that a file can be written into, checked now, before any work.
-
-    Folders made for the check are removed again (deepest first), so a command that fails later leaves no empty
-    folder behind; the command's writers make them when they write (:func:`otagym._io.atomic_write`)."""
-    path = Path(text)
+def _folder_problem(path: Path) -> str | None:
+    """Why a file cannot be written into the folder ``path``, or None: it is a file, or it cannot be made or written
+    into (the system's reason). Folders made for the check are removed again (deepest first), so a command that
+    fails later leaves no empty folder behind; the command's writers make them when they write
+    (:func:`otagym._io.atomic_write`)."""
+    if path.exists() and not path.is_dir():
+        return f"{os.fspath(path)!r} is a file, not a folder"
     made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
             pass
     except OSError as err:
-        raise argparse.ArgumentTypeError(f"cannot write into {text!r}: {err.strerror or err}") from None
+        return str(err.strerror or err)
     finally:
         for folder in made:
             with contextlib.suppress(OSError):  # not made after all, or filled meanwhile by another process
                 folder.rmdir()
+    return None
+
+
+def writable_dir(text: str) -> str:
+    """A folder that exists or can be made, and that a file can be written into, checked now, before any work
+    (:func:`_folder_problem`)."""
+    problem = _folder_problem(Path(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"cannot write into {text!r}: {problem}")
+    return os.fspath(Path(text))
+
+
+def writable_file(text: str) -> str:
+    """The path of a file to write: not an existing folder, in a folder that exists or can be made and that a file
+    can be written into, checked now, before any work (:func:`_folder_problem`). Errors name ``text``."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give the path of the file to write")
+    problem = _folder_problem(path.parent)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: {problem}")
     return os.fspath(path)
 
 

@@ -33,8 +33,8 @@ HELD_OUT_SEED = EVALUATION_SEEDS[0]
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "otagym": (
         "otagym compare                                        # the analytic policies on 3 channel realisations",
-        "otagym train --algo ppo --minutes 10 --run-dir runs/ppo",
-        ("otagym compare --policies OfflineOptimal AdaScale EqualAlloc PPO:runs/ppo/model.zip "
+        "otagym train --algo ppo --steps 1000000 --run-dir runs/ppo",
+        ("otagym compare --policies OnlineOptimal BestConstant EqualAlloc PPO:runs/ppo/model.zip "
          f"--seed-start {HELD_OUT_SEED} --seeds 8"),
         "otagym evaluate otagym/ReceiveScalingIID-v0 runs/ppo/model.zip",
     ),
@@ -59,8 +59,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "otagym sweep examples/sweep_paper.yaml --workers 2 --out results/pool",
     ),
     "train": (
-        "otagym train --algo ppo --minutes 10 --run-dir runs/ppo",
+        "otagym train --algo ppo --steps 1000000 --run-dir runs/ppo",
         "otagym train --algo ppo --run-dir runs/ppo --resume          # continue from its newest checkpoint",
+        "otagym train --algo ppo --task otagym/ReceiveScalingGaussMarkov-v0 --steps 1000000 --run-dir runs/ppo-gm",
+        "otagym train --algo ppo_lagrangian --task otagym/CDPB-v1 --steps 200000 --run-dir runs/lag-cdpb",
         "otagym train --algo sac --env fading=gauss_markov correlation=0.9 --run-dir runs/sac-gm",
     ),
 }
@@ -129,17 +131,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What Ctrl-C leaves of each command's work, said after "interrupted" (``otagym sweep`` and ``otagym compare``
+#: keep their finished cells and say so themselves).
+INTERRUPTED = {
+    "train": "the run's checkpoints are kept: continue it with the same command and --resume",
+    "evaluate": "nothing was written",
+    "rollout": "nothing was written",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run an ``otagym`` command; its exit code (2: a usage error, 1: a failure, 130: interrupted by Ctrl-C, which
+    ends in one line saying what was kept)."""
     args = build_parser().parse_args(argv)
     if hasattr(args, "check"):
         args.check(args.command_parser, args)
     try:
         return int(args.func(args))
+    except (KeyboardInterrupt, SystemError) as err:
+        if not _interrupted(err):
+            raise
+        print(f"\notagym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'what was written is kept')}",
+              file=sys.stderr)
+        return 130
     except OSError as err:  # a full disk, a read-only folder: one line naming the file; what was written is kept
         if err.filename is None:
             raise
         print(f"otagym {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 1
+
+
+def _interrupted(err: BaseException | None) -> bool:
+    """Whether ``err`` is Ctrl-C's KeyboardInterrupt, or an error it caused: a compiled (numba) kernel interrupted
+    mid-call raises SystemError ("returned a result with an exception set") from the KeyboardInterrupt."""
+    while err is not None:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 #: The modules ``otagym train`` needs (the rl extra), checked before anything runs.
@@ -167,7 +196,7 @@ def _env_overrides(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
 
 
 #: :class:`agents.train.SettingsError`'s parameters as the options of ``otagym train``.
-_TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env"}
+_TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env", "task": "--task"}
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -177,33 +206,61 @@ def _train(args: argparse.Namespace) -> int:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
                      total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
                      overwrite=args.overwrite,
-                     max_minutes=args.minutes, env_overrides=_env_overrides(args.env),
+                     max_minutes=args.minutes, env_overrides=_env_overrides(args.env), task=args.task,
                      progress=not args.no_progress, verbose=args.verbose, torch_threads=args.torch_threads or None)
     except SettingsError as err:  # before the run folder is touched
         _usage_error("train", _TRAIN_OPTIONS.get(err.argument, err.argument), err.message)
     except (NoCheckpointError, RunExistsError, RunMismatchError) as err:  # before any work: one line, exit 2
         print(f"otagym train: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
-    last = EVALUATION_SEEDS[-1]
-    print(f"saved {path}; compare it with the analytic policies on held-out channels:\n"
-          f"  otagym compare --policies OfflineOptimal AdaScale EqualAlloc {args.algo.upper()}:{path} "
-          f"--seed-start {HELD_OUT_SEED} --seeds 8")
-    task_id = _task_trained_on(path)
-    if task_id is not None:
-        print(f"or score it on its benchmark task (the evaluation set is seeds {HELD_OUT_SEED}-{last}):\n"
-              f"  otagym evaluate {task_id} {path}")
+    print(next_steps(args.algo, path))
     return 0
 
 
+#: The policies a trained receive-scaling agent is compared with after training (the quickstart's): the online
+#: optimum, the learnability floor and the budget's even split.
+COMPARED_WITH = ("OnlineOptimal", "BestConstant", "EqualAlloc")
+
+
+def next_steps(algo: str, model_path: Any) -> str:
+    """What ``otagym train`` prints at the end: where the model is, and the commands that compare it (receive
+    scaling: with :data:`COMPARED_WITH` on held-out channels of its fading) and score it on its benchmark task."""
+    from pathlib import Path
+
+    from agents.policy import run_metadata
+
+    env_kwargs = run_metadata(Path(model_path)).get("env_kwargs") or {}
+    task_id = _task_trained_on(model_path)
+    lines = [f"saved {model_path}"]
+    if env_kwargs.get("scheme", "receive_scaling") == "receive_scaling":
+        channel = "".join(f" --{key.replace('_', '-')} {env_kwargs[key]}"
+                          for key in ("fading", "correlation", "coherence_rounds") if env_kwargs.get(key) is not None)
+        lines += ["compare it with the analytic policies on held-out channels:",
+                  f"  otagym compare --policies {' '.join(COMPARED_WITH)} {algo.upper()}:{model_path} "
+                  f"--seed-start {HELD_OUT_SEED} --seeds 8{channel} --out results/{Path(model_path).parent.name}"]
+    if task_id is not None:
+        last = EVALUATION_SEEDS[-1]
+        lines += [f"score it on its benchmark task (the evaluation set is seeds {HELD_OUT_SEED}-{last}):",
+                  f"  otagym evaluate {task_id} {model_path}"]
+    return "\n".join(lines)
+
+
 def _task_trained_on(model_path: Any) -> str | None:
-    """The receive-scaling task with the scenario, formulation (reward mode, action) and fading of a run's env
-    arguments, if one has them."""
+    """The task a run was trained on: the one its ``run.json`` names (``otagym train --task``), else the
+    receive-scaling task with the scenario, formulation (reward mode, action) and fading of its env arguments, if
+    one has them."""
     from pathlib import Path
 
     from agents.policy import run_metadata
     from experiments.evaluate import formulation
 
-    trained = formulation(run_metadata(Path(model_path)).get("env_kwargs") or {})
+    meta = run_metadata(Path(model_path))
+    env_kwargs = meta.get("env_kwargs") or {}
+    if meta.get("task") in TASKS:
+        return meta["task"]
+    if env_kwargs.get("scheme", "receive_scaling") != "receive_scaling":
+        return None
+    trained = formulation(env_kwargs)
     return next((t.id for t in TASKS.values() if t.scheme == "receive_scaling" and formulation(t.kwargs) == trained),
                 None)
 
@@ -222,17 +279,23 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=positive_int, default=None,
                    help="total env steps (default: the config's n_timesteps)")
     p.add_argument("--minutes", type=positive_float, default=None,
-                   help="stop after this many minutes of wall time (the progress bar then counts seconds of it)")
-    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000, help="env steps between checkpoints")
+                   help="also stop after this many minutes of wall time (the progress bar then counts seconds of "
+                   "it); a run of --steps is the same on every machine, a run of minutes is not")
+    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000,
+                   help="env steps between checkpoints (each at the first rollout boundary at or after a multiple)")
     ownership = p.add_mutually_exclusive_group()
     ownership.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir from its newest complete checkpoint, with the run's own "
                    "algorithm, seed, env settings and hyperparameters (an error if there is none or they differ)")
     ownership.add_argument("--overwrite", action="store_true",
                    help="replace the run in --run-dir (without it, a fresh run refuses a folder that holds one)")
-    p.add_argument("--env", nargs="*", type=key_value, default=[], metavar="KEY=VALUE",
-                   help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov correlation=0.9 "
-                   "(values are YAML)")
+    env = p.add_mutually_exclusive_group()
+    env.add_argument("--task", default=None, choices=sorted(TASKS), metavar="TASK_ID",
+                     help="train on a benchmark task's env settings exactly, with the config's entry of the task if "
+                     "it has one, else its default entry (one of: " + ", ".join(sorted(TASKS)) + ")")
+    env.add_argument("--env", nargs="*", type=key_value, default=[], metavar="KEY=VALUE",
+                     help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov "
+                     "correlation=0.9 (values are YAML)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0, help="stable-baselines3's verbosity")
     p.add_argument("--torch-threads", type=non_negative_int, default=1, metavar="N",

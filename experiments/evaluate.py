@@ -4,13 +4,16 @@ task's stored reference scores.
 POLICY is an analytic policy's name (receive scaling: the task's references,
 :func:`baselines.benchmark.receive_scaling_references`, and ``baselines.compare.POLICIES``; CDPB and anonymous OTA:
 the task's references, :func:`baselines.benchmark.scheme_references`), an SB3 ``model.zip`` (``otagym train``'s, with
-its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO model of the task's action space), an rl_zoo3 log folder (its
+its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO/ARS model of the task's spaces), an rl_zoo3 log folder (its
 ``best_model.zip``, else the one ``.zip`` in it) or ``module:function``, a Python callable from the observation batch
-(N, obs_dim) to the env's actions (N,) or (N, 1). On receive scaling every (nu, seed) of the task's evaluation set is
-a cell computed by :func:`baselines.compare.evaluate_cells`, the computation of ``otagym compare``, so the numbers
-are the same as ``otagym compare``'s on the same seeds; on the other tasks the realisations play as one batched
-episode (:func:`baselines.benchmark.task_scores`). The summary per nu is rliable's interquartile mean with a stratified-bootstrap
-95% CI over the realisations and the probability of improvement over ``BestConstant`` (the learnability floor).
+(N, obs_dim) to the env's actions (N,) or (N, 1). A receive-scaling analytic policy plays every (nu, seed) of the
+task's evaluation set as a cell of :func:`baselines.compare.evaluate_cells`, the computation of ``otagym compare``.
+Trained models and callables play the env's own action in the task's env, all realisations of a budget in one
+vector env (:func:`baselines.benchmark.play_episodes`), scored against the stored anchors; on receive scaling their
+scores equal ``otagym compare``'s of the same model on the same seeds up to the rounding of a network's forward pass
+over a batch rather than one observation (``tests/test_evaluate.py``: within 1e-6). The summary per nu is rliable's
+interquartile mean with a stratified-bootstrap 95% CI over the realisations and the probability of improvement over
+``BestConstant`` (the learnability floor).
 """
 
 from __future__ import annotations
@@ -28,25 +31,37 @@ from numpy.typing import NDArray
 from baselines.benchmark import (EnvActionPolicy, aggregate, play_episodes, receive_scaling_references,
                                  scheme_references)
 from baselines.compare import POLICIES, PolicySpec, evaluate_cells
-from baselines.policies import ActionPolicy
-from experiments.argtypes import _ranged, positive_int
+from baselines.policies import ACTION_KEYS
+from experiments.argtypes import _ranged, positive_int, writable_file
 from otagym._io import write_json
+from otagym.env import OTAPrivacyEnv
 from otagym.tasks import EVALUATION_SEEDS, TASKS, normalized_score, reference_scores, task_scenario
 
-__all__ = ["FunctionPolicy", "resolve_policy", "evaluate", "formulation", "add_evaluate_parser"]
+__all__ = ["PlayedPolicy", "PolicyError", "resolve_policy", "evaluate", "formulation", "add_evaluate_parser"]
 
 
-class FunctionPolicy(ActionPolicy):
-    """A Python callable from the observation batch (N, obs_dim) to env actions (N,) or (N, 1), played with the
-    action semantics of ``env_kwargs`` (a task's settings)."""
+class PolicyError(RuntimeError):
+    """A policy failed while it played (it raised, or returned other than one action per observation); the message
+    names the policy."""
 
-    def __init__(self, function: Callable[[NDArray], Any], nu: Any = None,
-                 env_kwargs: dict[str, Any] | None = None) -> None:
-        super().__init__(nu, env_kwargs=env_kwargs or {})
-        self.function = function
 
-    def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
-        return np.asarray(self.function(np.asarray(observation, dtype=np.float32)), dtype=float)
+class PlayedPolicy(EnvActionPolicy):
+    """A trained model's or a callable's env actions, ``function(observation batch (N, obs_dim)) -> actions (N,) or
+    (N, 1)``, with any failure raised as :class:`PolicyError` naming ``label`` (the policy as the user gave it)."""
+
+    def __init__(self, function: Callable[[NDArray], Any], label: str) -> None:
+        super().__init__(function)
+        self.label = label
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        try:
+            action = super().act(observation, info)
+        except Exception as err:  # noqa: BLE001 - any error of the user's code, in one line
+            raise PolicyError(f"policy {self.label!r} raised {type(err).__name__}: {err}") from err
+        if action.shape[0] != len(observation):
+            raise PolicyError(f"policy {self.label!r} returned {action.size} actions for {len(observation)} "
+                              "observations (expected one per observation, shape (N,) or (N, 1))")
+        return action
 
 
 def formulation(env_kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -77,11 +92,23 @@ def _model_name(model_path: Path) -> str:
     return model_path.parent.name if model_path.stem in ("model", "best_model") else model_path.stem
 
 
+def _check_spaces(text: str, model: Any, task_id: str) -> None:
+    """``ValueError`` naming the mismatch when a model's observation or action space is not the task's."""
+    env = OTAPrivacyEnv(**TASKS[task_id].kwargs)
+    for what, theirs, ours in (("observation", model.observation_space, env.observation_space),
+                               ("action", model.action_space, env.action_space)):
+        if theirs.shape != ours.shape:
+            raise ValueError(f"policy {text!r} was trained on observations/actions of another env: its {what} shape "
+                             f"is {theirs.shape} and {task_id}'s is {ours.shape}")
+
+
 def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
-    """The name and the policy of POLICY (see the module docstring): on receive scaling a
-    :class:`~baselines.compare.PolicySpec`, on the other tasks ``(factory, env overrides)`` as
-    :func:`~baselines.benchmark.scheme_references` gives them. ``ValueError`` naming what was looked for when it is
-    none of the forms."""
+    """The name and the policy of POLICY (see the module docstring): a receive-scaling analytic policy as a
+    :class:`~baselines.compare.PolicySpec`; any other ``(factory, env overrides)`` as
+    :func:`~baselines.benchmark.scheme_references` gives them (a trained model or a callable: a
+    :class:`PlayedPolicy`, with a receive-scaling model's action semantics from its ``run.json`` as overrides).
+    A callable is named ``module.function``. ``ValueError`` naming what was looked for when it is none of the
+    forms, or naming the mismatch when a model's spaces or formulation are not the task's."""
     task = TASKS[task_id]
     analytic = ({**POLICIES, **receive_scaling_references(task_id)} if task.scheme == "receive_scaling" else
                 scheme_references(task_id))
@@ -89,60 +116,56 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
         return text, analytic[text]
     path = Path(text)
     if path.exists():
-        from agents.policy import AgentPolicy, load_model, run_metadata
+        from agents.policy import load_model, run_metadata
 
         model_path = _model_file(path)
         model, name = load_model(model_path), _model_name(model_path)
-        if task.scheme != "receive_scaling":
-            return name, (lambda: EnvActionPolicy(lambda obs: model.predict(obs, deterministic=True)[0]), {})
-        kw = run_metadata(model_path).get("env_kwargs") or dict(task.kwargs)
-        trained, asked = formulation(kw)[:3], formulation(task.kwargs)[:3]
-        if trained != asked:
-            raise ValueError(f"policy {text!r} was trained on scenario, reward_mode, action_type = {trained}, and "
-                             f"{task_id} is {asked}: its actions would mean something else here")
-        return name, PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
+        overrides: dict[str, Any] = {}
+        if task.scheme == "receive_scaling":
+            kw = run_metadata(model_path).get("env_kwargs") or dict(task.kwargs)
+            trained, asked = formulation(kw)[:3], formulation(task.kwargs)[:3]
+            if trained != asked:
+                raise ValueError(f"policy {text!r} was trained on scenario, reward_mode, action_type = {trained}, and "
+                                 f"{task_id} is {asked}: its actions would mean something else here")
+            overrides = {k: kw[k] for k in ACTION_KEYS if k in kw}  # the actions as the model was trained on them
+        _check_spaces(text, model, task_id)
+        return name, (lambda: PlayedPolicy(lambda obs: model.predict(obs, deterministic=True)[0], text), overrides)
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
         module, _, name = text.partition(":")
         try:
             function = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as err:
-            raise ValueError(f"policy {text!r}: cannot import {name} from {module} ({err})") from None
+        except Exception as err:  # noqa: BLE001 - importing the user's module runs its code: any error, in one line
+            raise ValueError(f"policy {text!r}: cannot import {name} from {module} ({type(err).__name__}: "
+                             f"{err})") from None
         if not callable(function):
             raise ValueError(f"policy {text!r}: {module}.{name} is not callable")
-        if task.scheme != "receive_scaling":
-            return name, (lambda: EnvActionPolicy(function), {})
-        return name, PolicySpec(lambda nu, p: FunctionPolicy(function, nu, dict(task.kwargs)))
+        return f"{module}.{name}", (lambda: PlayedPolicy(function, text), {})
     raise ValueError(f"policy must be an analytic policy of {task_id} {sorted(analytic)}, an existing model .zip or "
                      f"rl_zoo3 log folder, or module:function; got {text!r}")
 
 
-def evaluate(task_id: str, spec: Any, seeds: tuple[int, ...] = EVALUATION_SEEDS,
-             batched: bool = True) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
+def evaluate(task_id: str, spec: Any, seeds: tuple[int, ...] = EVALUATION_SEEDS
+             ) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
     """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on each evaluation realisation, per
     budget (keyed ``str(nu)``), and on the constrained tasks each episode's cost over the task's cost limit (at most
-    1 where the constraint holds; receive scaling's budget mode meets it by construction: None). On receive
-    scaling, ``batched``: all realisations of a budget in one vector env (analytic policies, whose numbers are the
-    same bits either way); else one at a time, as ``otagym compare`` plays trained models and callables (a network's
-    forward pass over a batch may round differently from one over a single observation). The other tasks play every
-    realisation of a budget in one batched episode."""
+    1 where the constraint holds; receive scaling's budget mode meets it by construction: None). All realisations of
+    a budget play in one vector env: a receive-scaling analytic policy (a :class:`~baselines.compare.PolicySpec`) as
+    ``otagym compare``'s cells, any other policy in the task's env (:func:`~baselines.benchmark.play_episodes`),
+    scored against the stored anchors (:func:`otagym.tasks.normalized_score`)."""
     task = TASKS[task_id]
-    if task.scheme != "receive_scaling":
-        factory, overrides = spec
-        scores, costs = {}, {}
-        for nu in task.eval_nus:
-            played = play_episodes(factory(), task_id, seeds, **overrides)
-            scores[str(float(nu))] = normalized_score(task_id, nu, seeds, played.returns).tolist()
-            costs[str(float(nu))] = played.cost_ratios.tolist()
-        return scores, costs
-    scenario = task_scenario(task_id)
-    out, costs = {}, {}
+    scores, costs = {}, {}
     for nu in task.eval_nus:
-        cells = [(nu, s) for s in seeds]
-        results = (evaluate_cells(scenario, spec, cells) if batched else
-                   [evaluate_cells(scenario, spec, [cell])[0] for cell in cells])
-        out[str(float(nu))] = [r["score"] for r in results]
-        costs[str(float(nu))] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
-    return out, costs if task.constrained else None
+        key = str(float(nu))
+        if isinstance(spec, PolicySpec):
+            results = evaluate_cells(task_scenario(task_id), spec, [(nu, s) for s in seeds])
+            scores[key] = [r["score"] for r in results]
+            costs[key] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
+            continue
+        factory, overrides = spec
+        played = play_episodes(factory(), task_id, seeds, nu=nu if task.budget == "nu" else None, **overrides)
+        scores[key] = normalized_score(task_id, nu, seeds, played.returns).tolist()
+        costs[key] = played.cost_ratios.tolist()
+    return scores, costs if task.constrained else None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -151,8 +174,18 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"otagym evaluate: error: {err}", file=sys.stderr)
         return 2
+    out = Path(args.out) if args.out else Path("results") / "evaluate" / args.task.split("/")[-1] / f"{name}.json"
+    try:  # before any work (--out itself was checked by argparse; the default path is checked here)
+        writable_file(str(out))
+    except argparse.ArgumentTypeError as err:
+        print(f"otagym evaluate: error: argument --out: {err}", file=sys.stderr)
+        return 2
     seeds = EVALUATION_SEEDS[:args.seeds]
-    scores, costs = evaluate(args.task, spec, seeds, batched=args.policy in POLICIES)
+    try:
+        scores, costs = evaluate(args.task, spec, seeds)
+    except PolicyError as err:
+        print(f"otagym evaluate: error: {err}", file=sys.stderr)
+        return 1
     stored = reference_scores(args.task)
     index = [stored["seeds"].index(s) for s in seeds]
     task = TASKS[args.task]
@@ -180,7 +213,6 @@ def _run(args: argparse.Namespace) -> int:
         over = int(np.sum(np.asarray(ratios) > 1.0 + 1e-9))  # a ratio's last bits are rounding
         print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.3g} on average (max "
               f"{np.max(ratios):.3g}); over the limit on {over} of {len(ratios)} realisations")
-    out = Path(args.out) if args.out else Path("results") / "evaluate" / args.task.split("/")[-1] / f"{name}.json"
     write_json(out, {"task": args.task, "policy": args.policy, "name": name, "seeds": list(seeds),
                      "scores": scores, "cost_ratios": costs, "summary": summary})
     print(f"wrote {out}")
@@ -197,10 +229,10 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("task", choices=sorted(TASKS), help="the benchmark task id")
     p.add_argument("policy", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
                    "module:function (observation batch -> actions)")
-    p.add_argument("--out", default=None, help="the JSON to write (default results/evaluate/<task>/<policy>.json)")
+    p.add_argument("--out", type=writable_file, default=None,
+                   help="the JSON to write, checked before any work (default results/evaluate/<task>/<policy>.json)")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples of the CIs (default 2000)")
     p.add_argument("--seeds", type=_evaluation_count, default=len(EVALUATION_SEEDS),
                    help=f"play only the first K evaluation realisations, a quick look (default all "
-                   f"{len(EVALUATION_SEEDS)}: trained models and callables play one realisation at a time, as in "
-                   "otagym compare, about 1 s each per nu)")
+                   f"{len(EVALUATION_SEEDS)})")
     p.set_defaults(func=_run)

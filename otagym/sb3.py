@@ -17,22 +17,28 @@ from otagym.env import OTAPrivacyVectorEnv
 
 __all__ = ["OTAPrivacySB3VecEnv"]
 
-#: Scalar entries of each step's info copied into SB3's per-env dicts (cheap and enough for callbacks/loggers).
-INFO_KEYS = ("x", "receive_scaling", "leakage", "convergence_cost", "convergence_cost_mean", "cost", "nu")
+#: Scalar entries of each step's info copied into SB3's per-env dicts (cheap and enough for callbacks/loggers), those
+#: the scheme reports: receive scaling all but ``rho`` and ``sigma``; CDPB ``rho`` and ``cost``; anonymous OTA
+#: ``sigma`` and, with a ``target_epsilon``, ``cost``.
+INFO_KEYS = ("x", "receive_scaling", "rho", "sigma", "leakage", "convergence_cost", "convergence_cost_mean", "cost",
+             "nu")
 
 
 class OTAPrivacySB3VecEnv(VecEnv):
-    """SB3 ``VecEnv`` over N model-A episodes stepped natively in numpy.
+    """SB3 ``VecEnv`` over N episodes of any scheme stepped natively in numpy.
 
     Args:
         num_envs: N.
-        **env_kwargs: passed to :class:`~otagym.env.OTAPrivacyVectorEnv` (``scenario``, reward settings, Scenario
-            overrides, ...); ``autoreset_mode`` may only be ``SAME_STEP``, which the adapter sets.
+        **env_kwargs: passed to :class:`~otagym.env.OTAPrivacyVectorEnv` (``scheme``, ``scenario``, reward settings,
+            Scenario overrides, a task's ``kwargs``, ...); ``autoreset_mode`` may only be ``SAME_STEP``, which the
+            adapter sets.
 
-    Per-env infos carry :data:`INFO_KEYS` every step, and at the end of an episode ``terminal_observation``,
-    ``TimeLimit.truncated`` (False: episodes terminate after T rounds), ``episode_rdp`` (mean cumulative RDP at
-    alpha over devices), ``episode_leakage`` and ``episode_equal_alloc_leakage`` (objective (28a) of the policy and
-    of EqualAlloc on the same channels) and ``episode_dp_epsilon`` (mean over devices, when the ledger is on).
+    Per-env infos carry the :data:`INFO_KEYS` the scheme reports every step (:attr:`info_keys`), and at the end of
+    an episode ``terminal_observation``, ``TimeLimit.truncated`` (False: episodes terminate after T rounds),
+    ``episode_rdp`` (mean cumulative RDP at alpha over devices or clients), on receive scaling ``episode_leakage``
+    and ``episode_equal_alloc_leakage`` (objective (28a) of the policy and of EqualAlloc on the same channels), and
+    ``episode_dp_epsilon`` (mean over devices, when the ledger is on). :attr:`episode_keys` names those an ending
+    step always has.
     """
 
     def __init__(self, num_envs: int = 8, **env_kwargs: Any) -> None:
@@ -42,6 +48,13 @@ class OTAPrivacySB3VecEnv(VecEnv):
                              f"ends an episode) or left out; got {mode!r}")
         self.venv = OTAPrivacyVectorEnv(num_envs=num_envs, autoreset_mode=AutoresetMode.SAME_STEP, **env_kwargs)
         super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)
+        reported = self.venv.rounds.reset_info()  # the keys of every step's info, less the episode-end ones
+        #: The :data:`INFO_KEYS` of this scheme, in each step's per-env info.
+        self.info_keys: tuple[str, ...] = tuple(k for k in INFO_KEYS if k in reported)
+        self._leakage = "leakage_total" in self.venv.rounds.EPISODE_END_KEYS
+        #: The per-episode entries of an ending step's info (beside ``terminal_observation``).
+        self.episode_keys: tuple[str, ...] = ("episode_rdp",) + (
+            ("episode_leakage", "episode_equal_alloc_leakage") if self._leakage else ())
         self._actions: np.ndarray | None = None
         self._seed: int | None = None
 
@@ -64,15 +77,16 @@ class OTAPrivacySB3VecEnv(VecEnv):
     def step_wait(self):
         obs, reward, terminated, truncated, info = self.venv.step(self._actions)
         dones = terminated | truncated
-        infos: list[dict[str, Any]] = [{k: info[k][i] for k in INFO_KEYS} for i in range(self.num_envs)]
+        infos: list[dict[str, Any]] = [{k: info[k][i] for k in self.info_keys} for i in range(self.num_envs)]
         if dones.any():
             final_obs, final_info = info["final_obs"], info["final_info"]
             for i in np.flatnonzero(dones):
                 infos[i]["terminal_observation"] = final_obs[i]
                 infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
                 infos[i]["episode_rdp"] = float(final_info["rdp_cumulative"][i].mean())
-                infos[i]["episode_leakage"] = float(final_info["leakage_total"][i])
-                infos[i]["episode_equal_alloc_leakage"] = float(final_info["equal_alloc_leakage"][i])
+                if self._leakage:
+                    infos[i]["episode_leakage"] = float(final_info["leakage_total"][i])
+                    infos[i]["episode_equal_alloc_leakage"] = float(final_info["equal_alloc_leakage"][i])
                 if "dp_epsilon" in final_info:
                     infos[i]["episode_dp_epsilon"] = float(final_info["dp_epsilon"][i].mean())
         return obs, reward.astype(np.float32), dones, infos

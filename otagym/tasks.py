@@ -55,10 +55,10 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.channel import ChannelModel
 from otagym.receive_scaling import get_scenario
 
-__all__ = ["Task", "TASKS", "BENCHMARK", "EVALUATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS", "BENCHMARK_VALIDATION_SEEDS",
-           "BENCHMARK_TRAINING_SEEDS", "COST_TOLERANCE", "REFERENCE_SCORES_PATH", "evaluation_options",
-           "normalized_score", "feasible_score", "reference_scores", "register_tasks", "task_scenario",
-           "fading_settings", "sample_realisation", "score_against"]
+__all__ = ["Task", "TASKS", "BENCHMARK", "constrained", "EVALUATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS",
+           "BENCHMARK_VALIDATION_SEEDS", "BENCHMARK_TRAINING_SEEDS", "COST_TOLERANCE", "REFERENCE_SCORES_PATH",
+           "evaluation_options", "normalized_score", "feasible_score", "reference_scores", "register_tasks",
+           "task_scenario", "fading_settings", "sample_realisation", "score_against"]
 
 #: The formulation tasks' frozen evaluation set: one channel realisation per seed (never used to train or tune a
 #: reference), 32 realisations.
@@ -132,12 +132,20 @@ class Task:
     def constrained(self) -> bool:
         """Whether a policy can break the task's constraint (a constrained MDP: its episode cost can exceed
         :attr:`cost_limit`); receive scaling in budget mode meets it by construction."""
-        return self.scheme != "receive_scaling" or self.kwargs["reward_mode"] != "budget"
+        return constrained(self.kwargs)
 
     @property
     def cost_limit(self) -> float:
         """The episode cost limit of ``info["cost"]``: T (a mean cost of at most 1 per round)."""
         return float(self.max_episode_steps)
+
+
+def constrained(env_kwargs: Mapping[str, Any]) -> bool:
+    """Whether env keyword arguments make a constrained MDP (a policy can break the constraint of ``info["cost"]``):
+    every scheme but receive scaling in budget mode (its default), which meets it by construction."""
+    if str(env_kwargs.get("scheme", "receive_scaling")) != "receive_scaling":
+        return True
+    return env_kwargs.get("reward_mode", "budget") != "budget"
 
 
 def _receive_scaling(name: str, settings: Mapping[str, Any], summary: str, **task: Any) -> Task:

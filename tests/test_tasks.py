@@ -113,7 +113,7 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
     np.testing.assert_allclose(record["scores"]["0.04"], 0.0, atol=1e-9)
     assert "EqualAlloc IQM [95% CI]" in capsys.readouterr().out
 
-    quick = ["--reps", "50", "--seeds", "2", "--out", str(out)]  # trained models and callables play cell by cell
+    quick = ["--reps", "50", "--seeds", "2", "--out", str(out)]
     assert main(["evaluate", IID, "test_tasks:zero_action", *quick]) == 0
     zero = json.loads(out.read_text())
     expected = task_scores(lambda nus: BestConstant(nu=nus, action=0.0), IID, EVALUATION_SEEDS[:2], nus=[0.01])
@@ -129,7 +129,9 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
     assert main(["compare", "--policies", f"PPO:{model}", "--nu", "0.04", "--seeds", "2", "--seed-start",
                  str(EVALUATION_SEEDS[0]), "--out", str(tmp_path / "cmp"), "--no-progress"]) == 0
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"]
-    np.testing.assert_allclose(rows[0]["score_seeds"], agent[:2], rtol=1e-12)
+    # evaluate plays the realisations batched, compare one at a time: a network's forward pass over a batch rounds
+    # differently in float32 (tests/test_evaluate.py: within 1e-6 at every nu)
+    np.testing.assert_allclose(rows[0]["score_seeds"], agent[:2], rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("policy,message", [

@@ -1,0 +1,125 @@
+"""``otagym evaluate`` with trained models and callables: all realisations of a budget in one vector env, with the
+numbers of ``otagym compare``'s one-at-a-time play; mistakes of the user's policy in one line."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("rliable")
+
+from baselines.compare import PolicySpec, evaluate_cells  # noqa: E402
+from experiments.cli import main  # noqa: E402
+from experiments.evaluate import evaluate, resolve_policy  # noqa: E402
+from otagym.tasks import EVALUATION_SEEDS, TASKS, task_scenario  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO_PPO = ROOT / "agents" / "zoo" / "iid" / "ppo" / "model.zip"
+IID = "otagym/ReceiveScalingIID-v0"
+
+
+def test_a_trained_model_plays_batched_with_the_scores_of_compares_one_at_a_time_play(one_torch_thread):
+    from agents.policy import AgentPolicy, load_model, run_metadata
+
+    seeds = EVALUATION_SEEDS[:3]
+    name, spec = resolve_policy(str(ZOO_PPO), IID)
+    assert name == "ppo" and not isinstance(spec, PolicySpec)
+    scores, costs = evaluate(IID, spec, seeds)
+    assert costs is None  # budget mode meets nu by construction
+    model, kw = load_model(ZOO_PPO), run_metadata(ZOO_PPO)["env_kwargs"]
+    one = PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))  # otagym compare's PPO:PATH
+    for nu in TASKS[IID].eval_nus:
+        alone = [evaluate_cells(task_scenario(IID), one, [(nu, s)])[0]["score"] for s in seeds]
+        np.testing.assert_allclose(scores[str(nu)], alone, rtol=0, atol=1e-6)
+        assert min(alone) > 90.0  # a trained agent near the offline optimum, not a degenerate zero
+
+
+def test_a_model_of_another_task_is_refused_in_one_line_naming_the_observation_shape(tmp_path, capsys):
+    code = main(["evaluate", "otagym/CDPB-v1", str(ZOO_PPO), "--seeds", "2", "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"otagym evaluate: error: policy {str(ZOO_PPO)!r}")
+    assert "observation shape is (36,) and otagym/CDPB-v1's is (5,)" in err
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.fixture
+def user_modules(tmp_path, monkeypatch):
+    """Two modules with a function ``act`` each (a the zero action, b the largest) and one whose ``act`` raises."""
+    (tmp_path / "pol_a.py").write_text("import numpy as np\ndef act(obs):\n    return np.zeros(len(obs))\n")
+    (tmp_path / "pol_b.py").write_text("import numpy as np\ndef act(obs):\n    return np.ones(len(obs))\n")
+    (tmp_path / "pol_bad.py").write_text(textwrap.dedent("""
+        def act(obs):
+            raise RuntimeError("no policy here")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_raising_callable_ends_in_one_line_naming_the_policy_and_the_error(user_modules, capsys):
+    code = main(["evaluate", "otagym/CDPB-v1", "pol_bad:act", "--seeds", "2"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert err == "otagym evaluate: error: policy 'pol_bad:act' raised RuntimeError: no policy here\n"
+    assert not (user_modules / "results").exists()
+
+
+def test_callables_are_named_after_module_and_function(user_modules, capsys):
+    for module in ("pol_a", "pol_b"):
+        assert main(["evaluate", "otagym/CDPB-v1", f"{module}:act", "--seeds", "2", "--reps", "50"]) == 0
+    out = user_modules / "results" / "evaluate" / "CDPB-v1"
+    assert sorted(p.name for p in out.iterdir()) == ["pol_a.act.json", "pol_b.act.json"]
+    a, b = (json.loads((out / f"pol_{m}.act.json").read_text()) for m in "ab")
+    assert (a["name"], b["name"]) == ("pol_a.act", "pol_b.act")
+    # b's action is rho = P/W^2 every round, MaxRho, the score's 0; a's is the middle of the range
+    np.testing.assert_allclose(b["scores"]["1.0"], 0.0, atol=1e-9)
+    assert all(abs(s) > 1.0 for s in a["scores"]["1.0"])
+
+
+@pytest.fixture
+def no_evaluation(monkeypatch):
+    """``otagym evaluate``'s computation, replaced by one that fails the test if it runs."""
+    import experiments.evaluate as module
+
+    def run(*args, **kwargs):
+        raise AssertionError("evaluate computed before checking --out")
+    monkeypatch.setattr(module, "evaluate", run)
+
+
+@pytest.mark.parametrize("where,reason", [
+    ("folder", "'{out}' is a folder; give the path of the file to write"),
+    ("file.txt/o.json", "cannot write '{out}': '{parent}' is a file, not a folder"),
+    ("file.txt/sub/o.json", "cannot write '{out}': Not a directory")])
+def test_evaluate_checks_out_before_any_work_naming_the_users_path(tmp_path, no_evaluation, where, reason, capsys):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.txt").write_text("not a folder")
+    out = tmp_path / where
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", IID, "EqualAlloc", "--out", str(out)])
+    err = capsys.readouterr().err  # argparse's usage, then one line naming the path
+    assert exc.value.code == 2 and "Traceback" not in err and ".write-check" not in err
+    assert err.splitlines()[-1] == ("otagym evaluate: error: argument --out: "
+                                    + reason.format(out=out, parent=out.parent))
+
+
+def test_evaluate_checks_its_default_out_before_any_work(tmp_path, no_evaluation, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").write_text("a file where the results folder goes")
+    assert main(["evaluate", IID, "EqualAlloc"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("otagym evaluate: error: argument --out: cannot write "
+                          "'results/evaluate/ReceiveScalingIID-v0/EqualAlloc.json'") and err.count("\n") == 1
+
+
+def test_ctrl_c_ends_evaluate_in_one_line_with_exit_code_130(tmp_path, monkeypatch, capsys):
+    import experiments.evaluate as module
+
+    monkeypatch.setattr(module, "evaluate", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    code = main(["evaluate", IID, "EqualAlloc", "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 130 and err.strip() == "otagym evaluate: interrupted; nothing was written"
+    assert not (tmp_path / "o.json").exists()
