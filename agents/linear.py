@@ -35,7 +35,8 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from baselines.policies import ActionPolicy
 
-__all__ = ["FEATURES", "FEATURE_SETS", "LinearFeaturePolicy", "LinearPricePolicy", "linear_term", "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
+__all__ = ["FEATURES", "FEATURE_SETS", "LinearFeaturePolicy", "LinearPricePolicy", "linear_term", "feature_set",
+           "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
            "linear_price_model", "price_features"]
 
 #: Names of the features of :func:`price_features`, in order.

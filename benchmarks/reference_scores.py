@@ -1,7 +1,7 @@
 """Recompute the reference scores stored with the package (``otagym/data/reference_scores.json``).
 
 For every benchmark task (:data:`otagym.tasks.TASKS`) and evaluation budget nu: the normalised score of each reference
-policy on every evaluation realisation (:data:`otagym.tasks.EVALUATION_SEEDS`) and the returns of the task's two
+policy on every realisation of the task's evaluation set (:attr:`otagym.tasks.Task.eval_seeds`) and the returns of the task's two
 anchors there (what :func:`otagym.tasks.normalized_score` scores against); on the constrained tasks (all but
 receive scaling's budget mode) also each reference's episode cost over the task's cost limit (``cost_ratios``).
 Receive scaling: :func:`baselines.benchmark.receive_scaling_references`; OfflineOptimal is 100. CDPB and anonymous
@@ -25,14 +25,14 @@ from baselines.benchmark import (aggregate, anchor_returns, play_episodes, recei
                                  scheme_references, task_scores_and_costs)
 from otagym import __version__
 from otagym._io import write_json
-from otagym.tasks import EVALUATION_SEEDS, REFERENCE_SCORES_PATH, TASKS, score_against
+from otagym.tasks import REFERENCE_SCORES_PATH, TASKS, score_against
 
 def compute(task_id: str) -> dict[str, Any]:
     """The stored record of one task: version, seeds, budgets, its anchors and their returns, every reference's
     scores (CDPB and anonymous: read against the anchors' returns computed here)."""
     task = TASKS[task_id]
     anchors = {str(float(nu)): anchor_returns(task_id, nu) for nu in task.eval_nus}
-    record = {"version": __version__, "seeds": list(EVALUATION_SEEDS), "nus": list(task.eval_nus),
+    record = {"version": __version__, "seeds": list(task.eval_seeds), "nus": list(task.eval_nus),
               "anchors": list(task.anchors), "anchor_returns": {nu: [list(r) for r in v] for nu, v in anchors.items()}}
     scores, costs = {}, {}
     if task.scheme == "receive_scaling":
@@ -40,7 +40,7 @@ def compute(task_id: str) -> dict[str, Any]:
             scores[name], costs[name] = task_scores_and_costs(lambda nu, b=spec.build: b(nu, None), task_id)
         return {**record, "scores": scores, **({"cost_ratios": costs} if task.constrained else {})}
     for name, (factory, overrides) in scheme_references(task_id).items():
-        played = play_episodes(factory(), task_id, EVALUATION_SEEDS, **overrides)
+        played = play_episodes(factory(), task_id, task.eval_seeds, **overrides)
         scores[name] = {nu: score_against(played.returns, *anchors[nu]).tolist() for nu in anchors}
         costs[name] = {nu: played.cost_ratios.tolist() for nu in anchors}
     return {**record, "scores": scores, "cost_ratios": costs}

@@ -8,7 +8,15 @@ Every task's env reports ``info["cost"]``, a per-round cost whose episode sum is
 ``gym.make_vec(task_id, n)``) with ``max_episode_steps`` = T. A task's version is bumped whenever anything that
 changes learning changes (its history is in :attr:`Task.versions`).
 
-**Evaluation.** A task is evaluated on :data:`EVALUATION_SEEDS` at each of its budgets :attr:`Task.eval_nus`: the
+**The benchmark suite** (:data:`BENCHMARK`): the constrained receive-scaling tasks on which RL algorithms are ranked,
+each with a floor (:attr:`Task.floor`, the best constant action that meets the constraint in the mean), a ceiling
+(:attr:`Task.ceiling`, the best online policy the project computes, :attr:`Task.ceiling_note` says whether it is exact)
+and at least 20 normalised points between them at every budget. They are scored on their own frozen evaluation set
+(:data:`BENCHMARK_EVALUATION_SEEDS`, 128 realisations) with the feasible score (:func:`feasible_score`: an episode over
+its cost limit is worth at most 0); :data:`BENCHMARK_VALIDATION_SEEDS` and :data:`BENCHMARK_TRAINING_SEEDS` are the
+disjoint sets to select and train on. The other tasks are the papers' formulation and sanity tasks.
+
+**Evaluation.** A task is evaluated on its :attr:`Task.eval_seeds` at each of its budgets :attr:`Task.eval_nus`: the
 realisation of a seed is drawn from ``numpy.random.default_rng(seed)`` (receive scaling: as
 :meth:`otagym.channel.ChannelModel.sample_trace` draws it, placement then fading; the other schemes: by their core's
 ``sample_realisation``), and any client plays it by resetting its env with :func:`evaluation_options`
@@ -18,8 +26,8 @@ policies (:attr:`Task.anchors`) on the same realisation, stored with the package
 
 * Receive scaling: 0 = EqualAlloc, 100 = OfflineOptimal (the offline optimum, which no online policy reaches), the
   score of the papers' comparisons, 100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal). The env's return in
-  budget mode (and in the constrained task's cmdp mode) is (L_EqualAlloc - L) / H (H its reward scale), so R_0 = 0.
-  On the constrained task a policy that overspends can score above 100: its score is read with its cost.
+  budget mode (and in the constrained tasks' cmdp mode) is (L_EqualAlloc - L) / H (H its reward scale), so R_0 = 0.
+  On a constrained task a policy that overspends can score above 100: the suite reports its feasible score.
 * CDPB and anonymous OTA: 0 = the scheme's simplest policy (CDPB: rho = P/W^2; anonymous: the middle of the action
   range), 100 = ``BestConstant`` (the best constant action on
   training realisations). There the online optimum is a constant action: the rounds are i.i.d., the server sees none
@@ -31,11 +39,12 @@ and budget, the score of each reference policy on every evaluation realisation, 
 scaling: ``UniformRandom`` (uniform actions), ``EqualAlloc`` (0 by definition), ``BestConstant`` (the learnability
 floor), ``AdaScaleTrained`` (the paper's online policy calibrated on training channels), ``OnlineOptimal`` (the best
 online policy computed by dynamic programming: exact for i.i.d. and block fading, a lower bound under Gauss-Markov
-fading). The constrained task (``ReceiveScalingCMDP``, the spend action): ``UniformRandom`` (uniform spend actions),
-``EqualAlloc`` (0), ``BestConstant`` (the constant spend a = 0, which is EqualAlloc: a constant spend meets the
-constraint exactly when a <= 0, and spending more leaks less), ``AdaScaleTrained`` and ``OnlineOptimal``
-(budget mode's, which meet nu on every realisation) and ``DualPrice`` (the online optimum when the constraint holds in
-expectation, as a CMDP's does). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100),
+fading). The constrained tasks of the suite: ``UniformRandom`` (uniform actions), ``EqualAlloc`` (0),
+``BestConstant`` (the constant action per budget with the best mean return on training realisations among those that
+meet the constraint in the mean: with the spend action a = 0, which is EqualAlloc, since a constant spend meets the
+constraint exactly when a <= 0 and spending more leaks less), ``AdaScaleTrained`` and ``OnlineOptimal`` (budget
+mode's, which meet nu on every realisation: the ceiling) and ``DualPrice`` (the online optimum when the constraint
+holds in expectation only; over the limit on about half the realisations). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100),
 ``CDPB`` (the paper's planner, Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0:
 sigma' = sqrt(40), 0), ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
 ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated episodes).
@@ -72,7 +81,7 @@ BENCHMARK_EVALUATION_SEEDS: tuple[int, ...] = tuple(range(70_000, 70_128))
 BENCHMARK_VALIDATION_SEEDS: tuple[int, ...] = tuple(range(60_000, 60_032))
 #: The benchmark suite's training realisations: the first ones of 90_000, 90_001, ... (as many as a method needs;
 #: the references tune on the first 32, ``baselines.references.TRAIN_SEEDS``), disjoint from both sets above.
-BENCHMARK_TRAINING_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_256))
+BENCHMARK_TRAINING_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_512))
 #: The relative slack of the cost limit: an episode whose cost is at most (1 + COST_TOLERANCE) times the limit is
 #: within it (a constant spend of exactly nu sums to T up to rounding).
 COST_TOLERANCE = 1e-6

@@ -85,3 +85,45 @@ def test_the_best_constant_spend_is_equal_alloc_and_the_best_constant_log_x_spen
     Rayleigh fading is dominated by deep fades: only x near x_max (a near 1) meets the limit."""
     assert best_constant_action("otagym/ReceiveScalingCMDP-v1", 0.04) == 0.0
     assert 0.9 < best_constant_action("otagym/ReceiveScalingCMDPLogX-v0", 0.04) < 1.0
+
+
+def _results_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "benchmark_results.py"
+    spec = importlib.util.spec_from_file_location("benchmark_results", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_and_the_benchmark_page_show_the_stored_results_and_the_references_are_the_stored_scores():
+    """The generated tables of README.md and docs/benchmark.md are benchmark_results.py's of the stored statistics,
+    and every reference's IQM, mean, worst, cost and share over the limit there is recomputed from the reference
+    scores stored with the package."""
+    import json
+    from pathlib import Path
+
+    from rliable import metrics
+
+    results_py = _results_module()
+    root = Path(__file__).resolve().parent.parent
+    results = json.loads((root / "docs" / "benchmark-results.json").read_text())
+    assert list(results) == list(BENCHMARK)
+    for path, kind in results_py.DOCS.items():
+        text = (root / path).read_text()
+        block = text.split(results_py.BEGIN, 1)[1].split(results_py.END, 1)[0]
+        assert block == "\n" + getattr(results_py, kind)(results), path
+    for task_id, per_nu in results.items():
+        stored = reference_scores(task_id)
+        for nu, stats in per_nu.items():
+            for name in results_py.REFERENCES:
+                costs = np.asarray(stored["cost_ratios"][name][nu])
+                scores = feasible_score(stored["scores"][name][nu], costs)
+                s = stats[name]
+                assert s["iqm"] == pytest.approx(metrics.aggregate_iqm(scores[None]), rel=1e-9, abs=1e-9)
+                assert (s["mean"], s["worst"]) == pytest.approx((scores.mean(), scores.min()), rel=1e-12)
+                assert s["cvar10"] == pytest.approx(cvar(scores), rel=1e-12)
+                assert (s["cost"], s["over"]) == pytest.approx(
+                    (costs.mean(), np.mean(costs > 1 + COST_TOLERANCE)), rel=1e-12)

@@ -121,13 +121,14 @@ def test_every_nav_page_exists_or_is_generated():
 
 
 def test_on_config_lists_every_task_under_the_tasks_section():
-    config = {"nav": [{"Home": "index.md"}, {"Benchmark tasks": [hook.TASKS_INDEX]}]}
+    config = {"nav": [{"Home": "index.md"}, {"Benchmark tasks": [{"The benchmark suite": "benchmark.md"},
+                                                                 hook.TASKS_INDEX]}]}
     hook.on_config(config)
     hook.on_config(config)  # idempotent (mkdocs serve rebuilds)
     section = config["nav"][1]["Benchmark tasks"]
-    assert section[0] == hook.TASKS_INDEX
-    assert [next(iter(e)) for e in section[1:]] == list(TASKS)
-    assert all(Path("docs", next(iter(e.values()))).parent.name == "tasks" for e in section[1:])
+    assert section[:2] == [{"The benchmark suite": "benchmark.md"}, hook.TASKS_INDEX]  # the section's own page kept
+    assert [next(iter(e)) for e in section[2:]] == list(TASKS)
+    assert all(Path("docs", next(iter(e.values()))).parent.name == "tasks" for e in section[2:])
 
 
 @pytest.mark.parametrize("task_id", list(TASKS))

@@ -335,10 +335,25 @@ def reference_table(task_id: str, budget_label: str = "ν") -> str:
     stored = _stored_references(task_id)
     if stored is None or not stored.get("scores"):
         return "No reference scores are stored for this task yet."
+    from otagym.tasks import BENCHMARK, COST_TOLERANCE, feasible_score
+
     columns = list(next(iter(stored["scores"].values())))
-    rows = [[f"`{policy}`"] + [f"{iqm(per[c]):.2f} ({np.mean(per[c]):.2f})" for c in columns]
-            for policy, per in stored["scores"].items()]
-    return md_table(["reference"] + [f"{budget_label} = {float(c):g}" for c in columns], rows)
+    if task_id not in BENCHMARK:
+        rows = [[f"`{policy}`"] + [f"{iqm(per[c]):.2f} ({np.mean(per[c]):.2f})" for c in columns]
+                for policy, per in stored["scores"].items()]
+        return md_table(["reference"] + [f"{budget_label} = {float(c):g}" for c in columns], rows)
+    rows = []
+    for policy, per in stored["scores"].items():
+        cells = []
+        for c in columns:
+            costs = np.asarray(stored["cost_ratios"][policy][c])
+            score = feasible_score(per[c], costs)
+            cells.append(f"{iqm(score):.2f} ({np.mean(score):.2f}); cost {np.mean(costs):.2f}, "
+                         f"{100 * np.mean(costs > 1 + COST_TOLERANCE):.0f}% over")
+        rows.append([f"`{policy}`"] + cells)
+    return ("The feasible score (an episode over its cost limit scores at most 0), the mean episode cost over the "
+            "limit and the share of realisations over it:\n\n"
+            + md_table(["reference"] + [f"{budget_label} = {float(c):g}" for c in columns], rows))
 
 
 def _settings_rows(task: Any, scheme: str, pages: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -359,8 +374,6 @@ def task_page(task: Any) -> str:
     """The Gymnasium-format page of one benchmark task."""
     import gymnasium as gym
 
-    from otagym.tasks import EVALUATION_SEEDS
-
     pages = _scheme_pages()
     scheme = getattr(task, "scheme", task.kwargs.get("scheme", "receive_scaling"))
     page = pages.get(scheme, {})
@@ -373,7 +386,7 @@ def task_page(task: Any) -> str:
     eval_nus = getattr(task, "eval_nus", ())
     budget = getattr(task, "budget", "nu")
     label = BUDGET_LABELS.get(budget, f"`{budget}`")
-    seeds = f"{EVALUATION_SEEDS[0]}–{EVALUATION_SEEDS[-1]}"
+    seeds = f"{task.eval_seeds[0]}–{task.eval_seeds[-1]}"
     cost_limit = getattr(task, "cost_limit", None)
     core_args = google_section(_doc(page["core"]), "Args") if page else {}
     action_type = task.kwargs.get("action_type")
@@ -435,7 +448,7 @@ def task_page(task: Any) -> str:
             f"The task is scored on a frozen evaluation set: the channel realisations of seeds {seeds}"
             + (f", at {label} ∈ {{{', '.join(f'{n:g}' for n in eval_nus)}}}" if eval_nus else "") + ". "
             + score_text(task) + " The table gives the interquartile mean (IQM) over the "
-            f"{len(EVALUATION_SEEDS)} realisations and, in brackets, the mean; the references never saw these "
+            f"{len(task.eval_seeds)} realisations and, in brackets, the mean; the references never saw these "
             "channels.", "",
             reference_table(task.id, label), "",
             "```bash", f"otagym evaluate {task.id} BestConstant           # a reference policy by name",
@@ -450,14 +463,15 @@ def task_page(task: Any) -> str:
 
 def tasks_index() -> str:
     """The overview of every registered task."""
-    from otagym.tasks import TASKS
+    from otagym.tasks import BENCHMARK, TASKS
 
     pages = _scheme_pages()
     rows = []
     for task in TASKS.values():
         scheme = task.kwargs.get("scheme", "receive_scaling")
         rows.append([f"[`{task.id}`]({task_slug(task.id)}.md)", pages.get(scheme, {}).get("title", scheme),
-                     str(task.max_episode_steps), task.summary])
+                     "benchmark suite" if task.id in BENCHMARK else "formulation", str(task.max_episode_steps),
+                     task.summary])
     return "\n".join([
         "# Benchmark tasks", "",
         "<!-- Generated at build time by docs/hooks/otagym_docs.py from otagym.tasks.TASKS; do not edit. -->", "",
@@ -466,7 +480,10 @@ def tasks_index() -> str:
         "number on it means the same in every paper. `import otagym` registers them; `gym.make(task_id)` and "
         "`gym.make_vec(task_id, num_envs=N)` build them. A task's version is bumped whenever anything that changes "
         "learning changes. `otagym/OTAPrivacy-v0` stays the configurable env.", "",
-        md_table(["task", "scheme", "T", "what there is to learn"], rows), "",
+        "The tasks of [the benchmark suite](../benchmark.md) are those an RL algorithm is ranked on: each has a "
+        "feasible floor, a computable ceiling and at least 20 normalised points between them. The formulation tasks "
+        "are the papers' settings, where a constant action comes within about a point of the ceiling.", "",
+        md_table(["task", "scheme", "set", "T", "what there is to learn"], rows), "",
         "Each task is scored with `otagym evaluate` on a frozen set of channel realisations, against stored "
         "reference scores: see each task's page and [Evaluate on the benchmark](../tutorials/evaluate.md).", ""])
 
@@ -535,8 +552,8 @@ def on_config(config: Any) -> Any:
             if isinstance(item, dict):
                 for value in item.values():
                     if isinstance(value, list):
-                        if TASKS_INDEX in value:
-                            value[:] = entries
+                        if TASKS_INDEX in value:  # the section's own pages first, then the index and the tasks
+                            value[:] = [v for v in value if v not in entries] + entries
                             return True
                         if visit(value):
                             return True

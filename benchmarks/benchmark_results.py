@@ -1,0 +1,181 @@
+"""The benchmark suite's results table, regenerated from stored results by one command.
+
+For every task of :data:`otagym.tasks.BENCHMARK`, at each budget nu, on the task's frozen evaluation set (128
+realisations, :data:`otagym.tasks.BENCHMARK_EVALUATION_SEEDS`): the floor (``BestConstant``), the references stored
+with the package (``otagym/data/reference_scores.json``: ``OnlineOptimal`` is the ceiling, ``DualPrice`` the optimum
+of the constraint in expectation, ``AdaScaleTrained`` the paper's online policy) and each trained algorithm of the
+zoo's runs (``--runs``: ``<runs>/<algo>/<task name>/seed<k>.json``, one record per training seed with its scores and
+cost ratios per budget, as ``benchmarks/constrained_search.py`` and ``benchmarks/train_suite.py`` write them).
+
+Every score is the feasible score (:func:`otagym.tasks.feasible_score`: an episode over its cost limit is worth at
+most the floor's 0). Per entry: rliable's IQM with its stratified-bootstrap 95% CI, the mean, the CVaR at 10% and
+the worst realisation, the mean episode cost over the limit and the share of episodes over it, the probability of
+improvement over the floor, and the share of the room (ceiling IQM - floor IQM) that the IQM reaches, the room
+counted from 0 where the floor is below it (with the log-x action the best constant scores far below EqualAlloc's 0,
+which meets the limit on every realisation). Writes
+``--out/benchmark-results.json`` (every statistic: the table of ``docs/benchmark.md`` is :func:`markdown` of it and
+the README's headline table :func:`headline`; ``--docs`` rewrites both) and ``--out/benchmark-profiles.png`` (rliable's
+performance profiles of the feasible score, one panel per task, all budgets pooled).
+
+    pip install -e ".[rl,results]"
+    python benchmarks/benchmark_results.py --out docs --docs .   # also rewrites the tables of the docs and README
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from baselines.benchmark import aggregate
+from otagym._io import atomic_write, write_json
+from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, reference_scores
+
+#: The references shown, floor first; the ceiling is the task's :attr:`~otagym.tasks.Task.ceiling`.
+REFERENCES = ("BestConstant", "AdaScaleTrained", "DualPrice", "OnlineOptimal")
+
+
+def reference_table(task_id: str) -> dict[str, dict[str, tuple[NDArray, NDArray]]]:
+    """Per reference and budget: (scores, cost ratios), each (1, realisations)."""
+    stored = reference_scores(task_id)
+    return {name: {nu: (np.array([s]), np.array([stored["cost_ratios"][name][nu]]))
+                   for nu, s in stored["scores"][name].items()} for name in REFERENCES}
+
+
+def agent_table(runs: Path, task_id: str) -> dict[str, dict[str, tuple[NDArray, NDArray]]]:
+    """Per trained algorithm under ``runs`` and budget: (scores, cost ratios), each (seeds, realisations)."""
+    out = {}
+    for folder in sorted(p for p in runs.iterdir() if p.is_dir()):
+        records = [json.loads(p.read_text()) for p in sorted((folder / task_id.split("/", 1)[1]).glob("seed*.json"))]
+        if records:
+            out[folder.name] = {nu: (np.array([r["test"][nu] for r in records]),
+                                     np.array([r["test_cost_ratios"][nu] for r in records]))
+                                for nu in records[0]["test"]}
+    return out
+
+
+def summarise(task_id: str, entries: dict[str, dict[str, tuple[NDArray, NDArray]]]) -> dict[str, dict[str, Any]]:
+    """Per budget and entry: the statistics of the module docstring."""
+    task = TASKS[task_id]
+    out: dict[str, dict[str, Any]] = {}
+    for nu in map(str, map(float, task.eval_nus)):
+        table = {name: feasible_score(*per_nu[nu]) for name, per_nu in entries.items()}
+        stats = aggregate(table, task.floor, compared=tuple(n for n in table if n not in REFERENCES))
+        # the room is counted from the floor or from 0 (EqualAlloc, feasible on every realisation), the higher
+        floor, ceiling = max(stats[task.floor]["iqm"], 0.0), stats[task.ceiling]["iqm"]
+        for name, (_, costs) in ((n, e[nu]) for n, e in entries.items()):
+            stats[name].update(cost=float(costs.mean()), over=float(np.mean(costs > 1.0 + COST_TOLERANCE)),
+                               room=(stats[name]["iqm"] - floor) / (ceiling - floor),
+                               seeds=int(costs.shape[0]))
+        out[nu] = stats
+    return out
+
+
+def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """The table: one row per task, budget and entry."""
+    lines = ["| task | ν | policy | IQM [95% CI] | mean | CVaR 10% | worst | cost / limit | over limit | room "
+             "reached | P(> floor) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task_id, per_nu in results.items():
+        for nu, stats in per_nu.items():
+            for name, s in stats.items():
+                p = "" if s["p_improve"] is None else f"{s['p_improve']:.2f}"
+                runs = f" ({s['seeds']} seeds)" if s["seeds"] > 1 else ""
+                lines.append(f"| `{task_id.split('/', 1)[1]}` | {float(nu):g} | {name}{runs} | {s['iqm']:.1f} "
+                             f"[{s['iqm_ci'][0]:.1f}, {s['iqm_ci'][1]:.1f}] | {s['mean']:.1f} | {s['cvar10']:.1f} | "
+                             f"{s['worst']:.1f} | {s['cost']:.3f} | {100 * s['over']:.0f}% | {100 * s['room']:.0f}% | "
+                             f"{p} |")
+    return "\n".join(lines) + "\n"
+
+
+def headline(results: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """The README's table: per task and budget, the feasible score's IQM of the floor, the ceiling and every trained
+    algorithm, with the share of its episodes over the cost limit where there are any."""
+    names = list(dict.fromkeys(n for per_nu in results.values() for stats in per_nu.values() for n in stats))
+    shown = ["BestConstant", "OnlineOptimal", "DualPrice"] + [n for n in names if n not in REFERENCES]
+    lines = ["| task | ν | " + " | ".join(shown) + " |", "|---|---|" + "---|" * len(shown)]
+    for task_id, per_nu in results.items():
+        for nu, stats in per_nu.items():
+            cells = []
+            for name in shown:
+                s = stats.get(name)
+                cells.append("" if s is None else f"{s['iqm']:.1f}" + (f" ({100 * s['over']:.0f}% over)"
+                                                                       if s["over"] > 0 else ""))
+            lines.append(f"| `{task_id.split('/', 1)[1]}` | {float(nu):g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def profiles(entries_by_task: dict[str, dict[str, dict[str, tuple[NDArray, NDArray]]]], path: Path) -> None:
+    """rliable's performance profiles of the feasible score (all budgets pooled as rliable's tasks), one panel per
+    task, to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rliable import library as rly
+    from rliable import plot_utils
+
+    taus = np.linspace(0.0, 100.0, 101)
+    fig, axes = plt.subplots(1, len(entries_by_task), figsize=(4.6 * len(entries_by_task), 3.8), squeeze=False)
+    outer = np.random.get_state()
+    np.random.seed(0)
+    try:
+        for ax, (task_id, entries) in zip(axes[0], entries_by_task.items()):
+            scores = {name: np.concatenate([feasible_score(*e[nu]) for nu in e], axis=1)
+                      for name, e in entries.items()}
+            profile, cis = rly.create_performance_profile(scores, taus, reps=200)
+            plot_utils.plot_performance_profiles(profile, taus, performance_profile_cis=cis, ax=ax,
+                                                 xlabel=r"feasible score $\tau$", ylabel=r"fraction of runs > $\tau$")
+            ax.set_title(task_id.split("/", 1)[1], fontsize=10)
+            ax.legend(fontsize=7, loc="lower left")
+    finally:
+        np.random.set_state(outer)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
+#: The files whose generated blocks ``--docs`` rewrites, and the function of the results that fills each.
+DOCS = {Path("docs/benchmark.md"): "markdown", Path("README.md"): "headline"}
+BEGIN, END = "<!-- benchmark_results.py: begin -->", "<!-- benchmark_results.py: end -->"
+
+
+def replace_block(text: str, table: str) -> str:
+    """``text`` with the block between :data:`BEGIN` and :data:`END` replaced by ``table``."""
+    head, found, rest = text.partition(BEGIN)
+    _, found_end, tail = rest.partition(END)
+    if not (found and found_end):
+        raise ValueError(f"no {BEGIN} ... {END} block to replace")
+    return f"{head}{BEGIN}\n{table}{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.rsplit("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, default=Path("runs/benchmark"),
+                        help="one folder per algorithm: <runs>/<algo>/<task name>/seed<k>.json")
+    parser.add_argument("--out", type=Path, default=Path("results/benchmark"),
+                        help="where benchmark-results.json and benchmark-profiles.png go")
+    parser.add_argument("--docs", type=Path, default=None, metavar="REPO",
+                        help="also rewrite the generated tables of REPO/docs/benchmark.md and REPO/README.md")
+    args = parser.parse_args(argv)
+    entries = {t: {**reference_table(t), **(agent_table(args.runs, t) if args.runs.is_dir() else {})}
+               for t in BENCHMARK}
+    results = {t: summarise(t, e) for t, e in entries.items()}
+    write_json(args.out / "benchmark-results.json", results)
+    profiles(entries, args.out / "benchmark-profiles.png")
+    print(markdown(results))
+    print(headline(results))
+    for path, kind in DOCS.items() if args.docs is not None else ():
+        target = args.docs / path
+        with atomic_write(target, "w") as fh:
+            fh.write(replace_block(target.read_text(), {"markdown": markdown, "headline": headline}[kind](results)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

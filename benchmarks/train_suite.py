@@ -1,0 +1,96 @@
+"""Train an SB3 algorithm on the benchmark suite's tasks with several seeds, select each seed's checkpoint on the
+validation realisations and score it on the frozen evaluation set, in the records ``benchmark_results.py`` reads.
+
+Per task and seed k: ``otagym train``'s :func:`agents.train.train` with the algorithm's packaged config entry of the
+task id (the task's env settings; ``ppo_lagrangian``: PPO with the PID Lagrangian multiplier of
+:mod:`agents.lagrangian`), ``--steps`` env steps, a checkpoint every ``--checkpoint-every`` steps, into
+``--out/<algo>/<task name>/seed<k>/`` (resumed where a run was killed). Each checkpoint and the final model play the
+validation realisations (:data:`otagym.tasks.BENCHMARK_VALIDATION_SEEDS`) deterministically at every budget; the one
+with the best mean feasible score (:func:`otagym.tasks.feasible_score`) is scored on the evaluation set, and the
+record is written atomically to ``--out/<algo>/<task name>/seed<k>.json``.
+
+    pip install -e ".[rl,results]"
+    python benchmarks/train_suite.py --algo ppo_lagrangian --tasks otagym/ReceiveScalingCMDP-v1 --seeds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.policy import AgentPolicy, load_model
+from agents.train import checkpoint_files, train
+from baselines.benchmark import task_scores_and_costs
+from otagym._io import write_json
+from otagym.tasks import BENCHMARK, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
+
+
+def play(model_path: Path, task_id: str, seeds: tuple[int, ...]) -> dict[str, tuple[list[float], list[float]]]:
+    """Per budget: the deterministic policy's scores and cost ratios on ``seeds`` (one batched episode per budget)."""
+    model, kwargs = load_model(model_path), dict(TASKS[task_id].kwargs)
+    scores, costs = task_scores_and_costs(lambda nus: AgentPolicy(model, nus, env_kwargs=kwargs), task_id, seeds)
+    return {nu: (scores[nu], costs[nu]) for nu in scores}
+
+
+def candidates(run: Path, steps: int, every: int) -> list[tuple[int, Path]]:
+    """(env steps, model file) of each checkpoint of the run and of its final model."""
+    found = [(s, checkpoint_files(run, s)["model"]) for s in range(every, steps, every)]
+    return [(s, p) for s, p in found if p.is_file()] + [(steps, run / "model.zip")]
+
+
+def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder: Path) -> dict[str, Any]:
+    """Train (or resume) one seed, select its checkpoint on validation, score it on the evaluation set."""
+    run = folder / f"seed{seed}"
+    clock = time.perf_counter()
+    if not (run / "model.zip").is_file():
+        resume = (run / "run.json").is_file() and (run / "checkpoints").is_dir()
+        train(algo, run_dir=run, seed=seed, total_timesteps=steps, checkpoint_freq=every,
+              env_overrides=dict(TASKS[task_id].kwargs), resume=resume, progress=False)
+    validation = []
+    for at, path in candidates(run, steps, every):
+        played = play(path, task_id, BENCHMARK_VALIDATION_SEEDS)
+        value = float(np.mean([feasible_score(s, c).mean() for s, c in played.values()]))
+        validation.append({"steps": at, "model": str(path), "validation": value})
+    best = max(validation, key=lambda v: v["validation"])
+    test = play(Path(best["model"]), task_id, TASKS[task_id].eval_seeds)
+    return {"task": task_id, "algo": algo, "seed": seed, "steps": steps, "selected": best, "checkpoints": validation,
+            "wall_s": time.perf_counter() - clock, "test": {nu: s for nu, (s, _) in test.items()},
+            "test_cost_ratios": {nu: c for nu, (_, c) in test.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.rsplit("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algo", default="ppo_lagrangian", help="an algorithm of `otagym train`")
+    parser.add_argument("--tasks", nargs="+", choices=list(BENCHMARK), default=list(BENCHMARK))
+    parser.add_argument("--seeds", type=int, default=5, help="training seeds per task (default 5)")
+    parser.add_argument("--steps", type=int, default=2_000_000, help="env steps per seed (default 2,000,000)")
+    parser.add_argument("--checkpoint-every", type=int, default=250_000, help="env steps between checkpoints")
+    parser.add_argument("--out", type=Path, default=Path("runs/benchmark"),
+                        help="<out>/<algo>/<task name>/seed<k>.json and the runs beside them")
+    args = parser.parse_args(argv)
+    for task_id in args.tasks:
+        folder = args.out / args.algo / task_id.split("/", 1)[1]
+        for seed in range(args.seeds):
+            record = folder / f"seed{seed}.json"
+            if record.is_file():
+                continue
+            print(f"{task_id}: {args.algo} seed {seed}, {args.steps:,} steps", flush=True)
+            result = one_seed(args.algo, task_id, seed, args.steps, args.checkpoint_every, folder)
+            write_json(record, result)
+            means = {nu: float(np.mean(feasible_score(s, result["test_cost_ratios"][nu])))
+                     for nu, s in result["test"].items()}
+            print(f"  selected {result['selected']['steps']:,} steps; "
+                  + ", ".join(f"nu {nu}: {m:.1f}" for nu, m in means.items())
+                  + f" ({result['wall_s']:.0f} s)", flush=True)
+        print(json.dumps({"task": task_id, "records": len(list(folder.glob("seed*.json")))}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
