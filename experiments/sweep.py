@@ -14,7 +14,9 @@ package version, the resolved scenario, the result or the error with its traceba
 is written atomically by the driver as soon as the cell finishes. A rerun skips cells with an ``ok`` record (resume)
 and retries those that failed. ``cells.csv`` (and ``cells.parquet`` when pyarrow is installed) and ``summary.csv``
 (mean and 95% CI over seeds, :func:`baselines.compare.summarize`) are rebuilt from the records after every run,
-interrupted ones included. ``sweep.json`` holds the normalised config of the latest run.
+interrupted ones included. ``sweep.json`` holds the normalised config and the cell keys of the latest run.
+A run first removes the temporary files that runs killed mid-write left in the sweep's folder and in ``cells/``
+(:func:`otagym._io.remove_stale_temporaries`).
 
 **Executors.** In-process (a progress bar), a ``ProcessPoolExecutor`` with the spawn context (``--workers N``), or
 Ray tasks (``--ray [ADDRESS]``; ``ray.init()`` locally, with ``num_cpus=N`` when ``--workers N`` is given). Ray tasks
@@ -733,9 +735,10 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
     sweep_dir = Path(sweep_dir)
     cells_dir = sweep_dir / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(cells_dir)
+    for folder in (sweep_dir, cells_dir):  # every folder this run writes into: what killed runs left mid-write
+        remove_stale_temporaries(folder)
     write_json(sweep_dir / "sweep.json", {"name": p.name, "config": p.config, "version": __version__,
-                                          "cells": len(p.cells), "written": _now()})
+                                          "cells": len(p.cells), "keys": list(p.keys), "written": _now()})
     found = read_records(sweep_dir, p.keys)
     records = {k: r for k, r in found.valid.items() if r["status"] == "ok"}
     outcome = Outcome(total=len(p.cells), skipped=len(records), invalid=found.invalid)

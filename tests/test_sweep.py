@@ -142,6 +142,21 @@ def test_a_rerun_computes_only_the_missing_cells(reference, tmp_path):
     assert (again.computed, again.skipped) == (0, N)
 
 
+def test_a_rerun_removes_what_killed_writers_left_in_every_folder_the_sweep_writes(reference, tmp_path):
+    """A run killed while writing sweep.json, cells.csv or a record leaves a temporary file beside it; the next run
+    removes those of dead writers in the sweep's folder as in cells/, and leaves a live writer's."""
+    shutil.copytree(reference, tmp_path / "tiny")
+    dead = f"{_io._host()}-999999999.abcdefgh.tmp"
+    left = [tmp_path / "tiny" / f".sweep.json.{dead}", tmp_path / "tiny" / f".cells.csv.{dead}",
+            tmp_path / "tiny" / "cells" / f".{sweep.plan(TINY).keys[0]}.json.{dead}"]
+    live = tmp_path / "tiny" / f".summary.csv.{_io._host()}-{os.getpid()}.abcdefgh.tmp"
+    for path in [*left, live]:
+        path.write_text("left by a SIGKILL")
+    outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", progress=False, log=None)
+    assert outcome.complete and outcome.computed == 0
+    assert [p for p in left if p.exists()] == [] and live.exists()
+
+
 def test_a_cell_that_raises_is_recorded_with_its_traceback_and_the_others_finish(monkeypatch, tmp_path):
     def explode(nu, p):
         raise RuntimeError("boom in a cell")
