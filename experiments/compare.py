@@ -30,8 +30,9 @@ from baselines.compare import DEFAULT_POLICIES, POLICIES, format_table, save, su
 from baselines.evaluation import training_scenario
 from baselines.report import mismatched_outputs
 from experiments import sweep
-from experiments.argtypes import correlation, non_negative_int, positive_float, positive_int, writable_dir
+from experiments.argtypes import correlation, field_type, from_spec, non_negative_int, writable_dir
 from otagym._io import remove_stale_temporaries
+from otagym.channel import FadingFields
 from otagym.schemes import SCHEMES
 from otagym.tasks import EVALUATION_SEEDS
 
@@ -239,18 +240,20 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default=None,
                    choices=[preset for name in schemes for preset in sorted(SCHEMES[name].presets)],
                    help="the scheme's preset (default: " + ", or ".join(defaults) + ")")
-    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default: 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=positive_int, default=3,
+    scenario_type = SCHEMES[default].scenario_type
+    p.add_argument("--nu", type=field_type(scenario_type, "nu"), nargs="+", help="nu values (default: 0.01 0.04 0.16)")
+    p.add_argument("--seeds", type=from_spec(sweep.SEED_COUNT), default=3,
                    help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
     p.add_argument("--seed-start", type=non_negative_int, default=0,
                    help=f"S, the first realisation seed (trained agents: held-out seeds from {EVALUATION_SEEDS[0]}, "
                    "as the benchmark's evaluation set)")
-    p.add_argument("--rounds", type=positive_int, default=None, help="T (default: the scenario's)")
+    p.add_argument("--rounds", type=field_type(scenario_type, "num_rounds"), default=None,
+                   help="T (default: the scenario's)")
     p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None,
                    help="the fading (default: the scenario's, iid)")
     p.add_argument("--correlation", type=correlation, default=None,
                    help="Gauss-Markov correlation with --fading gauss_markov (default: 0)")
-    p.add_argument("--coherence-rounds", type=positive_int, default=None,
+    p.add_argument("--coherence-rounds", type=field_type(FadingFields, "coherence_rounds"), default=None,
                    help="rounds per fading block with --fading block (default: 1)")
     p.add_argument("--policies", nargs="+", default=None,
                    help=f"analytic: {sorted(POLICIES)} (default: {' '.join(DEFAULT_POLICIES)}; cdpb: "

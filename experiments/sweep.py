@@ -61,6 +61,9 @@ __all__ = ["ConfigError", "Plan", "Outcome", "Records", "load_config", "plan", "
 SWEEP_SCHEMES = ("receive_scaling",)
 #: The keys of a sweep config.
 CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", "policies", "nu", "seeds")
+#: The number of seeds ``seeds: {start, count}`` (and ``otagym compare --seeds``) may ask for: each is a cell per
+#: policy and nu, and the plan lists every cell before the first runs.
+SEED_COUNT = Integer(1, 100_000)
 FIDELITIES = ("analytic", "train")
 DATASETS = ("digits", "mnist", "cifar10")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -297,7 +300,7 @@ def plan(config: Mapping[str, Any]) -> Plan:
         if sorted(seeds_in) != ["count", "start"]:
             _fail("seeds", "a list of integers >= 0 or {start: S, count: N}", seeds_in)
         start = _spec(Integer(0), "seeds.start", seeds_in["start"])
-        seeds_in = list(range(start, start + _spec(Integer(1), "seeds.count", seeds_in["count"])))
+        seeds_in = list(range(start, start + _spec(SEED_COUNT, "seeds.count", seeds_in["count"])))
     seeds = list(_spec(Many(Integer(0, 2**63 - 1)), "seeds", seeds_in) if not isinstance(seeds_in, int)
                  else [_spec(Integer(0, 2**63 - 1), "seeds", seeds_in)])
     if len(set(seeds)) != len(seeds):

@@ -97,7 +97,7 @@ def test_mistakes_end_in_one_line_and_leave_no_folder(argv, needle, tmp_path, mo
     (["--algo", "ppo_lagrangian", "--env", "reward_mode=budget"],
      "argument --env: ppo_lagrangian trains on the CMDP formulation"),
     (["--config", "missing.yml"], "argument --config: config file missing.yml does not exist"),
-    (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
+    (["--seed", "-1"], "argument --seed: must be an integer in [0, 4294967295]"),
 ])
 def test_train_mistakes_end_in_one_line_and_leave_no_run_folder(argv, needle, tmp_path, monkeypatch, capsys):
     pytest.importorskip("stable_baselines3")
