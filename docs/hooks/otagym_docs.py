@@ -465,7 +465,9 @@ def tasks_index() -> str:
         "(scheme, deployment, horizon, fading, formulation, action, the budgets it is trained over), so that one "
         "number on it means the same in every paper. `import otagym` registers them; `gym.make(task_id)` and "
         "`gym.make_vec(task_id, num_envs=N)` build them. A task's version is bumped whenever anything that changes "
-        "learning changes. `otagym/OTAPrivacy-v0` stays the configurable env.", "",
+        "learning changes. `otagym/OTAPrivacy-v0` stays the configurable env: a task's id made with keyword "
+        "arguments that change its settings (`gym.make(task_id, num_rounds=100)`) is another env, and a UserWarning "
+        "names the settings that changed.", "",
         md_table(["task", "scheme", "T", "what there is to learn"], rows), "",
         "Each task is scored with `otagym evaluate` on a frozen set of channel realisations, against stored "
         "reference scores: see each task's page and [Evaluate on the benchmark](../tutorials/evaluate.md).", ""])
