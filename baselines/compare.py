@@ -265,7 +265,9 @@ def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
                      + (f" {r['accuracy']:9.3f} ± {r['accuracy_ci95']:<5.3f}" if "accuracy" in r else "") + flag)
     seeds = rows[0]["seeds"] if rows else 0
     lines += ["", *TABLE_NOTES, (f"±         half-width of the 95% Student-t confidence interval of the mean over "
-                                 f"the {seeds} channel realisations (seeds)")]
+                                 f"the {seeds} channel realisations (seeds)" if seeds != 1 else
+                                 "±         0: one channel realisation (seed) has no confidence interval; pass "
+                                 "--seeds 2 or more for one")]
     return "\n".join(lines)
 
 

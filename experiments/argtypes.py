@@ -1,18 +1,27 @@
 """argparse helpers shared by the ``otagym`` commands: value types that refuse out-of-range input in argparse style
-(one line naming the option, exit code 2), and the help formatter of every help page (defaults and examples)."""
+(one line naming the option, exit code 2), and the help formatter of every help page (defaults and examples).
+
+Every numeric option is typed by a spec of :mod:`otagym.validation` (:func:`from_spec`), and an option that sets a
+library argument by that argument's own spec (:func:`field_type`): the command line accepts exactly what the library
+accepts, so a value it lets through never fails later with a traceback (``--nu 1e300``: the scenario's range,
+[1e-30, 1e30], refused at the door)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import math
+import dataclasses
 import os
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any, Callable
 
-__all__ = ["positive_int", "positive_float", "non_negative_int", "correlation", "writable_dir", "writable_file",
-           "key_value", "HelpFormatter"]
+from otagym.channel import FadingFields
+from otagym.validation import Integer, Real, Spec
+
+__all__ = ["from_spec", "field_type", "positive_int", "positive_float", "non_negative_int", "correlation",
+           "writable_dir", "writable_file", "key_value", "HelpFormatter"]
 
 
 def _ranged(parse, accept, allowed: str):
@@ -28,14 +37,38 @@ def _ranged(parse, accept, allowed: str):
     return convert
 
 
-#: An integer >= 1.
-positive_int = _ranged(int, lambda v: v >= 1, "an integer >= 1")
-#: An integer >= 0 (seeds: numpy and Gymnasium refuse negative ones).
-non_negative_int = _ranged(int, lambda v: v >= 0, "an integer >= 0")
+def from_spec(spec: Spec) -> Callable[[str], Any]:
+    """An argparse type that accepts what the :mod:`otagym.validation` spec ``spec`` (an :class:`Integer` or a
+    :class:`Real`) accepts: the text read as an int (an :class:`Integer`: ``1e3`` and ``2.0`` are refused) or a float,
+    checked by ``spec``, and refused with "must be <spec's range>; got '<text>'" otherwise (NaN, infinities and
+    numbers beyond float64 included). The spec is kept as the type's ``spec``."""
+    parse = int if isinstance(spec, Integer) else float
+
+    def convert(text: str) -> Any:
+        try:
+            return spec("", parse(text))
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"must be {spec.allowed}; got {text!r}") from None
+
+    convert.spec = spec  # type: ignore[attr-defined]
+    return convert
+
+
+def field_type(cls: type, name: str) -> Callable[[str], Any]:
+    """The argparse type of an option that sets the field ``name`` of the dataclass ``cls`` (declared with
+    :func:`otagym.validation.arg`): that field's own spec (:func:`from_spec`)."""
+    spec = next(f for f in dataclasses.fields(cls) if f.name == name).metadata["spec"]
+    return from_spec(spec)
+
+
+#: An integer >= 1 (and <= 2**63 - 1, numpy's int64).
+positive_int = from_spec(Integer(1))
+#: An integer >= 0 (seeds: numpy and Gymnasium refuse negative ones; <= 2**63 - 1).
+non_negative_int = from_spec(Integer(0))
 #: A finite number > 0.
-positive_float = _ranged(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
-#: A number in [0, 1) (the Gauss-Markov coefficient).
-correlation = _ranged(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+positive_float = from_spec(Real(0.0, low_open=True))
+#: The Gauss-Markov coefficient, in [0, 1): the scenario field's spec.
+correlation = field_type(FadingFields, "correlation")
 
 
 def _folder_problem(path: Path) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any, NoReturn, Sequence
 
 import numpy as np
 
-from experiments.argtypes import HelpFormatter, key_value, non_negative_int, positive_float, positive_int
+from experiments.argtypes import HelpFormatter, field_type, from_spec, key_value, non_negative_int, positive_int
 from experiments.compare import add_compare_parser
 from experiments.evaluate import add_evaluate_parser
 from experiments.sweep import add_sweep_parser
@@ -24,6 +24,7 @@ from otagym import __version__
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
 from otagym.tasks import EVALUATION_SEEDS, TASKS
+from otagym.validation import Integer, Real
 
 #: The first held-out channel seed: trained agents are compared and scored on seeds from here (the benchmark's
 #: evaluation set, :data:`otagym.tasks.EVALUATION_SEEDS`, starts here too).
@@ -91,10 +92,11 @@ def _rollout(args: argparse.Namespace) -> int:
     env = OTAPrivacyEnv(args.scenario, num_rounds=args.rounds, nu=args.nu, action_type="x")
     _, info = env.reset(seed=args.seed)
     print(f"scenario={args.scenario} seed={args.seed} T={args.rounds} nu={args.nu}: EqualAlloc-style x_t "
-          "(c_t = nu every round)")
+          "(c_t = nu every round, or as near as the action range [1e-12 x_max, x_max] allows)")
     print(f"{'round':>5} {'h_min^2':>10} {'x/x_max':>8} {'sigma_1':>8} {'RDP round':>10} {'RDP cum':>9} {'c_t':>8}")
     for t in range(args.rounds):
-        x = env.model.x_for_cost(env.scenario.nu, info["next_h_min2"])
+        x = np.clip(env.model.x_for_cost(env.scenario.nu, info["next_h_min2"]), env.action_space.low[0],
+                    env.action_space.high[0])
         _, _, _, _, step = env.step(np.array([x]))
         print(f"{t:5d} {step['h_min2']:10.3e} {step['x'] / env.model.x_max:8.4f} {step['noise_multiplier'][0]:8.3f} "
               f"{step['rdp_round'].mean():10.3e} {step['rdp_cumulative'].mean():9.4f} {step['convergence_cost']:8.4f}")
@@ -117,8 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     model_a = SCHEMES["receive_scaling"]
     ro.add_argument("--scenario", default=model_a.default_preset, choices=sorted(model_a.presets),
                     help="scenario preset")
-    ro.add_argument("--rounds", type=positive_int, default=20, help="rounds T")
-    ro.add_argument("--nu", type=positive_float, default=0.04, help="convergence cost per round")
+    ro.add_argument("--rounds", type=field_type(model_a.scenario_type, "num_rounds"), default=20, help="rounds T")
+    ro.add_argument("--nu", type=field_type(model_a.scenario_type, "nu"), default=0.04,
+                    help="convergence cost per round")
     ro.add_argument("--seed", type=non_negative_int, default=0, help="channel seed")
     ro.set_defaults(func=_rollout)
     add_compare_parser(sub)
@@ -169,6 +172,14 @@ def _interrupted(err: BaseException | None) -> bool:
             return True
         err = err.__cause__ or err.__context__
     return False
+
+
+#: ``otagym train --seed``: SB3 seeds numpy's legacy global generator with it, which takes seeds below 2**32.
+TRAIN_SEED = Integer(0, 2**32 - 1)
+#: ``otagym train --minutes``: up to about 19 years, so that the wall-time limit in seconds stays finite.
+TRAIN_MINUTES = Real(0.0, 1e7, low_open=True)
+#: ``otagym train --torch-threads``: torch takes a C int; more threads than cores only slow the small MLP policies.
+TORCH_THREADS = Integer(0, 1024)
 
 
 #: The modules ``otagym train`` needs (the rl extra), checked before anything runs.
@@ -275,10 +286,10 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
     p.add_argument("--run-dir", default=None, help="output folder (default: runs/<algo>): model.zip, run.json, "
                    "checkpoints/, monitor.csv, tb/ (TensorBoard)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seeds the env's generator and the learner")
+    p.add_argument("--seed", type=from_spec(TRAIN_SEED), default=0, help="seeds the env's generator and the learner")
     p.add_argument("--steps", type=positive_int, default=None,
                    help="total env steps (default: the config's n_timesteps)")
-    p.add_argument("--minutes", type=positive_float, default=None,
+    p.add_argument("--minutes", type=from_spec(TRAIN_MINUTES), default=None,
                    help="also stop after this many minutes of wall time (the progress bar then counts seconds of "
                    "it); a run of --steps is the same on every machine, a run of minutes is not")
     p.add_argument("--checkpoint-freq", type=positive_int, default=100_000,
@@ -298,7 +309,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
                      "correlation=0.9 (values are YAML)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0, help="stable-baselines3's verbosity")
-    p.add_argument("--torch-threads", type=non_negative_int, default=1, metavar="N",
+    p.add_argument("--torch-threads", type=from_spec(TORCH_THREADS), default=1, metavar="N",
                    help="torch's thread count (default: 1, the small MLP policies usually train fastest on one; "
                    "0 leaves torch's default)")
     p.set_defaults(func=_train, check=_check_train)

@@ -7,7 +7,8 @@
 Model A's comparison is a sweep (:mod:`experiments.sweep`) named ``compare`` with a fixed table and plot on top: its
 cells are kept in ``OUT/compare/cells/`` (so a rerun resumes, and ``--workers``/``--ray`` run them in parallel) and
 ``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, the JSON last with the
-hashes of the others (one generation: :func:`baselines.report.mismatched_outputs` finds files of another run). A
+hashes of the others (one generation: :func:`baselines.report.mismatched_outputs` finds files of another run); a run
+killed while writing them is finished by the same command (``OUT/compare/sweep.json`` names its cells). A
 comparison of another configuration in the same folder is replaced when its cells are all stored (its command
 rebuilds it from them in seconds); one that cannot be rebuilt (its records gone, files of two runs mixed, a cdpb
 comparison) is not replaced without ``--overwrite``.
@@ -29,8 +30,9 @@ from baselines.compare import DEFAULT_POLICIES, POLICIES, format_table, save, su
 from baselines.evaluation import training_scenario
 from baselines.report import mismatched_outputs
 from experiments import sweep
-from experiments.argtypes import correlation, non_negative_int, positive_float, positive_int, writable_dir
+from experiments.argtypes import correlation, field_type, from_spec, non_negative_int, writable_dir
 from otagym._io import remove_stale_temporaries
+from otagym.channel import FadingFields
 from otagym.schemes import SCHEMES
 from otagym.tasks import EVALUATION_SEEDS
 
@@ -57,10 +59,22 @@ def _rebuildable(out: Path, stem: str) -> int | None:
     return len(keys) if all(k in found and found[k]["status"] == "ok" for k in keys) else None
 
 
+def _latest_run_keys(sweep_dir: Path) -> list[str] | None:
+    """The cell keys of the latest run of the sweep in ``sweep_dir``, as its ``sweep.json`` records them (None when it
+    is missing, unreadable or written before the keys were recorded)."""
+    try:
+        keys = json.loads((sweep_dir / "sweep.json").read_text()).get("keys")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return keys if isinstance(keys, list) else None
+
+
 def _refuse_to_overwrite(out: Path, stem: str, keys: list[str] | None, overwrite: bool) -> bool:
-    """Whether ``out`` holds an earlier ``<stem>`` comparison of the same cells. An earlier comparison of another
-    configuration is replaced when its cells are kept (``keys`` given and :func:`_rebuildable`: rerunning its command
-    rebuilds it, so nothing is lost) or with ``overwrite``; otherwise this exits (code 2) before any work."""
+    """Whether ``out`` holds an earlier ``<stem>`` comparison of the same cells: its JSON names them, or its outputs
+    are torn (a run killed while writing them) and the latest run of ``OUT/compare`` had them (this command's own
+    run, which a rerun finishes). An earlier comparison of another configuration is replaced when its cells are kept
+    (``keys`` given and :func:`_rebuildable`: rerunning its command rebuilds it, so nothing is lost) or with
+    ``overwrite``; otherwise this exits (code 2) before any work."""
     if out.is_dir():
         remove_stale_temporaries(out)  # what runs killed mid-write left
     earlier = [out / f"{stem}.{ext}" for ext in ("json", "csv", "png") if (out / f"{stem}.{ext}").exists()]
@@ -70,7 +84,11 @@ def _refuse_to_overwrite(out: Path, stem: str, keys: list[str] | None, overwrite
         same = keys is not None and json.loads((out / f"{stem}.json").read_text()).get("cells") == keys
         mixed = mismatched_outputs(out / f"{stem}.json")
     except (OSError, ValueError, AttributeError):
-        same, mixed = False, []
+        same, mixed, torn = False, [], True
+    else:
+        torn = bool(mixed)
+    if torn and not same and keys is not None:  # not one generation: a run was killed while writing them
+        same = _latest_run_keys(out / "compare") == keys
     if same or overwrite:
         return same
     kept = _rebuildable(out, stem) if keys is not None else None
@@ -222,18 +240,20 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default=None,
                    choices=[preset for name in schemes for preset in sorted(SCHEMES[name].presets)],
                    help="the scheme's preset (default: " + ", or ".join(defaults) + ")")
-    p.add_argument("--nu", type=positive_float, nargs="+", help="nu values (default: 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=positive_int, default=3,
+    scenario_type = SCHEMES[default].scenario_type
+    p.add_argument("--nu", type=field_type(scenario_type, "nu"), nargs="+", help="nu values (default: 0.01 0.04 0.16)")
+    p.add_argument("--seeds", type=from_spec(sweep.SEED_COUNT), default=3,
                    help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
     p.add_argument("--seed-start", type=non_negative_int, default=0,
                    help=f"S, the first realisation seed (trained agents: held-out seeds from {EVALUATION_SEEDS[0]}, "
                    "as the benchmark's evaluation set)")
-    p.add_argument("--rounds", type=positive_int, default=None, help="T (default: the scenario's)")
+    p.add_argument("--rounds", type=field_type(scenario_type, "num_rounds"), default=None,
+                   help="T (default: the scenario's)")
     p.add_argument("--fading", choices=["iid", "block", "gauss_markov"], default=None,
                    help="the fading (default: the scenario's, iid)")
     p.add_argument("--correlation", type=correlation, default=None,
                    help="Gauss-Markov correlation with --fading gauss_markov (default: 0)")
-    p.add_argument("--coherence-rounds", type=positive_int, default=None,
+    p.add_argument("--coherence-rounds", type=field_type(FadingFields, "coherence_rounds"), default=None,
                    help="rounds per fading block with --fading block (default: 1)")
     p.add_argument("--policies", nargs="+", default=None,
                    help=f"analytic: {sorted(POLICIES)} (default: {' '.join(DEFAULT_POLICIES)}; cdpb: "

@@ -14,7 +14,9 @@ package version, the resolved scenario, the result or the error with its traceba
 is written atomically by the driver as soon as the cell finishes. A rerun skips cells with an ``ok`` record (resume)
 and retries those that failed. ``cells.csv`` (and ``cells.parquet`` when pyarrow is installed) and ``summary.csv``
 (mean and 95% CI over seeds, :func:`baselines.compare.summarize`) are rebuilt from the records after every run,
-interrupted ones included. ``sweep.json`` holds the normalised config of the latest run.
+interrupted ones included. ``sweep.json`` holds the normalised config and the cell keys of the latest run.
+A run first removes the temporary files that runs killed mid-write left in the sweep's folder and in ``cells/``
+(:func:`otagym._io.remove_stale_temporaries`).
 
 **Executors.** In-process (a progress bar), a ``ProcessPoolExecutor`` with the spawn context (``--workers N``), or
 Ray tasks (``--ray [ADDRESS]``; ``ray.init()`` locally, with ``num_cpus=N`` when ``--workers N`` is given). Ray tasks
@@ -59,6 +61,9 @@ __all__ = ["ConfigError", "Plan", "Outcome", "Records", "load_config", "plan", "
 SWEEP_SCHEMES = ("receive_scaling",)
 #: The keys of a sweep config.
 CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", "policies", "nu", "seeds")
+#: The number of seeds ``seeds: {start, count}`` (and ``otagym compare --seeds``) may ask for: each is a cell per
+#: policy and nu, and the plan lists every cell before the first runs.
+SEED_COUNT = Integer(1, 100_000)
 FIDELITIES = ("analytic", "train")
 DATASETS = ("digits", "mnist", "cifar10")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -295,7 +300,7 @@ def plan(config: Mapping[str, Any]) -> Plan:
         if sorted(seeds_in) != ["count", "start"]:
             _fail("seeds", "a list of integers >= 0 or {start: S, count: N}", seeds_in)
         start = _spec(Integer(0), "seeds.start", seeds_in["start"])
-        seeds_in = list(range(start, start + _spec(Integer(1), "seeds.count", seeds_in["count"])))
+        seeds_in = list(range(start, start + _spec(SEED_COUNT, "seeds.count", seeds_in["count"])))
     seeds = list(_spec(Many(Integer(0, 2**63 - 1)), "seeds", seeds_in) if not isinstance(seeds_in, int)
                  else [_spec(Integer(0, 2**63 - 1), "seeds", seeds_in)])
     if len(set(seeds)) != len(seeds):
@@ -733,9 +738,10 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
     sweep_dir = Path(sweep_dir)
     cells_dir = sweep_dir / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(cells_dir)
+    for folder in (sweep_dir, cells_dir):  # every folder this run writes into: what killed runs left mid-write
+        remove_stale_temporaries(folder)
     write_json(sweep_dir / "sweep.json", {"name": p.name, "config": p.config, "version": __version__,
-                                          "cells": len(p.cells), "written": _now()})
+                                          "cells": len(p.cells), "keys": list(p.keys), "written": _now()})
     found = read_records(sweep_dir, p.keys)
     records = {k: r for k, r in found.valid.items() if r["status"] == "ok"}
     outcome = Outcome(total=len(p.cells), skipped=len(records), invalid=found.invalid)

@@ -9,6 +9,7 @@ AdaScale paper §IV-V).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Sequence
 
@@ -21,7 +22,7 @@ from numpy.typing import NDArray
 from otagym.schemes import Core, Scheme, get_scheme
 from otagym.validation import Integer, OfType, check_args, real_array
 
-__all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds"]
+__all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds", "warn_if_not_the_task"]
 
 
 def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> Core:
@@ -34,6 +35,59 @@ def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, 
     env_kwargs = {k: v for k, v in kwargs.items() if k in info.env_args}
     overrides = {k: v for k, v in kwargs.items() if k not in info.env_args}
     return info.core(info.scenario(scenario, **overrides), num_envs, **env_kwargs)
+
+
+#: Keyword arguments of ``gym.make`` / ``gym.make_vec`` that say how an env runs, not which env it is.
+_RUN_ARGUMENTS = frozenset({"render_mode", "num_envs", "vectorization_mode", "vector_kwargs", "wrappers",
+                            "autoreset_mode"})
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two settings are the same value (a list and a tuple of equal entries are)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays and such
+        return False
+
+
+def warn_if_not_the_task(spec: Any) -> None:
+    """Warn (``UserWarning``) when a benchmark task's id (:data:`otagym.tasks.TASKS`) was made with keyword
+    arguments that change its settings: ``gym.make("otagym/ReceiveScalingIID-v0", num_rounds=100)`` makes another
+    env under the task's id, whose scores the task's reference scores do not describe. The warning names each such
+    setting and the task's value. ``spec``: the ``EnvSpec`` Gymnasium gives the made env (its kwargs: the task's
+    updated with the caller's)."""
+    from otagym.tasks import TASKS
+
+    task = TASKS.get(getattr(spec, "id", None))
+    if task is None:
+        return
+    fixed = {**task.kwargs, "max_episode_steps": task.max_episode_steps}
+    missing = object()
+    changed = [f"{k}={v!r} (the task's: {'its default' if fixed.get(k, missing) is missing else repr(fixed[k])})"
+               for k, v in (spec.kwargs or {}).items()
+               if k not in _RUN_ARGUMENTS and not _same(v, fixed.get(k, missing))]
+    if changed:
+        warnings.warn(f"{task.id} made with {', '.join(changed)} is no longer that task: its scores are not comparable "
+                      "with the task's reference scores; make otagym/OTAPrivacy-v0 for other settings",
+                      UserWarning, stacklevel=4)
+
+
+class _TaskSpec:
+    """The ``spec`` that ``gym.make`` / ``gym.make_vec`` set on the env they make, checked as it is set
+    (:func:`warn_if_not_the_task`)."""
+
+    _spec: Any = None
+
+    @property
+    def spec(self) -> Any:
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: Any) -> None:
+        self._spec = value
+        warn_if_not_the_task(value)
 
 
 def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,
@@ -93,7 +147,7 @@ def _single_option(name: str, value: Any, shapes: tuple[tuple[int, ...], ...], a
     return np.expand_dims(real_array(f"reset option {name}", value, unbatched), axis)
 
 
-class OTAPrivacyEnv(gym.Env[NDArray[np.float32], NDArray]):
+class OTAPrivacyEnv(_TaskSpec, gym.Env[NDArray[np.float32], NDArray]):
     """Privacy-aware receive scaling in over-the-air federated learning (model A of the AdaScale paper).
 
     Each step is one FedSGD round: M devices invert their Rayleigh channels and transmit clipped, Poisson-batched
@@ -272,7 +326,7 @@ def _autoreset_mode(value: Any) -> AutoresetMode:
     return mode
 
 
-class OTAPrivacyVectorEnv(VectorEnv):
+class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
     """Natively vectorised :class:`OTAPrivacyEnv`: N episodes stepped as numpy arrays by the same batched core.
 
     ``autoreset_mode`` (Gymnasium's :class:`~gymnasium.vector.AutoresetMode`, or its value ``"NextStep"`` /

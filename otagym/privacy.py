@@ -6,7 +6,9 @@ envs x devices), and ``orders`` adds a trailing axis when it is a sequence.
 Sources
 -------
 * SGM RDP for integer orders: Lemma 1, eq. (9) of the AdaScale paper, computed in log space, all orders
-  at once from one shared set of exponentials per (q, sigma), terms that provably cannot matter skipped.
+  at once from one shared set of exponentials per (q, sigma), terms that provably cannot matter skipped; raised by a
+  bound on its rounding error (5e-15 of it typically, ~1e-12 where the terms near k = alpha take over, up to 2e-11
+  near q = 1), so it is an upper bound, as at fractional orders.
 * SGM RDP for fractional orders: Mironov, Talwar, Zhang (2019), Section 3.3, the series of Opacus
   (``opacus.accountants.analysis.rdp._compute_log_a_frac``) rearranged to sum A - 1, its alternating tail summed by
   Cohen, Rodriguez Villegas & Zagier (2000), every rounding and truncation error bounded: an upper bound on the exact
@@ -147,17 +149,23 @@ def _validate_orders(orders: NDArray) -> None:
         raise ValueError(f"orders must be finite and > 1; got {orders[~((orders > 1) & np.isfinite(orders))][:3]}")
 
 
-def _log_binom(n: ArrayLike, k: ArrayLike) -> NDArray:
-    """log C(n, k) for real n >= k >= 0 via log-gamma (exact to rounding, no overflow)."""
-    n = np.asarray(n, dtype=float)
-    k = np.asarray(k, dtype=float)
-    return special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+@lru_cache(maxsize=64)
+def _log_binom(alpha: int) -> NDArray:
+    """log C(alpha, k) for k = 0..alpha, each the logarithm of the exact integer (within 1 ulp; log-gammas would be
+    off by ulps of log alpha!, 1e-12 at alpha = 256), read-only."""
+    out, c = np.empty(alpha + 1), 1
+    for k in range(alpha + 1):
+        out[k] = math.log(c)
+        c = c * (alpha - k) // (k + 1)
+    out.flags.writeable = False
+    return out
 
 
 def _log_weights(alpha: int, log_q: NDArray, log_1mq: NDArray) -> NDArray:
     """log of the binomial weights C(alpha,k) q^k (1-q)^(alpha-k) for k = 2..alpha, k on a leading axis."""
-    k = np.arange(2, alpha + 1, dtype=float).reshape((-1,) + (1,) * np.ndim(log_q))
-    return _log_binom(alpha, k) + k * log_q + (alpha - k) * log_1mq
+    shape = (-1,) + (1,) * np.ndim(log_q)
+    k = np.arange(2, alpha + 1, dtype=float).reshape(shape)
+    return _log_binom(alpha)[2:].reshape(shape) + k * log_q + (alpha - k) * log_1mq
 
 
 def _triangular(alpha: int, ndim: int) -> NDArray:
@@ -166,39 +174,114 @@ def _triangular(alpha: int, ndim: int) -> NDArray:
     return ((k * k - k) / 2).reshape((-1,) + (1,) * ndim)
 
 
+#: The rounding model of the integer orders' upper bounds (:func:`_curve_log_a`, :func:`_log_s_int`): the unit
+#: roundoff u, every elementary operation (numpy's and libm's exp, log, log1p, expm1 included) within 1 ulp (2u) of its
+#: exact result.
+_U = 2.0**-53
+#: A term's log of eq. (9), k log q + (alpha-k) log(1-q) + x_k + log(1 - e^-x_k), per unit of the magnitudes it is
+#: made of: log q and log(1-q) (2u each), their difference and its product by k (3u), x_k = tri_k u from
+#: u = 1/sigma^2 (3u: two roundings and the product), the sums (u each).
+_TERM_U = 6 * _U
+_LOG2 = math.log(2.0)
+#: The fractional series' rounding model, 16u per unit of magnitude of a computed quantity (see below).
+_KU = 16 * _U
+_SMALLEST = float(np.nextafter(0.0, 1.0))
+#: Below this an integer order's bound gets what its subnormal numbers may have lost added (:func:`_floored`); above
+#: it that is below the rounding bound, and is not computed (arithmetic on subnormal numbers costs ~100 cycles, which
+#: a kernel on every step would pay).
+_UNDERFLOW_ZONE = 1e-290
+#: The error of one more rounded operation (a shift added back, a product, a logarithm), per unit of the magnitudes
+#: it combines: 2 ulp.
+_ROUND_U = 4 * _U
+
+
+def _raise_log1p(log_a: Any, delta: Any) -> Any:
+    """An upper bound on log1p(S) from ``log_a``, the computed log1p of an S whose log is within ``delta`` of exact
+    (nats; S_exact <= S e^delta): log1p(S e^d) is below both log1p(S) + d and log1p(S) e^d (log1p is concave, zero at
+    zero), and e^d - 1 <= d (1 + d) for d <= 1 (where d > 1, d is added instead); (1 + 8u) covers log1p's and this
+    sum's roundings and the caller's division by alpha - 1. Plain arithmetic on floats or arrays, without a
+    transcendental function: the compiled kernels (:func:`_curve_log_a`) and numpy (:func:`_rdp_int`) share it."""
+    return (log_a + np.minimum(delta, log_a * delta * (1.0 + delta) + (delta > 1.0) * delta)) * (1.0 + 8.0 * _U)
+
+
+_raise_log1p_jit = njit(inline="always", **JIT_NO_ALLOC)(_raise_log1p)
+
+
+def _order_bound(alpha: Any) -> Any:
+    """The part of an integer order's error bound on log S that depends on the order alone: log C(alpha, k) within
+    1 ulp (2u) of its magnitude, at most alpha log 2 (:func:`_log_binom`); the products k log q + (alpha-k) log(1-q)
+    within :data:`_TERM_U` of theirs beyond what the terms' shares count (at most alpha log 2 more); 2 _TERM_U for
+    expm1 and log1p; alpha - 1 roundings of the sum."""
+    return (_TERM_U + 2 * _U) * _LOG2 * alpha + 2 * _TERM_U + (alpha - 1.0) * _U
+
+
+_order_bound_jit = njit(inline="always", **JIT_NO_ALLOC)(_order_bound)
+
+
 @njit(**JIT_NO_ALLOC)
 def _curve_log_a(u: float, log_w: NDArray, tri: NDArray) -> float:
-    """log A_alpha of eq. (9) for an integer order at one ``u = 1/sigma^2 >= 0`` (``inf`` -> inf), from ``log_w`` (K,),
-    the logs of the binomial weights C(alpha,k) q^k (1-q)^(alpha-k) of k = 2..alpha, and ``tri`` (K,) = (k^2-k)/2.
+    """An upper bound on log A_alpha of eq. (9) for an integer order at one ``u = 1/sigma^2 >= 0`` (``inf`` -> inf),
+    from ``log_w`` (K,), the logs of the binomial weights C(alpha,k) q^k (1-q)^(alpha-k) of k = 2..alpha, and ``tri``
+    (K,) = (k^2-k)/2: the computed value raised by a bound on its rounding error (5e-15 of it typically, ~1e-12
+    where the terms near k = alpha take over).
 
     Since the binomial weights sum to one, A = 1 + sum_{k>=2} w_k expm1(tri_k u), so log A = log1p(S) with S a sum of
     non-negative terms: no cancellation, full relative precision even when the RDP is 1e-15 (the plain log-sum-exp of
     eq. (9) loses it). S is summed in linear space where every tri_k u <= 30 (no overflow possible), else in log space
     (terms log w_k + log expm1(x_k) relative to the largest); the choice depends on the element alone.
+
+    Bound: log w_k = log C(alpha,k) + k log q + (alpha-k) log(1-q) is within :data:`_TERM_U` of its magnitudes,
+    |log w_k| + 2 log C(alpha,k) <= |log w_k| + 2 alpha log 2 (:func:`_order_bound`); x_k = tri_k u from
+    u = 1/sigma^2 within _TERM_U x_k, and expm1 and log(1 - e^-x) within _TERM_U (|log(1 - e^-x)| + 1); the terms'
+    sum within K u, and the log space's shift and logarithm within :data:`_ROUND_U` of theirs. Terms are weighted by
+    their share of S, so the bound is as tight as the terms that matter. :func:`_raise_log1p` raises the result, and
+    :func:`_floored` adds what subnormal numbers lose near the smallest floats.
     """
+    n = tri.size
+    base = _order_bound_jit(n + 1.0)
     linear = True
-    for k in range(tri.size):
+    for k in range(n):
         if tri[k] * u > 30.0:
             linear = False
     if linear:
-        s = 0.0
-        for k in range(tri.size):
-            s += math.exp(log_w[k]) * math.expm1(tri[k] * u)
-        return math.log1p(s)
+        s = err = 0.0
+        for k in range(n):
+            x = tri[k] * u
+            term = math.exp(log_w[k]) * math.expm1(x)
+            s += term
+            err += term * (abs(log_w[k]) + x)
+        if u == 0.0:
+            return 0.0
+        return _floored(_raise_log1p_jit(math.log1p(s), base + _TERM_U * err / s) if s > 0.0 else 0.0, n,
+                        tri[n - 1] * u)
     top = -math.inf
-    for k in range(tri.size):
+    for k in range(n):
         if log_w[k] > -math.inf:  # a zero weight (q = 1: only k = alpha) adds nothing, even at u = inf
             x = tri[k] * u
             top = max(top, log_w[k] + (x + math.log(-math.expm1(-x))))  # log expm1(x), stable for all x >= 0
     if not math.isfinite(top):
         return top if top > 0 else 0.0
-    s = 0.0
-    for k in range(tri.size):
+    s = err = 0.0
+    for k in range(n):
         if log_w[k] > -math.inf:
             x = tri[k] * u
-            s += math.exp(log_w[k] + (x + math.log(-math.expm1(-x))) - top)
+            log_x = math.log(-math.expm1(-x))
+            term = math.exp(log_w[k] + (x + log_x) - top)
+            s += term
+            err += term * (abs(log_w[k]) + x + abs(log_x))
     y = top + math.log(s)
-    return max(y, 0.0) + math.log1p(math.exp(-abs(y)))  # log(1 + e^y)
+    delta = base + _TERM_U * err / s + _ROUND_U * (2.0 * abs(top) + abs(y))
+    return _floored(_raise_log1p_jit(max(y, 0.0) + math.log1p(math.exp(-abs(y))), delta), n, 0.0)  # log(1 + e^y)
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _floored(log_a: float, n: int, x_max: float) -> float:
+    """``log_a`` raised, where it is below :data:`_UNDERFLOW_ZONE`, by what n terms of S lose when their weights are
+    subnormal (each within one smallest float, then multiplied by expm1(x_k) <= expm1(``x_max``) in linear space), and
+    the last roundings of subnormal results (4 units)."""
+    if log_a < _UNDERFLOW_ZONE:
+        return log_a + (n * (1.0 + math.expm1(x_max)) + 4.0) * _SMALLEST
+    return log_a
 
 
 @njit(**JIT_NO_ALLOC)
@@ -231,8 +314,8 @@ def _log_a_rows(log_w: NDArray, tri: NDArray, u: NDArray, out: NDArray) -> NDArr
 
 
 def _log_a_int(log_w: NDArray, tri: NDArray, u: NDArray) -> NDArray:
-    """log A_alpha of eq. (9) (:func:`_curve_log_a`) for an integer order, element by element: ``log_w`` (K, n) the
-    weights of each of the n elements of ``u`` (n,), ``tri`` (K,) or (K, 1)."""
+    """An upper bound on log A_alpha of eq. (9) (:func:`_curve_log_a`) for an integer order, element by element:
+    ``log_w`` (K, n) the weights of each of the n elements of ``u`` (n,), ``tri`` (K,) or (K, 1)."""
     u = np.ascontiguousarray(u, dtype=float)
     return _log_a_rows(np.ascontiguousarray(np.asarray(log_w, dtype=float).T), np.ascontiguousarray(tri, dtype=float)
                        .reshape(-1), u, np.empty_like(u))
@@ -268,6 +351,7 @@ class _IntegerOrders:
     tri: NDArray  # (K,) (k^2 - k) / 2
     log_binom: NDArray  # (n, K) log C(alpha, k), -inf for k > alpha
     lb_k: NDArray  # (n, 2) indices of k = 2 and k = alpha: exact terms that bound S_alpha from below
+    bound: NDArray  # (n,) the part of the error bound that depends on the order alone (:func:`_order_bound`)
 
 
 @lru_cache(maxsize=16)
@@ -275,14 +359,16 @@ def _integer_orders(orders: tuple[int, ...]) -> _IntegerOrders:
     """The tables of :class:`_IntegerOrders` for ascending distinct integer ``orders`` >= 2."""
     a = np.asarray(orders, dtype=float)
     k = np.arange(2, orders[-1] + 1, dtype=float)
-    with np.errstate(invalid="ignore"):
-        log_binom = np.where(k <= a[:, None], _log_binom(a[:, None], k), -np.inf)
+    log_binom = np.full((a.size, k.size), -np.inf)
+    for i, alpha in enumerate(orders):
+        log_binom[i, :alpha - 1] = _log_binom(alpha)[2:]
     lb_k = np.stack([np.zeros(a.size, dtype=int), a.astype(int) - 2], axis=1)
-    return _IntegerOrders(a, k, (k * k - k) / 2, log_binom, lb_k)
+    return _IntegerOrders(a, k, (k * k - k) / 2, log_binom, lb_k, _order_bound(a))
 
 
-def _log_s_int(lam: NDArray, u: NDArray, io: _IntegerOrders) -> NDArray:
-    """log S_alpha = log(A_alpha - 1) - alpha log(1-q) of eq. (9) at every integer order, for one sub-batch.
+def _log_s_int(lam: NDArray, lam_mag: NDArray, u: NDArray, io: _IntegerOrders) -> tuple[NDArray, NDArray]:
+    """log S_alpha = log(A_alpha - 1) - alpha log(1-q) of eq. (9) at every integer order, for one sub-batch, and a
+    bound on its rounding and truncation error.
 
     With lambda = log(q/(1-q)), x_k = u (k^2-k)/2 and u = 1/sigma^2, and the k = 0, 1 terms of eq. (9) taken out
     (the binomial weights sum to one):  A_alpha = 1 + (1-q)^alpha S_alpha,  S_alpha = sum_{k=2}^{alpha} C(alpha,k)
@@ -295,8 +381,13 @@ def _log_s_int(lam: NDArray, u: NDArray, io: _IntegerOrders) -> NDArray:
     from below (both increase with lambda and u); a term whose bound lies :data:`_PRUNE_NATS` below is dropped. For
     the noise of a training run most orders keep a handful of terms near k = alpha or near k = 2.
 
+    Error: log C(alpha, k) and the order's own roundings within :func:`_order_bound`, and the rest of each term's log
+    within :data:`_TERM_U` of the magnitudes it is made of (``lam_mag`` = |log q| + |log(1-q)| per unit of k, x_k and
+    log(1 - e^-x_k)), weighted by its share of the sum; the sum adds K u, the shift and the logarithm
+    :data:`_ROUND_U` of theirs, and the skipped terms at most 2 K e^-60 of S.
+
     Returns:
-        log S, shape (orders, elements).
+        ``(log S, bound on |log S - exact|)``, each of shape (orders, elements).
     """
     lam_hi, u_hi, lam_lo, u_lo = lam.max(), u.max(), lam.min(), u.min()
     with np.errstate(divide="ignore"):
@@ -309,9 +400,13 @@ def _log_s_int(lam: NDArray, u: NDArray, io: _IntegerOrders) -> NDArray:
     x = io.tri[cols, None] * u  # (kept k, m): every operation runs along contiguous rows of m elements
     g = io.k[cols, None] * lam + x
     low = io.tri[cols] * u_lo < _EXACT_EXP_NATS  # elsewhere log(1 - e^-x) is below rounding
-    g[low] += np.log(-np.expm1(-x[low]))
+    log_x = np.log(-np.expm1(-x[low]))
+    g[low] += log_x
+    mag = io.k[cols, None] * lam_mag + x + 1.0  # what each g_k is made of (+ 1: log(1 - e^-x_k) where not added)
+    mag[low] += np.abs(log_x)
     pos = np.cumsum(keep.any(axis=0)) - 1  # row of g for each k
     out = np.empty((io.orders.size, lam.size))
+    share = np.empty_like(out)  # the error of the terms (their magnitudes weighted by their share of S) and the sum
 
     # Consecutive orders whose terms all lie within _SHARED_NATS of one shift per element (max g over their k) and
     # one per order (max log C) are a single matrix product: the binomials C(alpha, k) / max_k C(alpha, k) times the
@@ -335,15 +430,25 @@ def _log_s_int(lam: NDArray, u: NDArray, io: _IntegerOrders) -> NDArray:
             w = np.exp(io.log_binom[rows, ks] - c_max[rows, None])
             w[w < _SHARED_FLOOR] = 0.0
             v = np.exp(np.maximum(terms - shift, _SHARED_LOG_FLOOR))
-            out[rows] = np.log(w @ v) + shift + c_max[rows, None]
+            total = w @ v
+            log_total = np.log(total)
+            out[rows] = log_total + shift + c_max[rows, None]
+            share[rows] = _TERM_U * (w @ (v * mag[pos[ks]])) / total + _ROUND_U * (
+                np.abs(log_total) + 2 * np.abs(shift) + c_max[rows, None])
         else:
             ks = np.flatnonzero(keep[start])
             terms = io.log_binom[start, ks, None] + g[pos[ks]]
             top = terms.max(axis=0)
-            out[start] = top + np.log(np.exp(np.maximum(terms - top, _FLOOR)).sum(axis=0))
+            e = np.exp(np.maximum(terms - top, _FLOOR))
+            total = e.sum(axis=0)
+            out[start] = top + np.log(total)
+            share[start] = _TERM_U * (e * mag[pos[ks]]).sum(axis=0) / total + _ROUND_U * (
+                np.abs(np.log(total)) + 2 * np.abs(top))
             stop = start + 1
         start = stop
-    return out
+    n_terms = (io.k[None, :] <= io.orders[:, None]).sum(axis=1)[:, None]
+    delta = share + _ROUND_U * np.abs(out) + io.bound[:, None] + n_terms * 2 * math.exp(-_PRUNE_NATS)
+    return out, delta
 
 
 def _sub_batches(lam: NDArray, u: NDArray) -> tuple[NDArray, list[int]]:
@@ -378,14 +483,21 @@ def _rdp_int(q: NDArray, u: NDArray, orders: NDArray) -> NDArray:
     uniq, inverse = np.unique(orders, return_inverse=True)
     io = _integer_orders(tuple(int(a) for a in uniq))
     log_1mq = np.log1p(-q)
-    lam = np.log(q) - log_1mq
+    log_q = np.log(q)
+    lam = log_q - log_1mq
+    lam_mag = np.abs(log_q) + np.abs(log_1mq)
     perm, cuts = _sub_batches(lam, u)
-    lam, u, log_1mq = lam[perm], u[perm], log_1mq[perm]
+    lam, lam_mag, u, log_1mq = lam[perm], lam_mag[perm], u[perm], log_1mq[perm]
     by_order = np.empty((uniq.size, q.size))  # (orders, sorted elements): sub-batches are contiguous column blocks
     for lo, hi in zip(cuts[:-1], cuts[1:]):
-        log_s = _log_s_int(lam[lo:hi], u[lo:hi], io) + io.orders[:, None] * log_1mq[lo:hi]
-        by_order[:, lo:hi] = np.where(log_s > 37.0, log_s, np.log1p(np.exp(np.minimum(log_s, 37.0))))  # log(1 + S)
+        log_s, delta = _log_s_int(lam[lo:hi], lam_mag[lo:hi], u[lo:hi], io)
+        scaled = io.orders[:, None] * log_1mq[lo:hi]
+        log_s += scaled
+        delta += _ROUND_U * (np.abs(scaled) + np.abs(log_s))
+        by_order[:, lo:hi] = _raise_log1p(np.logaddexp(0.0, log_s), delta)  # an upper bound on log(1 + S)
     by_order /= (io.orders - 1)[:, None]
+    tiny = np.nonzero(by_order < _UNDERFLOW_ZONE)  # a value near or below the smallest floats: ulps of them lost
+    by_order[tiny] += (io.orders[tiny[0]] + 3) * _SMALLEST
     out = np.empty((q.size, orders.size))
     out[perm] = by_order[inverse].T
     return out
@@ -400,10 +512,8 @@ _FRAC_SUB_BATCH = 128
 #: Floor (nats below the running maximum) of the exponentials of the fractional series; see :data:`_FLOOR`. A floored
 #: term is off by at most e^-700 of that maximum, which the error bound counts.
 _FRAC_FLOOR = -700.0
-#: Unit roundoff of float64, and its smallest normal number.
-_U = 2.0**-53
+#: The smallest normal float (the unit roundoff _U and the smallest float _SMALLEST are defined above).
 _TINY = float(np.finfo(float).tiny)
-_SMALLEST = float(np.nextafter(0.0, 1.0))
 #: Absolute error allowed for a log-CDF on top of _KU: where it is subnormal (a CDF within 1e-308 of 1), its error
 #: is absolute.
 _SUBNORMAL = 1e-300
@@ -414,8 +524,7 @@ _SERIES_SIGMA = (1e-100, 1e150)
 #: logarithm, a sum of them) is within _KU * m of its exact value, a ratio within 16 ulp (relative, so _KU in its log),
 #: and each term's last exp, log and product within 12 ulp: numpy's and scipy's exp, log, log1p, expm1 and log_ndtr
 #: are within a few ulp and no quantity passes through more than a few roundings. Against 50-digit mpmath, the
-#: computed values used at most 1/40 of the margin this gives.
-_KU = 16 * _U
+#: computed values used at most 1/40 of the margin this gives. (_KU is defined above, beside the integer orders'.)
 #: Terms of the alternating tail summed with the weights of Cohen, Rodriguez Villegas & Zagier (2000, Algorithm 1),
 #: which leave an error of at most the tail's first magnitude / d_n, d_n = ((3 + sqrt 8)^n + (3 - sqrt 8)^n) / 2.
 _CRVZ_TERMS = 32
@@ -644,19 +753,15 @@ def _chord_upper(q: NDArray, u: NDArray, alpha: float) -> NDArray:
 
     log A_alpha = (alpha - 1) RDP_alpha is convex in alpha (the cumulant generating function of the privacy loss) and
     log A_1 = 0, so it lies below its chord between n and n + 1 (for alpha < 2 this is RDP_2, the bound of
-    monotonicity in the order). Each log A_n (:func:`_log_a_int`, element by element, so that the value does not
-    depend on the batch) is first raised by a bound on its rounding error: eq. (9)'s sum in log space is within
-    64u (n+1) (|log q| + |log(1-q)| + (n+1) u/2 + log(n+1) + 1) of exact (u = 1/sigma^2 here).
+    monotonicity in the order). Each log A_n is an upper bound already (:func:`_log_a_int`, element by element, so
+    that the value does not depend on the batch).
     """
     n = float(np.floor(alpha))
     log_q, log_p = np.log(q), np.log1p(-q)
-    delta = 64 * _U * (n + 1) * (np.abs(log_q) + np.abs(log_p) + (n + 1) * u / 2 + np.log(n + 1) + 1) + 1e-20
 
     def log_a(k: int) -> NDArray:
-        exact = np.concatenate([_log_a_int(_log_weights(k, log_q[s:s + 256], log_p[s:s + 256]), _triangular(k, 1),
-                                           u[s:s + 256]) for s in range(0, q.size, 256)])
-        with np.errstate(over="ignore"):
-            return exact + np.minimum(delta, exact * np.expm1(np.minimum(delta, 700.0)))  # log1p(S e^d) is below both
+        return np.concatenate([_log_a_int(_log_weights(k, log_q[s:s + 256], log_p[s:s + 256]), _triangular(k, 1),
+                                          u[s:s + 256]) for s in range(0, q.size, 256)])
 
     low = log_a(int(n)) if n >= 2 else 0.0
     chord = ((n + 1 - alpha) * low + (alpha - n) * log_a(int(n) + 1)) / (alpha - 1) * (1 + 16 * _U)
@@ -667,7 +772,9 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
     """RDP of one round of the Sampled Gaussian Mechanism, batched.
 
     Integer orders use eq. (9) (Lemma 1 of the AdaScale paper), all orders from one shared set of exponentials per
-    element (:func:`_log_s_int`): exact to rounding. Fractional orders use the series of Mironov, Talwar & Zhang
+    element (:func:`_log_s_int`), raised by a bound on its rounding error: an upper bound on the exact RDP, 5e-15
+    above it typically, ~1e-12 where the terms near k = alpha take over, up to 2e-11 near q = 1 (where k lambda +
+    alpha log(1-q) cancels). Fractional orders use the series of Mironov, Talwar & Zhang
     (2019, Sec. 3.3; Opacus's ``_compute_log_a_frac``) rearranged to sum A - 1, with its alternating tail summed by
     Cohen-Rodriguez Villegas-Zagier and every rounding and truncation error bounded (:func:`_rdp_frac_upper`): the
     value returned is an upper bound on the exact RDP, never below it -- typically 1e-13 above it, up to

@@ -190,6 +190,12 @@ X_FLOOR_RATIO = 1e-12
 _LAGUERRE_NODES, _LAGUERRE_WEIGHTS = np.polynomial.laguerre.laggauss(48)
 _LEGENDRE_NODES, _LEGENDRE_WEIGHTS = np.polynomial.legendre.leggauss(64)
 
+
+def _quadrature(values: NDArray, weights: NDArray) -> NDArray:
+    """sum_j values[..., j] weights[j], row by row: the same bits for a row whatever the rows beside it (a BLAS
+    matrix-vector product sums a row differently in a batch of 7 than alone, which an env's round must not see)."""
+    return (values * weights).sum(axis=-1)
+
 #: Range of v = log theta of :meth:`ReceiveScalingModel.stationary_level` (theta: the water level over x_max E[h^2]).
 _TAIL_V_MIN, _TAIL_V_MAX = float(np.log(1e-12)), float(np.log(700.0))
 
@@ -672,7 +678,7 @@ class ReceiveScalingModel:
         mean = np.asarray(mean_h_min2, dtype=float)[..., None]
         h = mean * _LAGUERRE_NODES
         x = self.x_for_cost(np.asarray(nu, dtype=float)[..., None], h)
-        return self.leakage(x, h) @ _LAGUERRE_WEIGHTS
+        return _quadrature(self.leakage(x, h), _LAGUERRE_WEIGHTS)
 
     # --- the stationary water level ---------------------------------------------------------------------------------
     def stationary_level(self, spend: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
@@ -712,7 +718,7 @@ class ReceiveScalingModel:
         theta = np.broadcast_to(level / a, np.broadcast_shapes(level.shape, a.shape))
         top = np.minimum(theta, 60.0)[..., None]
         e = 0.5 * top * (_LEGENDRE_NODES + 1.0)
-        below = (self.leakage(a[..., None] * e, 1.0) * np.exp(-e)) @ _LEGENDRE_WEIGHTS * (0.5 * top[..., 0])
+        below = _quadrature(self.leakage(a[..., None] * e, 1.0) * np.exp(-e), _LEGENDRE_WEIGHTS) * (0.5 * top[..., 0])
         return below + self.leakage(np.minimum(level, a * 700.0), 1.0) * np.exp(-theta)
 
     def stationary_headroom(self, nu: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:

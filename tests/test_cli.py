@@ -1,27 +1,36 @@
 """Command-line input is refused before any computing, argparse style: one line naming the option, exit code 2
 (issue 9, class 5)."""
 
+import argparse
 import json
 
 import pytest
 
-from experiments.cli import main
+from experiments import sweep
+from experiments.argtypes import key_value, writable_dir
+from experiments.cli import build_parser, main
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["compare", "--nu", "0"], "--nu: must be a finite number > 0"),
-    (["compare", "--nu", "nan"], "--nu: must be a finite number > 0"),
-    (["compare", "--seeds", "0"], "--seeds: must be an integer >= 1"),
-    (["compare", "--rounds", "0"], "--rounds: must be an integer >= 1"),
-    (["compare", "--correlation", "1.0"], "--correlation: must be a number in [0, 1)"),
+    (["compare", "--nu", "0"], "--nu: must be a finite number in [1e-30, 1e+30]; got '0'"),
+    (["compare", "--nu", "nan"], "--nu: must be a finite number in [1e-30, 1e+30]"),
+    (["compare", "--seeds", "0"], "--seeds: must be an integer in [1, 100000]"),
+    (["compare", "--rounds", "0"], "--rounds: must be an integer in [1, 1000000]"),
+    (["compare", "--correlation", "1.0"], "--correlation: must be a finite number in [0, 1)"),
     (["compare", "--correlation", "0.5"], "--correlation needs --fading gauss_markov"),
     (["compare", "--scheme", "cdpb", "--nu", "0.1"], "--scheme cdpb does not use --nu"),
     (["compare", "--scheme", "cdpb", "--rounds", "5"], "--scheme cdpb does not use --rounds"),
     (["compare", "--accounting", "sgm"], "--scheme receive_scaling does not use --accounting"),
     (["compare", "--out", "/proc/otagym-cannot-write"], "--out: cannot write into"),
     (["train", "--steps", "0"], "--steps: must be an integer >= 1"),
-    (["train", "--minutes", "-1"], "--minutes: must be a finite number > 0"),
-    (["rollout", "--nu", "0"], "--nu: must be a finite number > 0"),
+    (["train", "--minutes", "-1"], "--minutes: must be a finite number in (0, 1e+07]"),
+    (["rollout", "--nu", "0"], "--nu: must be a finite number in [1e-30, 1e+30]"),
+    (["rollout", "--nu", "1e300"], "--nu: must be a finite number in [1e-30, 1e+30]; got '1e300'"),
+    (["rollout", "--nu", "1e-300"], "--nu: must be a finite number in [1e-30, 1e+30]; got '1e-300'"),
+    (["compare", "--seeds", "100000000000"], "--seeds: must be an integer in [1, 100000]"),
+    (["train", "--seed", str(2**32)], "--seed: must be an integer in [0, 4294967295]"),
+    (["train", "--torch-threads", str(2**31)], "--torch-threads: must be an integer in [0, 1024]"),
+    (["train", "--minutes", "1e308"], "--minutes: must be a finite number in (0, 1e+07]"),
 ])
 def test_bad_options_exit_2_with_one_line(argv, needle, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -56,3 +65,46 @@ def test_compare_takes_the_block_coherence_with_block_fading_only(tmp_path, caps
                  "--nu", "0.04", "--policies", "EqualAlloc", "OnlineOptimal", "--out", str(tmp_path)]) == 0
     scenario = json.loads((tmp_path / "compare.json").read_text())["scenario"]
     assert scenario["fading"] == "block" and scenario["coherence_rounds"] == 5
+
+
+#: Numbers at and beyond every range an option could have: zero, negative, fractional, the physical range's bounds
+#: and far beyond them, beyond float64, not numbers at all, an integer beyond int64.
+EXTREMES = ("0", "-1", "1.5", "1e-300", "1e-30", "1e30", "1e300", "1e400", "nan", "inf", "9" * 40)
+#: What an option needs beside it to be read at all.
+NEEDS = {"--correlation": ["--fading", "gauss_markov"], "--coherence-rounds": ["--fading", "block"]}
+#: Each command's cheapest run, and what stands in for its computation (reached after every check).
+RUNS = {"rollout": ["rollout", "--rounds", "2"],
+        "compare": ["compare", "--policies", "EqualAlloc", "--no-progress"]}
+
+
+def _numeric_options(command: str) -> list[str]:
+    """Every option of ``command`` that reads a number (a type other than text, a folder or KEY=VALUE; no choices)."""
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return [a.option_strings[-1] for a in sub.choices[command]._actions
+            if a.option_strings and a.type not in (None, str, writable_dir, key_value) and a.choices is None]
+
+
+class _Reached(Exception):
+    """The command got past every check to its computation."""
+
+
+@pytest.mark.parametrize("command,option", [(c, o) for c in RUNS for o in _numeric_options(c)])
+def test_a_number_the_command_line_accepts_runs_and_any_other_is_refused_in_one_line(command, option, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """The class of ``rollout --nu 1e300``: a number an option lets through must not fail later with a traceback.
+    Every numeric option of every command, at every extreme: the command runs (compare up to its cells), or stops
+    with exit code 2 and one line naming the option and its range."""
+    def reached(*args, **kwargs):
+        raise _Reached
+    monkeypatch.setattr(sweep, "run", reached)
+    for text in EXTREMES:
+        argv = RUNS[command] + (["--out", str(tmp_path)] if command == "compare" else []) + NEEDS.get(option, [])
+        try:
+            assert main(argv + [option, text]) == 0
+        except _Reached:
+            pass
+        except SystemExit as exc:
+            err = capsys.readouterr().err
+            assert exc.code == 2 and "Traceback" not in err, (text, err)
+            assert err.splitlines()[-1].startswith(f"otagym {command}: error: argument {option}: must be "), (text, err)
+        capsys.readouterr()

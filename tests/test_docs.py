@@ -136,6 +136,32 @@ def test_task_page_observation_table_covers_every_entry(task_id):
     assert covered == list(range(gym.make(task_id).observation_space.shape[0]))
 
 
+def test_generated_pages_write_formulas_in_unicode_and_every_table_has_a_header():
+    """The task pages and the tasks index write their formulas (docstrings' ASCII: ``sigma_n^2 <= nu``) as the
+    hand-written pages do (``σ_n² ≤ ν``), outside code, and no table starts with an empty header row."""
+    pages = {path: page for path, page in hook.generated_pages().items() if path != "cli.md"}
+    ascii_math = re.compile(r"(?<![A-Za-z])(nu|sigma|rho|alpha|eps|epsilon|eta|mu|lambda|tau|sqrt)(?![A-Za-z])|<=|>=|"
+                            r"\^2(?![0-9])")
+    for path, page in pages.items():
+        prose = hook._VERBATIM.sub("", page)
+        assert not ascii_math.search(prose), (path, ascii_math.search(prose).group(0))
+        assert not [line for line in page.splitlines() if re.fullmatch(r"\|(\s*\|)+", line)], path
+    assert "ν" in pages[f"{hook.TASKS_DIR}/ReceiveScalingIID-v0.md"]
+
+
+def test_unicode_math_leaves_code_comments_and_links_as_they_are():
+    text = "sigma_n^2 <= nu -> inf, `nu_range <= 1` and ``rho``, <!-- a -> b -->, [rho](../rho.md), a - b"
+    assert hook.unicode_math(text) == ("σ_n² ≤ ν → ∞, `nu_range <= 1` and ``rho``, <!-- a -> b -->, [ρ](../rho.md), "
+                                       "a − b")
+    assert hook.unicode_math("```python\nnu = 0.04  # sigma^2\n```") == "```python\nnu = 0.04  # sigma^2\n```"
+
+
+def test_the_omnisafe_caveat_comes_before_its_recipe():
+    page = (ROOT / "docs" / "tutorials" / "constrained-rl.md").read_text()
+    section = page.split("\n## OmniSafe\n")[1]
+    assert section.index("installs only beside gymnasium 0.28") < section.index("```python")
+
+
 def test_cli_page_has_every_command():
     page = hook.cli_page()
     for command in ("rollout", "compare", "evaluate", "sweep", "train"):

@@ -1,6 +1,8 @@
 """OTAPrivacyEnv / OTAPrivacyVectorEnv: API checkers, determinism, single == vector on the same draws, and every
 info entry against an independent computation (closed forms of the AdaScale paper, Opacus)."""
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -50,6 +52,29 @@ def _rollout(env, seed, actions):
         obs, r, term, trunc, info = env.step(a)
         out += [obs, r, info["x"], info["rdp_round"]]
     return out
+
+
+@pytest.mark.parametrize("make,kwargs,named", [
+    ("make", {"num_rounds": 100}, "num_rounds=100"),
+    ("make", {"correlation": 0.5}, "correlation=0.5 (the task's: 0.9)"),
+    ("make_vec", {"num_rounds": 100}, "num_rounds=100"),
+    ("make_vec", {"nu_range": (0.02, 0.08)}, "nu_range=(0.02, 0.08) (the task's: (0.01, 0.16))"),
+])
+def test_a_task_id_made_with_other_settings_warns_that_it_is_no_longer_the_task(make, kwargs, named):
+    """``gym.make(task_id, num_rounds=100)`` makes another env under the task's id: a UserWarning names each setting
+    that changed; the task's own settings (a list for its tuple included) and run options (render mode, the number
+    of envs) do not warn, nor does the generic id with any settings."""
+    task_id = "otagym/ReceiveScalingGaussMarkov-v0"
+    args = (task_id, 2) if make == "make_vec" else (task_id,)
+    with pytest.warns(UserWarning, match="is no longer that task") as caught:
+        getattr(gym, make)(*args, **kwargs)
+    assert any(named in str(w.message) for w in caught), [str(w.message) for w in caught]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*is no longer that task")
+        gym.make(task_id)
+        gym.make(task_id, nu_range=[0.01, 0.16], correlation=0.9, render_mode=None)
+        gym.make_vec(task_id, 3)
+        gym.make(ENV_ID, num_rounds=100)
 
 
 def test_same_seed_same_trajectory_different_seed_differs():

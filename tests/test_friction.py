@@ -97,7 +97,7 @@ def test_mistakes_end_in_one_line_and_leave_no_folder(argv, needle, tmp_path, mo
     (["--algo", "ppo_lagrangian", "--env", "reward_mode=budget"],
      "argument --env: ppo_lagrangian trains on the CMDP formulation"),
     (["--config", "missing.yml"], "argument --config: config file missing.yml does not exist"),
-    (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
+    (["--seed", "-1"], "argument --seed: must be an integer in [0, 4294967295]"),
 ])
 def test_train_mistakes_end_in_one_line_and_leave_no_run_folder(argv, needle, tmp_path, monkeypatch, capsys):
     pytest.importorskip("stable_baselines3")
@@ -158,6 +158,19 @@ def test_the_table_explains_its_columns_and_prints_every_row_readably():
     dpp = [line for line in table.splitlines() if line.startswith("LyapunovDPP")]
     assert dpp and all("-5.00e+06 ±" in line for line in dpp), dpp
     assert not re.search(r"\d{7}", table)  # no number of 7 digits or more before its point
+
+
+def test_one_seed_is_accepted_and_its_table_says_it_has_no_interval(tmp_path, capsys):
+    """``--seeds K`` as the docs write it, K = 1 included: compare runs one realisation, and its table says that one
+    realisation has no confidence interval instead of explaining a "± 0" as one; a sweep takes one seed too."""
+    table = format_table(summarize([c for c in _cells() if c["seed"] == 0]), get_scenario("paper-mnist"))
+    assert "one channel realisation (seed) has no confidence interval" in table and "over the 1 channel" not in table
+    assert main(["compare", "--seeds", "1", "--rounds", "5", "--nu", "0.04", "--policies", "EqualAlloc",
+                 "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "one channel realisation (seed) has no confidence interval" in capsys.readouterr().out
+    from experiments import sweep
+    assert len(sweep.plan({"name": "one", "rounds": 5, "policies": ["EqualAlloc"], "nu": 0.04,
+                           "seeds": {"start": 7, "count": 1}}).cells) == 1
 
 
 def _figure(rows, tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 script with our YAML, TorchRL's GymEnv / GymWrapper with check_env_specs, RLlib (where ray is installed: the second CI
 environment, gymnasium 1.2.2)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,29 @@ def test_rllib_trains_one_iteration():
     finally:
         ray.shutdown()
     assert result["env_runners"]["num_env_steps_sampled"] >= 200
+
+
+@pytest.mark.slow  # starts three pairs of worker processes: about 20 s
+def test_sb3_subprocesses_see_the_bare_id_from_a_script_but_not_from_python_c(tmp_path):
+    """What docs/environment/integrations.md says: SubprocVecEnv's workers re-import the main script, so from a script
+    that imports otagym the bare id works; from ``python -c`` nothing imports it there, the workers fail with
+    ``Namespace otagym not found`` and the parent sees ``ConnectionResetError``; the id with its module works."""
+    pytest.importorskip("stable_baselines3")
+    body = ("from stable_baselines3.common.env_util import make_vec_env\n"
+            "from stable_baselines3.common.vec_env import SubprocVecEnv\n"
+            "if __name__ == '__main__':\n"
+            "    venv = make_vec_env({id!r}, n_envs=2, vec_env_cls=SubprocVecEnv)\n"
+            "    print('ok', venv.reset().shape)\n"
+            "    venv.close()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                              env=env)
+
+    script = tmp_path / "train.py"
+    script.write_text("import otagym  # noqa: F401\n" + body.format(id="otagym/ReceiveScalingIID-v0"))
+    assert "ok (2, 36)" in run(str(script)).stdout
+    bare = run("-c", "import otagym\n" + body.format(id="otagym/ReceiveScalingIID-v0"))
+    assert bare.returncode != 0 and "ConnectionResetError" in bare.stderr and "Namespace otagym not found" in bare.stderr
+    assert "ok (2, 36)" in run("-c", body.format(id="otagym:otagym/ReceiveScalingIID-v0")).stdout

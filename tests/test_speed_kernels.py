@@ -34,17 +34,18 @@ def mp_rdp(q: float, u: float, alpha: int) -> mp.mpf:
 
 
 @pytest.mark.parametrize("q", [1e-3, 0.01, 0.08, 0.5, 0.9])
-def test_tables_lie_above_the_series_by_less_than_1e12(q):
+def test_tables_agree_with_the_series_within_their_bounds(q):
     """Across the whole range of u = 1/sigma^2 (below the table: the chord; above it: the asymptote; between: the
-    interpolants, the two-cluster ones included), every order: within [-5e-13, 1e-12] of rdp_sgm, whose own rounding
-    (log-gamma binomials) is ~3e-13 (mpmath below checks the sign against the exact value)."""
+    interpolants, the two-cluster ones included), every order: within [-2e-12, 1e-12] of rdp_sgm. Both are upper
+    bounds on eq. (9): the tables within 1e-12 of it, the series up to ~1.6e-12 above it (its rounding bound, where
+    the terms near k = alpha take over); mpmath below checks the tables' sign against the exact value."""
     table = _curve_table(q, DEFAULT_ORDERS)
     v = np.random.default_rng(0).uniform(table.v_lo - 3.0, math.log(table.edges[-1]) + 3.0, 3000)
     sigma = np.exp(-0.5 * v)
     got = table_round(q, sigma)
     exact = rdp_sgm(q=q, noise_multiplier=sigma, orders=DEFAULT_ORDERS)
     rel = got / exact - 1
-    assert rel.min() >= -5e-13 and rel.max() <= 1e-12, (rel.min(), rel.max())
+    assert rel.min() >= -2e-12 and rel.max() <= 1e-12, (rel.min(), rel.max())
 
 
 @pytest.mark.parametrize("q,u,alpha", [(0.01, 0.0408, 226), (0.01, 0.0361, 256), (0.01, 8.9e-16, 256),

@@ -142,6 +142,21 @@ def test_a_rerun_computes_only_the_missing_cells(reference, tmp_path):
     assert (again.computed, again.skipped) == (0, N)
 
 
+def test_a_rerun_removes_what_killed_writers_left_in_every_folder_the_sweep_writes(reference, tmp_path):
+    """A run killed while writing sweep.json, cells.csv or a record leaves a temporary file beside it; the next run
+    removes those of dead writers in the sweep's folder as in cells/, and leaves a live writer's."""
+    shutil.copytree(reference, tmp_path / "tiny")
+    dead = f"{_io._host()}-999999999.abcdefgh.tmp"
+    left = [tmp_path / "tiny" / f".sweep.json.{dead}", tmp_path / "tiny" / f".cells.csv.{dead}",
+            tmp_path / "tiny" / "cells" / f".{sweep.plan(TINY).keys[0]}.json.{dead}"]
+    live = tmp_path / "tiny" / f".summary.csv.{_io._host()}-{os.getpid()}.abcdefgh.tmp"
+    for path in [*left, live]:
+        path.write_text("left by a SIGKILL")
+    outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", progress=False, log=None)
+    assert outcome.complete and outcome.computed == 0
+    assert [p for p in left if p.exists()] == [] and live.exists()
+
+
 def test_a_cell_that_raises_is_recorded_with_its_traceback_and_the_others_finish(monkeypatch, tmp_path):
     def explode(nu, p):
         raise RuntimeError("boom in a cell")
@@ -439,3 +454,28 @@ def test_compare_writes_one_generation_and_says_when_a_killed_run_mixed_two(tmp_
     assert "(its compare.csv, compare.png are of yet another run)" in capsys.readouterr().err
     assert not list(tmp_path.glob(".*.tmp"))  # a dead writer's temporary file is cleaned
     assert main(first) == 0 and report.mismatched_outputs(tmp_path / "compare.json") == []
+
+
+@pytest.mark.parametrize("earlier", [None, ["LiuSimeone"]], ids=["first-run", "over-another-comparison"])
+def test_compare_killed_while_writing_its_json_resumes_when_rerun(tmp_path, capsys, monkeypatch, earlier):
+    """A run killed while writing compare.json (its CSV and plot written, its JSON not) left torn outputs; the same
+    command run again is that run's own and finishes it from its stored cells, over no comparison or another one."""
+    from baselines import report
+
+    if earlier:
+        assert main(COMPARE + earlier + ["--out", str(tmp_path)]) == 0
+    command = COMPARE + ["EqualAlloc", "--out", str(tmp_path)]
+
+    def killed(path, *args, **kwargs):  # SIGKILL while compare.json is written: its temporary file stays
+        (Path(path).parent / f".{Path(path).name}.{_io._host()}-999999999.abcdefgh.tmp").write_text('{"rows": [')
+        raise KeyboardInterrupt
+    monkeypatch.setattr(report, "write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        main(command)
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    assert "holds this comparison already" in out and "0 cells computed, 2 reused" in out
+    assert len(json.loads((tmp_path / "compare.json").read_text())["cells"]) == 2
+    assert report.mismatched_outputs(tmp_path / "compare.json") == [] and not list(tmp_path.glob(".*.tmp"))

@@ -73,7 +73,7 @@ def test_torch_threads_are_set_and_recorded(tmp_path, small_ppo, torch_threads):
 def test_cli_refuses_a_negative_thread_count(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["train", "--torch-threads", "-1"])
-    assert exc.value.code == 2 and "--torch-threads: must be an integer >= 0" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--torch-threads: must be an integer in [0, 1024]" in capsys.readouterr().err
 
 
 def test_progress_bar_total_is_the_steps_asked_or_the_time_budget():

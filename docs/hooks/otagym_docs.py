@@ -41,6 +41,38 @@ def rst_to_md(text: str) -> str:
     return _ROLE.sub(lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", text)
 
 
+#: Greek letters the docstrings spell out (``nu``, ``sigma_m,t``, ``rho_alpha``), as the hand-written pages write them.
+_GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "eps": "ε", "eta": "η",
+          "theta": "θ", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν", "rho": "ρ", "sigma": "σ", "tau": "τ",
+          "phi": "φ"}
+_GREEK_WORD = re.compile(r"(?<![A-Za-z])(" + "|".join(sorted(_GREEK, key=len, reverse=True)) + r")(?![A-Za-z])")
+#: ASCII notation -> the hand-written pages' symbols (applied after the Greek letters).
+_SYMBOLS = [(re.compile(r"\^2(?![0-9])"), "²"), (re.compile(r"\^3(?![0-9])"), "³"), (re.compile(r"<="), "≤"),
+            (re.compile(r">="), "≥"), (re.compile(r"!="), "≠"), (re.compile(r"->"), "→"),
+            (re.compile(r"(?<![A-Za-z_])sqrt\("), "√("), (re.compile(r"(?<![A-Za-z_])sum_"), "Σ_"),
+            (re.compile(r"(?<![A-Za-z_])inf(?![A-Za-z_])"), "∞"), (re.compile(r"(?<=\s)-(?=\s)"), "−")]
+#: What keeps its characters: fenced code, HTML comments, code spans, link targets.
+_VERBATIM = re.compile(r"(```.*?```|<!--.*?-->|(`+).+?\2|\]\([^)]*\))", re.DOTALL)
+
+
+def unicode_math(text: str) -> str:
+    """The ASCII formulas of Markdown ``text`` (from docstrings: ``sigma_n^2 <= nu``) in the Unicode of the
+    hand-written pages (``σ_n² ≤ ν``): Greek letters spelled out as words (``rho_alpha`` -> ``ρ_α``), squares and
+    cubes, ``<=``, ``>=``, ``!=``, ``->``, ``sqrt(``, ``sum_``, ``inf`` and a minus between spaces. Code (fenced or
+    in spans), HTML comments and link targets are left as they are."""
+    def convert(part: str) -> str:
+        part = _GREEK_WORD.sub(lambda m: _GREEK[m.group(1)], part)
+        for pattern, symbol in _SYMBOLS:
+            part = pattern.sub(symbol, part)
+        return part
+
+    out, at = [], 0
+    for m in _VERBATIM.finditer(text):
+        out += [convert(text[at:m.start()]), m.group(0)]
+        at = m.end()
+    return "".join(out + [convert(text[at:])])
+
+
 _RULE = re.compile(r"^\s*=+(\s+=+)+\s*$")
 
 
@@ -394,8 +426,7 @@ def task_page(task: Any) -> str:
 
     out = [f"# {task.id}", "",
            "<!-- Generated at build time by docs/hooks/otagym_docs.py from otagym.tasks.TASKS; do not edit. -->", "",
-           md_table(["", ""], [
-               ["Scheme", f"[{page.get('title', scheme)}]({page['guide']})" if page else f"`{scheme}`"],
+           md_table(["Scheme", f"[{page.get('title', scheme)}]({page['guide']})" if page else f"`{scheme}`"], [
                ["Action space", f"`{act_space}`"],
                ["Observation space", f"`{obs_space}`"],
                ["Episode length", f"T = {task.max_episode_steps} rounds (`max_episode_steps`)"],
@@ -458,7 +489,7 @@ def task_page(task: Any) -> str:
             "evaluation set.", "",
             "## Version history", ""]
     out += [f"- {v}" for v in task.versions] + [""]
-    return "\n".join(out)
+    return unicode_math("\n".join(out))
 
 
 def tasks_index() -> str:
@@ -472,20 +503,22 @@ def tasks_index() -> str:
         rows.append([f"[`{task.id}`]({task_slug(task.id)}.md)", pages.get(scheme, {}).get("title", scheme),
                      "benchmark suite" if task.id in BENCHMARK else "formulation", str(task.max_episode_steps),
                      task.summary])
-    return "\n".join([
+    return unicode_math("\n".join([
         "# Benchmark tasks", "",
         "<!-- Generated at build time by docs/hooks/otagym_docs.py from otagym.tasks.TASKS; do not edit. -->", "",
         "A task is a registered, versioned Gymnasium id that fixes every setting that changes what is learned "
         "(scheme, deployment, horizon, fading, formulation, action, the budgets it is trained over), so that one "
         "number on it means the same in every paper. `import otagym` registers them; `gym.make(task_id)` and "
         "`gym.make_vec(task_id, num_envs=N)` build them. A task's version is bumped whenever anything that changes "
-        "learning changes. `otagym/OTAPrivacy-v0` stays the configurable env.", "",
+        "learning changes. `otagym/OTAPrivacy-v0` stays the configurable env: a task's id made with keyword "
+        "arguments that change its settings (`gym.make(task_id, num_rounds=100)`) is another env, and a UserWarning "
+        "names the settings that changed.", "",
         "The tasks of [the benchmark suite](../benchmark.md) are those an RL algorithm is ranked on: each has a "
         "feasible floor, a computable ceiling and at least 20 normalised points between them. The formulation tasks "
         "are the papers' settings, where a constant action comes within about a point of the ceiling.", "",
         md_table(["task", "scheme", "set", "T", "what there is to learn"], rows), "",
         "Each task is scored with `otagym evaluate` on a frozen set of channel realisations, against stored "
-        "reference scores: see each task's page and [Evaluate on the benchmark](../tutorials/evaluate.md).", ""])
+        "reference scores: see each task's page and [Evaluate on the benchmark](../tutorials/evaluate.md).", ""]))
 
 
 # --------------------------------------------------------------------------------------------------------------------
