@@ -46,7 +46,7 @@ from otagym.sb3 import OTAPrivacySB3VecEnv
 from otagym.tasks import TASKS, constrained
 
 __all__ = ["load_hyperparams", "config_entry", "train", "package_versions", "latest_checkpoint", "checkpoint_files",
-           "resume_conflicts", "NoCheckpointError", "RunExistsError", "RunMismatchError", "SettingsError"]
+           "checkpoint_models", "resume_conflicts", "NoCheckpointError", "RunExistsError", "RunMismatchError", "SettingsError"]
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
@@ -149,6 +149,17 @@ def _needed_parts(algo: str | None) -> tuple[str, ...]:
         ("lagrange",) if algo == "ppo_lagrangian" else ())
 
 
+def checkpoint_models(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(env steps, model zip) of every checkpoint model in the run's ``checkpoints/``, by steps; complete or not
+    (:func:`latest_checkpoint` checks)."""
+    found = []
+    for path in (Path(run_dir) / "checkpoints").glob("model_*_steps.zip"):
+        match = re.fullmatch(r"model_(\d+)_steps\.zip", path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
 def latest_checkpoint(run_dir: str | Path, algo: str | None = None) -> tuple[Path, int] | None:
     """The newest *complete* checkpoint of a run (model zip readable as a zip, with its replay buffer for SAC/TD3
     and its multiplier for PPO-Lagrangian) and its step count, or None. ``algo`` defaults to the one in the run's
@@ -157,12 +168,7 @@ def latest_checkpoint(run_dir: str | Path, algo: str | None = None) -> tuple[Pat
     run = Path(run_dir)
     if algo is None and (run / "run.json").is_file():
         algo = _read_run_json(run).get("algo")
-    found = []
-    for path in (run / "checkpoints").glob("model_*_steps.zip"):
-        match = re.fullmatch(r"model_(\d+)_steps\.zip", path.name)
-        if match:
-            found.append((int(match.group(1)), path))
-    for steps, path in sorted(found, reverse=True):
+    for steps, path in reversed(checkpoint_models(run)):
         files = checkpoint_files(run, steps)
         missing = [part for part in _needed_parts(algo) if not files[part].is_file()]
         if not missing and zipfile.is_zipfile(files["model"]):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from agents.policy import AgentPolicy, load_model
-from agents.train import checkpoint_files, train
+from agents.train import checkpoint_models, train
 from baselines.benchmark import task_scores_and_costs
 from otagym._io import write_json
 from otagym.tasks import BENCHMARK, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
@@ -37,10 +37,9 @@ def play(model_path: Path, task_id: str, seeds: tuple[int, ...]) -> dict[str, tu
     return {nu: (scores[nu], costs[nu]) for nu in scores}
 
 
-def candidates(run: Path, steps: int, every: int) -> list[tuple[int, Path]]:
+def candidates(run: Path, steps: int) -> list[tuple[int, Path]]:
     """(env steps, model file) of each checkpoint of the run and of its final model."""
-    found = [(s, checkpoint_files(run, s)["model"]) for s in range(every, steps, every)]
-    return [(s, p) for s, p in found if p.is_file()] + [(steps, run / "model.zip")]
+    return [(s, p) for s, p in checkpoint_models(run) if s < steps] + [(steps, run / "model.zip")]
 
 
 def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder: Path) -> dict[str, Any]:
@@ -49,10 +48,10 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
     clock = time.perf_counter()
     if not (run / "model.zip").is_file():
         resume = (run / "run.json").is_file() and (run / "checkpoints").is_dir()
-        train(algo, run_dir=run, seed=seed, total_timesteps=steps, checkpoint_freq=every,
-              env_overrides=dict(TASKS[task_id].kwargs), resume=resume, progress=False)
+        train(algo, run_dir=run, seed=seed, total_timesteps=steps, checkpoint_freq=every, task=task_id,
+              resume=resume, progress=False)
     validation = []
-    for at, path in candidates(run, steps, every):
+    for at, path in candidates(run, steps):
         played = play(path, task_id, BENCHMARK_VALIDATION_SEEDS)
         value = float(np.mean([feasible_score(s, c).mean() for s, c in played.values()]))
         validation.append({"steps": at, "model": str(path), "validation": value})
