@@ -7,7 +7,8 @@ task id (the task's env settings; ``ppo_lagrangian``: PPO with the PID Lagrangia
 ``--out/<algo>/<task name>/seed<k>/`` (resumed where a run was killed). Each checkpoint and the final model play the
 validation realisations (:data:`otagym.tasks.BENCHMARK_VALIDATION_SEEDS`) deterministically at every budget; the one
 with the best mean feasible score (:func:`otagym.tasks.feasible_score`) is scored on the evaluation set, and the
-record is written atomically to ``--out/<algo>/<task name>/seed<k>.json``.
+record is written atomically to ``--out/<algo>/<task name>/seed<k>.json``. ``--zoo`` ships each task's seed best on
+validation to ``agents/zoo/<task name>/<algo>/`` (``model.zip`` and the run's ``run.json``, which names the task).
 
     pip install -e ".[rl,results]"
     python benchmarks/train_suite.py --algo ppo_lagrangian --tasks otagym/ReceiveScalingCMDP-v1 --seeds 5
@@ -26,8 +27,11 @@ import numpy as np
 from agents.policy import AgentPolicy, load_model
 from agents.train import checkpoint_models, train
 from baselines.benchmark import task_scores_and_costs
-from otagym._io import write_json
+from otagym._io import atomic_write, write_json
 from otagym.tasks import BENCHMARK, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
+
+#: The zoo of shipped agents.
+ZOO = Path(__file__).resolve().parent.parent / "agents" / "zoo"
 
 
 def play(model_path: Path, task_id: str, seeds: tuple[int, ...]) -> dict[str, tuple[list[float], list[float]]]:
@@ -57,9 +61,25 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
         validation.append({"steps": at, "model": str(path), "validation": value})
     best = max(validation, key=lambda v: v["validation"])
     test = play(Path(best["model"]), task_id, TASKS[task_id].eval_seeds)
-    return {"task": task_id, "algo": algo, "seed": seed, "steps": steps, "selected": best, "checkpoints": validation,
+    return {"task": task_id, "algo": algo, "seed": seed, "steps": steps, "run": str(run), "selected": best,
+            "checkpoints": validation,
             "wall_s": time.perf_counter() - clock, "test": {nu: s for nu, (s, _) in test.items()},
             "test_cost_ratios": {nu: c for nu, (_, c) in test.items()}}
+
+
+def ship(records: list[dict[str, Any]], task_id: str, algo: str) -> Path:
+    """The seed whose selected checkpoint is best on validation, to ``agents/zoo/<task name>/<algo>/``: its model
+    (``model.zip``) and its run's ``run.json`` with the selection added (``selected``: steps, validation score)."""
+    best = max(records, key=lambda r: r["selected"]["validation"])
+    source = Path(best["selected"]["model"])
+    target = ZOO / task_id.split("/", 1)[1] / algo
+    meta = json.loads(Path(best["run"], "run.json").read_text())
+    with atomic_write(target / "model.zip", "wb") as fh:
+        fh.write(source.read_bytes())
+    write_json(target / "run.json", {**meta, "task": task_id, "seed": best["seed"], "selected": {
+        "steps": best["selected"]["steps"], "validation_mean_feasible_score": best["selected"]["validation"],
+        "by": "benchmarks/train_suite.py"}})
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-every", type=int, default=250_000, help="env steps between checkpoints")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmark"),
                         help="<out>/<algo>/<task name>/seed<k>.json and the runs beside them")
+    parser.add_argument("--zoo", action="store_true",
+                        help="ship each task's seed best on validation to agents/zoo/<task name>/<algo>/")
     args = parser.parse_args(argv)
     for task_id in args.tasks:
         folder = args.out / args.algo / task_id.split("/", 1)[1]
@@ -87,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  selected {result['selected']['steps']:,} steps; "
                   + ", ".join(f"nu {nu}: {m:.1f}" for nu, m in means.items())
                   + f" ({result['wall_s']:.0f} s)", flush=True)
-        print(json.dumps({"task": task_id, "records": len(list(folder.glob("seed*.json")))}))
+        if args.zoo:
+            records = [json.loads(p.read_text()) for p in sorted(folder.glob("seed*.json"))]
+            print(f"  shipped {ship(records, task_id, args.algo)}")
     return 0
 
 
