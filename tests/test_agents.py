@@ -216,4 +216,6 @@ def test_shipped_agents_load_with_sb3_and_play_in_compare(path):
                                                                                  env_kwargs=meta["env_kwargs"]))},
                    **fading)
     agent = [r for r in rows if r["policy"] == "agent"][0]
-    assert agent["matched"] and np.isfinite(agent["score"])
+    assert np.isfinite(agent["score"])
+    # budget mode meets nu by construction; a constrained task's agent keeps the limit only as well as it learned to
+    assert agent["matched"] or meta["env_kwargs"].get("reward_mode") == "cmdp"

@@ -127,3 +127,34 @@ def test_the_readme_and_the_benchmark_page_show_the_stored_results_and_the_refer
                 assert s["cvar10"] == pytest.approx(cvar(scores), rel=1e-12)
                 assert (s["cost"], s["over"]) == pytest.approx(
                     (costs.mean(), np.mean(costs > 1 + COST_TOLERANCE)), rel=1e-12)
+
+
+@pytest.mark.parametrize("task_id", BENCHMARK)
+def test_the_shipped_linear_agent_is_its_search_policy_and_names_its_task(task_id):
+    """agents/zoo/<task>/linear_crn: ARS.load plays clip(theta . phi(obs), -1, 1) of run.json's theta (to float32),
+    and scores on the task's first evaluation realisations what the search's own policy of that theta scores."""
+    import json
+    from pathlib import Path
+
+    from sb3_contrib import ARS
+
+    from agents.linear import LinearFeaturePolicy, price_features
+    from agents.policy import AgentPolicy
+    from baselines.benchmark import task_scores_and_costs
+
+    folder = Path(__file__).resolve().parent.parent / "agents" / "zoo" / task_id.split("/", 1)[1] / "linear_crn"
+    if not folder.is_dir():
+        pytest.skip(f"no linear agent shipped for {task_id}")
+    meta = json.loads((folder / "run.json").read_text())
+    assert meta["task"] == task_id and meta["env_kwargs"] == json.loads(json.dumps(dict(TASKS[task_id].kwargs)))
+    model = ARS.load(folder / "model.zip", device="cpu")
+    theta = np.array(meta["theta"])
+    obs = gym.make(task_id).reset(seed=3)[0][None]
+    action, _ = model.predict(obs, deterministic=True)
+    expected = np.clip(price_features(obs.astype(float), "cubic") @ theta, -1, 1)
+    np.testing.assert_allclose(action[:, 0], expected, atol=1e-5)
+    seeds, kwargs = TASKS[task_id].eval_seeds[:3], dict(TASKS[task_id].kwargs)
+    shipped = task_scores_and_costs(lambda nus: AgentPolicy(model, nus, env_kwargs=kwargs), task_id, seeds, [0.04])
+    searched = task_scores_and_costs(lambda nus: LinearFeaturePolicy(theta, nus, kwargs), task_id, seeds, [0.04])
+    np.testing.assert_allclose(shipped[0]["0.04"], searched[0]["0.04"], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(shipped[1]["0.04"], searched[1]["0.04"], rtol=1e-4)

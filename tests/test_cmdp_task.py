@@ -97,22 +97,11 @@ def test_evaluate_reports_the_cost_on_the_constrained_task(tmp_path, capsys):
     assert "nu = 0.04: episode cost / limit 1 on average (max 1); over the limit on 0 of 2 realisations" in text
 
 
-def test_the_readme_states_dual_prices_stored_scores_and_costs():
-    from test_docs import README, hook
-
-    stored = reference_scores(CMDP)
-    scores = " / ".join(f"{hook.iqm(v):.2f}" for v in stored["scores"]["DualPrice"].values())
-    costs = " / ".join(f"{np.mean(v):.2f}" for v in stored["cost_ratios"]["DualPrice"].values())
-    readme = " ".join(README.split())
-    assert f"`DualPrice` (one price of convergence cost, met in expectation): {scores} at a mean episode cost of " \
-           f"{costs} times the limit" in readme
-
-
 @pytest.mark.parametrize("env_kwargs,task_id", [
     ({"reward_mode": "cmdp", "action_type": "spend", "nu_range": [0.01, 0.16]}, CMDP),
     ({"nu_range": [0.01, 0.16]}, "otagym/ReceiveScalingIID-v0"),
     ({"fading": "gauss_markov", "correlation": 0.9}, "otagym/ReceiveScalingGaussMarkov-v0"),
-    ({"reward_mode": "cmdp"}, None),  # the generic cmdp mode's normalized action: no task has it
+    ({"reward_mode": "cmdp", "nu_range": [0.01, 0.16]}, "otagym/ReceiveScalingCMDPLogX-v0"),  # the log-x action
     ({"scenario": "paper-cifar10", "nu_range": [0.5, 1.0]}, None)])  # no task has that deployment
 def test_otagym_train_points_to_the_task_a_run_was_trained_on(env_kwargs, task_id, tmp_path):
     import json

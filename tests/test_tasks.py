@@ -36,7 +36,7 @@ def test_every_receive_scaling_task_is_registered_with_its_settings_and_horizon(
     env = gym.make(task_id)
     assert env.spec.max_episode_steps == task.max_episode_steps == env.unwrapped.scenario.num_rounds == 500
     assert env.unwrapped.scenario == task_scenario(task_id, env.unwrapped.scenario.nu)
-    formulation = ("cmdp", "spend") if task.constrained else ("budget", "price")
+    formulation = ("cmdp", task.kwargs["action_type"]) if task.constrained else ("budget", "price")
     assert (env.unwrapped.rounds.reward_mode, env.unwrapped.rounds.action_type) == formulation
     check_env(env.unwrapped, skip_render_check=True)
     obs, _ = TimeAwareObservation(gym.make(task_id)).reset(seed=0)  # needs max_episode_steps from the spec alone
@@ -56,7 +56,8 @@ def test_the_evaluation_set_is_the_realisations_of_its_seeds_and_bad_requests_ar
         np.testing.assert_array_equal(options["channel_gains"], real.channel_gains[:, i])
     with pytest.raises(ValueError, match=r"nu must be one of \(0.01, 0.04, 0.16\)"):
         evaluation_options(BLOCK, 0.05, EVALUATION_SEEDS[0])
-    with pytest.raises(ValueError, match="seed must be one of the evaluation seeds 10000..10031; got 7"):
+    with pytest.raises(ValueError, match="seed must be one of the evaluation seeds 10000..10031 of "
+                                         "otagym/ReceiveScalingBlock-v0; got 7"):
         evaluation_options(BLOCK, 0.04, 7)
     with pytest.raises(ValueError, match="task must be one of"):
         evaluation_options("otagym/Nope-v0", 0.04, EVALUATION_SEEDS[0])
