@@ -46,13 +46,14 @@ def candidates(run: Path, steps: int) -> list[tuple[int, Path]]:
     return [(s, p) for s, p in checkpoint_models(run) if s < steps] + [(steps, run / "model.zip")]
 
 
-def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder: Path) -> dict[str, Any]:
+def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder: Path,
+             config: Path | None = None) -> dict[str, Any]:
     """Train (or resume) one seed, select its checkpoint on validation, score it on the evaluation set."""
     run = folder / f"seed{seed}"
     clock = time.perf_counter()
     if not (run / "model.zip").is_file():
         resume = (run / "run.json").is_file() and (run / "checkpoints").is_dir()
-        train(algo, run_dir=run, seed=seed, total_timesteps=steps, checkpoint_freq=every, task=task_id,
+        train(algo, config=config, run_dir=run, seed=seed, total_timesteps=steps, checkpoint_freq=every, task=task_id,
               resume=resume, progress=False)
     validation = []
     for at, path in candidates(run, steps):
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.rsplit("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", default="ppo_lagrangian", help="an algorithm of `otagym train`")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="an rl_zoo3-format YAML instead of the packaged one (a hyperparameter candidate)")
     parser.add_argument("--tasks", nargs="+", choices=list(BENCHMARK), default=list(BENCHMARK))
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per task (default 5)")
     parser.add_argument("--steps", type=int, default=2_000_000, help="env steps per seed (default 2,000,000)")
@@ -102,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             if record.is_file():
                 continue
             print(f"{task_id}: {args.algo} seed {seed}, {args.steps:,} steps", flush=True)
-            result = one_seed(args.algo, task_id, seed, args.steps, args.checkpoint_every, folder)
+            result = one_seed(args.algo, task_id, seed, args.steps, args.checkpoint_every, folder, args.config)
             write_json(record, result)
             means = {nu: float(np.mean(feasible_score(s, result["test_cost_ratios"][nu])))
                      for nu, s in result["test"].items()}
