@@ -10,7 +10,7 @@ cost ratios per budget, as ``benchmarks/constrained_search.py`` and ``benchmarks
 Every score is the feasible score (:func:`otagym.tasks.feasible_score`: an episode over its cost limit is worth at
 most the floor's 0). Per entry: rliable's IQM with its stratified-bootstrap 95% CI, the mean, the CVaR at 10% and
 the worst realisation, the mean episode cost over the limit and the share of episodes over it, the probability of
-improvement over the floor, and the share of the room (ceiling IQM - floor IQM) that the IQM reaches, the room
+improvement over the floor, each training seed's IQM (their range), and the share of the room (ceiling IQM - floor IQM) that the IQM reaches, the room
 counted from 0 where the floor is below it (with the log-x action the best constant scores far below EqualAlloc's 0,
 which meets the limit on every realisation). Writes
 ``--out/benchmark-results.json`` (every statistic: the table of ``docs/benchmark.md`` is :func:`markdown` of it and
@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from rliable import metrics
 
 from baselines.benchmark import aggregate
 from otagym._io import atomic_write, write_json
@@ -68,24 +70,27 @@ def summarise(task_id: str, entries: dict[str, dict[str, tuple[NDArray, NDArray]
         # the room is counted from the floor or from 0 (EqualAlloc, feasible on every realisation), the higher
         floor, ceiling = max(stats[task.floor]["iqm"], 0.0), stats[task.ceiling]["iqm"]
         for name, (_, costs) in ((n, e[nu]) for n, e in entries.items()):
+            per_seed = [float(metrics.aggregate_iqm(run[None])) for run in table[name]]
             stats[name].update(cost=float(costs.mean()), over=float(np.mean(costs > 1.0 + COST_TOLERANCE)),
                                room=(stats[name]["iqm"] - floor) / (ceiling - floor),
-                               seeds=int(costs.shape[0]))
+                               seeds=int(costs.shape[0]), seed_iqm_range=[min(per_seed), max(per_seed)])
         out[nu] = stats
     return out
 
 
 def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> str:
     """The table: one row per task, budget and entry."""
-    lines = ["| task | ν | policy | IQM [95% CI] | mean | CVaR 10% | worst | cost / limit | over limit | room "
-             "reached | P(> floor) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | ν | policy | IQM [95% CI] | seeds' IQMs | mean | CVaR 10% | worst | cost / limit | over limit "
+             "| room reached | P(> floor) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for task_id, per_nu in results.items():
         for nu, stats in per_nu.items():
             for name, s in stats.items():
                 p = "" if s["p_improve"] is None else f"{s['p_improve']:.2f}"
                 runs = f" ({s['seeds']} seeds)" if s["seeds"] > 1 else ""
+                spread = f"{s['seed_iqm_range'][0]:.1f} to {s['seed_iqm_range'][1]:.1f}" if s["seeds"] > 1 else ""
                 lines.append(f"| `{task_id.split('/', 1)[1]}` | {float(nu):g} | {name}{runs} | {s['iqm']:.1f} "
-                             f"[{s['iqm_ci'][0]:.1f}, {s['iqm_ci'][1]:.1f}] | {s['mean']:.1f} | {s['cvar10']:.1f} | "
+                             f"[{s['iqm_ci'][0]:.1f}, {s['iqm_ci'][1]:.1f}] | {spread} | {s['mean']:.1f} | "
+                             f"{s['cvar10']:.1f} | "
                              f"{s['worst']:.1f} | {s['cost']:.3f} | {100 * s['over']:.0f}% | {100 * s['room']:.0f}% | "
                              f"{p} |")
     return "\n".join(lines) + "\n"
@@ -128,7 +133,7 @@ def profiles(entries_by_task: dict[str, dict[str, dict[str, tuple[NDArray, NDArr
                       for name, e in entries.items()}
             profile, cis = rly.create_performance_profile(scores, taus, reps=200)
             plot_utils.plot_performance_profiles(profile, taus, performance_profile_cis=cis, ax=ax,
-                                                 xlabel=r"feasible score $\tau$", ylabel=r"fraction of runs > $\tau$")
+                                                 xlabel=r"feasible score $\tau$", ylabel=r"fraction of episodes > $\tau$")
             ax.set_title(task_id.split("/", 1)[1], fontsize=10)
             ax.legend(fontsize=7, loc="lower left")
     finally:
