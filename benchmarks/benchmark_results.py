@@ -5,7 +5,9 @@ realisations, :data:`otagym.tasks.BENCHMARK_EVALUATION_SEEDS`): the floor (``Bes
 with the package (``otagym/data/reference_scores.json``: ``OnlineOptimal`` is the ceiling, ``DualPrice`` the optimum
 of the constraint in expectation, ``AdaScaleTrained`` the paper's online policy) and each trained algorithm of the
 zoo's runs (``--runs``: ``<runs>/<algo>/<task name>/seed<k>.json``, one record per training seed with its scores and
-cost ratios per budget, as ``benchmarks/constrained_search.py`` and ``benchmarks/train_suite.py`` write them).
+cost ratios per budget, as ``benchmarks/constrained_search.py`` and ``benchmarks/train_suite.py`` write them under
+``runs/benchmark``; the records of the shipped results are kept in ``benchmarks/records``, so the table regenerates
+without training).
 
 Every score is the feasible score (:func:`otagym.tasks.feasible_score`: an episode over its cost limit is worth at
 most the floor's 0). Per entry: rliable's IQM with its stratified-bootstrap 95% CI, the mean, the CVaR at 10% and
@@ -161,8 +163,9 @@ def replace_block(text: str, table: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.rsplit("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=Path, default=Path("runs/benchmark"),
-                        help="one folder per algorithm: <runs>/<algo>/<task name>/seed<k>.json")
+    parser.add_argument("--runs", type=Path, default=Path(__file__).resolve().parent / "records",
+                        help="one folder per algorithm: <runs>/<algo>/<task name>/seed<k>.json (default: the "
+                             "records of the shipped results, benchmarks/records)")
     parser.add_argument("--out", type=Path, default=Path("results/benchmark"),
                         help="where benchmark-results.json and benchmark-profiles.png go")
     parser.add_argument("--docs", type=Path, default=None, metavar="REPO",
