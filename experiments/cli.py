@@ -23,7 +23,7 @@ from experiments.sweep import add_sweep_parser
 from otagym import __version__
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
-from otagym.tasks import EVALUATION_SEEDS, TASKS
+from otagym.tasks import BENCHMARK, EVALUATION_SEEDS, TASKS
 from otagym.validation import Integer, Real
 
 #: The first held-out channel seed: trained agents are compared and scored on seeds from here (the benchmark's
@@ -243,15 +243,16 @@ def next_steps(algo: str, model_path: Any) -> str:
     env_kwargs = run_metadata(Path(model_path)).get("env_kwargs") or {}
     task_id = _task_trained_on(model_path)
     lines = [f"saved {model_path}"]
-    if env_kwargs.get("scheme", "receive_scaling") == "receive_scaling":
+    if env_kwargs.get("scheme", "receive_scaling") == "receive_scaling" and task_id not in BENCHMARK:
+        # compare scores budget-mode episodes; a constrained task's episodes are scored by evaluate (feasible score)
         channel = "".join(f" --{key.replace('_', '-')} {env_kwargs[key]}"
                           for key in ("fading", "correlation", "coherence_rounds") if env_kwargs.get(key) is not None)
         lines += ["compare it with the analytic policies on held-out channels:",
                   f"  otagym compare --policies {' '.join(COMPARED_WITH)} {algo.upper()}:{model_path} "
                   f"--seed-start {HELD_OUT_SEED} --seeds 8{channel} --out results/{Path(model_path).parent.name}"]
     if task_id is not None:
-        last = EVALUATION_SEEDS[-1]
-        lines += [f"score it on its benchmark task (the evaluation set is seeds {HELD_OUT_SEED}-{last}):",
+        seeds = TASKS[task_id].eval_seeds
+        lines += [f"score it on its benchmark task (the evaluation set is seeds {seeds[0]}-{seeds[-1]}):",
                   f"  otagym evaluate {task_id} {model_path}"]
     return "\n".join(lines)
 

@@ -219,8 +219,8 @@ def _run(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     for key, ratios in (costs or {}).items():
         over = int(np.sum(np.asarray(ratios) > 1.0 + COST_TOLERANCE))  # a ratio's last bits are rounding
-        print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.3g} on average (max "
-              f"{np.max(ratios):.3g}); over the limit on {over} of {len(ratios)} realisations")
+        print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.4f} on average (max "
+              f"{np.max(ratios):.4f}); over the limit on {over} of {len(ratios)} realisations")
     write_json(out, {"task": args.task, "policy": args.policy, "name": name, "seeds": list(seeds),
                      "scores": scores, "cost_ratios": costs, "summary": summary})
     print(f"wrote {out}")

@@ -232,7 +232,7 @@ TASKS: dict[str, Task] = {t.id: t for t in (
 )}
 
 
-#: The benchmark suite: the tasks a learner is ranked on (each with a feasible floor, a computable ceiling and at
+#: The benchmark suite: the tasks a learner is ranked on (each with a floor, a computable ceiling and at
 #: least 20 normalised points between them at every budget). The other tasks of :data:`TASKS` are formulation and
 #: sanity tasks (the papers' comparisons run on them).
 BENCHMARK: tuple[str, ...] = tuple(t.id for t in TASKS.values() if t.eval_seeds == BENCHMARK_EVALUATION_SEEDS)

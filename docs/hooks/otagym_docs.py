@@ -514,7 +514,7 @@ def tasks_index() -> str:
         "arguments that change its settings (`gym.make(task_id, num_rounds=100)`) is another env, and a UserWarning "
         "names the settings that changed.", "",
         "The tasks of [the benchmark suite](../benchmark.md) are those an RL algorithm is ranked on: each has a "
-        "feasible floor, a computable ceiling and at least 20 normalised points between them. The formulation tasks "
+        "floor, a computable ceiling and at least 20 normalised points between them. The formulation tasks "
         "are the papers' settings, where a constant action comes within about a point of the ceiling.", "",
         md_table(["task", "scheme", "set", "T", "what there is to learn"], rows), "",
         "Each task is scored with `otagym evaluate` on a frozen set of channel realisations, against stored "
