@@ -12,8 +12,8 @@ without training).
 Every score is the feasible score (:func:`otagym.tasks.feasible_score`: an episode over its cost limit is worth at
 most the floor's 0). Per entry: rliable's IQM with its stratified-bootstrap 95% CI, the mean, the CVaR at 10% and
 the worst realisation, the mean episode cost over the limit and the share of episodes over it, the probability of
-improvement over the floor, each training seed's IQM (their range), and the share of the room (ceiling IQM - floor IQM) that the IQM reaches, the room
-counted from 0 where the floor is below it (with the log-x action the best constant scores far below EqualAlloc's 0,
+improvement over the floor, each training seed's IQM (their range), and the share of the room (ceiling IQM - floor
+IQM) that the IQM reaches, the room counted from 0 where the floor is below it (with the log-x action the best constant scores far below EqualAlloc's 0,
 which meets the limit on every realisation). Writes
 ``--out/benchmark-results.json`` (every statistic: the table of ``docs/benchmark.md`` is :func:`markdown` of it and
 the README's headline table :func:`headline`; ``--docs`` rewrites both) and ``--out/benchmark-profiles.png`` (rliable's
@@ -135,7 +135,8 @@ def profiles(entries_by_task: dict[str, dict[str, dict[str, tuple[NDArray, NDArr
                       for name, e in entries.items()}
             profile, cis = rly.create_performance_profile(scores, taus, reps=200)
             plot_utils.plot_performance_profiles(profile, taus, performance_profile_cis=cis, ax=ax,
-                                                 xlabel=r"feasible score $\tau$", ylabel=r"fraction of episodes > $\tau$")
+                                                 xlabel=r"feasible score $\tau$",
+                                                 ylabel=r"fraction of episodes > $\tau$")
             ax.set_title(task_id.split("/", 1)[1], fontsize=10)
             ax.legend(fontsize=7, loc="lower left")
     finally:

@@ -5,8 +5,8 @@ realisations, selected on validation realisations, scored on the suite's frozen 
 The policy is :class:`agents.linear.LinearFeaturePolicy`: a = clip(theta . phi(obs), -1, 1) with the twelve "cubic"
 features 1, z, z^2, h, p, t, z h, z p, z t, h^2, h^3, z h^2 (z the observed log budget, h this round's weakest channel
 against its mean, p the budget left per round, t the round; :mod:`agents.linear`). Every candidate of a generation
-plays the same training realisations at each budget nu of the task (common random numbers: the objective is a deterministic function of
-theta), and CMA-ES (Hansen's ``cma``) maximises
+plays the same training realisations at each budget nu of the task (common random numbers: the objective is a
+deterministic function of theta), and CMA-ES (Hansen's ``cma``) maximises
 
     objective(theta) = mean over nu and realisations of [ feasible score - 100 max(0, cost / limit - 1) ],
 
@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = [json.loads(p.read_text()) for p in paths]
         for r in runs:
             costs = {nu: np.asarray(c) for nu, c in r["test_cost_ratios"].items()}
-            means = {nu: (float(np.mean(feasible_score(s, costs[nu]))), float(np.mean(costs[nu] > 1.0 + COST_TOLERANCE)))
-                     for nu, s in r["test"].items()}
+            means = {nu: (float(np.mean(feasible_score(s, costs[nu]))),
+                          float(np.mean(costs[nu] > 1.0 + COST_TOLERANCE))) for nu, s in r["test"].items()}
             print(f"  seed {r['seed']}: generation {r['selected']['generation']} selected, "
                   + ", ".join(f"nu {nu}: feasible mean {m:.2f} over {o:.2f}" for nu, (m, o) in means.items())
                   + f" ({r['wall_s']:.0f} s)")
