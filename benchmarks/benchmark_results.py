@@ -13,8 +13,8 @@ Every score is the feasible score (:func:`otagym.tasks.feasible_score`: an episo
 most the floor's 0). Per entry: rliable's IQM with its stratified-bootstrap 95% CI, the mean, the CVaR at 10% and
 the worst realisation, the mean episode cost over the limit and the share of episodes over it, the probability of
 improvement over the floor, each training seed's IQM (their range), and the share of the room (ceiling IQM - floor
-IQM) that the IQM reaches, the room counted from 0 where the floor is below it (with the log-x action the best constant scores far below EqualAlloc's 0,
-which meets the limit on every realisation). Writes
+IQM) that the IQM reaches, the room counted from 0 where the floor is below it (with the log-x action the best
+constant scores far below EqualAlloc's 0, which meets the limit on every realisation). Writes
 ``--out/benchmark-results.json`` (every statistic: the table of ``docs/benchmark.md`` is :func:`markdown` of it and
 the README's headline table :func:`headline`; ``--docs`` rewrites both) and ``--out/benchmark-profiles.png`` (rliable's
 performance profiles of the feasible score, one panel per task, all budgets pooled).
