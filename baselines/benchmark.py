@@ -181,7 +181,8 @@ def task_scores_and_costs(make: Callable[[NDArray], Policy], task_id: str, seeds
                           **env_overrides: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """The normalised score of ``make(nus)``'s policy (``nus``: each env's budget) on the realisation of each seed,
     and its episode cost over the task's cost limit there, per budget (keyed ``str(nu)``; default: the task's
-    evaluation budgets; seeds default: the task's evaluation set). One batched episode per nu. On a CDPB or anonymous task the policy plays the env's own action
+    evaluation budgets; seeds default: the task's evaluation set). One batched episode per nu. On a CDPB or anonymous
+    task the policy plays the env's own action
     (or ``env_overrides``' action type) and is scored from its returns against the stored anchors (evaluation seeds
     only); on receive scaling it returns x_t (:class:`baselines.core.Policy`) and is scored from its leakage."""
     scores, costs = {}, {}
@@ -245,7 +246,8 @@ def offline_returns(task_id: str, nu: float, seeds: Sequence[int]) -> list[float
 def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int = 2000,
               compared: tuple[str, ...] | None = None, poi_reps: int = 200) -> dict[str, dict[str, Any]]:
     """rliable's IQM with its stratified-bootstrap 95% CI for each entry of ``table`` (name -> (runs,
-    realisations)), beside the mean, the lower tail (:func:`cvar`, 10%) and the worst score, and, with ``baseline``, rliable's probability of improvement over it with a 95% CI for the entries
+    realisations)), beside the mean, the lower tail (:func:`cvar`, 10%) and the worst score, and, with
+    ``baseline``, rliable's probability of improvement over it with a 95% CI for the entries
     in ``compared`` (default: all). The IQM's bootstrap resamples runs within each realisation and the realisations
     themselves (``task_bootstrap``), so a policy of one run has a CI too; its resamples are seeded, so a table
     recomputed from the same scores is the same. rliable's bootstrap of the probability

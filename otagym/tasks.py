@@ -44,7 +44,8 @@ fading). The constrained tasks of the suite: ``UniformRandom`` (uniform actions)
 meet the constraint in the mean: with the spend action a = 0, which is EqualAlloc, since a constant spend meets the
 constraint exactly when a <= 0 and spending more leaks less), ``AdaScaleTrained`` and ``OnlineOptimal`` (budget
 mode's, which meet nu on every realisation: the ceiling) and ``DualPrice`` (the online optimum when the constraint
-holds in expectation only; over the limit on about half the realisations). CDPB: ``UniformRandom``, ``MaxRho`` (rho = P/W^2, 0), ``BestConstant`` (100),
+holds in expectation only; over the limit on about half the realisations). CDPB: ``UniformRandom``, ``MaxRho``
+(rho = P/W^2, 0), ``BestConstant`` (100),
 ``CDPB`` (the paper's planner, Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0:
 sigma' = sqrt(40), 0), ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
 ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated episodes).
