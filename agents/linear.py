@@ -71,12 +71,11 @@ def price_features(obs: Array, features: str = "price") -> Array:
 
 def feature_set(theta: ArrayLike) -> str:
     """The name of the feature set whose length is theta's last axis (:data:`FEATURE_SETS`)."""
-    size = np.shape(theta)[-1]
-    for name, names in FEATURE_SETS.items():
-        if len(names) == size:
-            return name
-    raise ValueError(f"theta must have the length of a feature set ({ {k: len(v) for k, v in FEATURE_SETS.items()} });"
-                     f" got {size}")
+    sizes = {len(names): name for name, names in FEATURE_SETS.items()}
+    if np.ndim(theta) == 0 or np.shape(theta)[-1] not in sizes or not np.all(np.isfinite(theta)):
+        raise ValueError(f"theta must be {' or '.join(map(str, sizes))} finite weights (the feature sets "
+                         f"{', '.join(f'{n}: {k}' for k, n in sizes.items())}); got {theta}")
+    return sizes[np.shape(theta)[-1]]
 
 
 def linear_term(theta: NDArray, observation: NDArray) -> NDArray:
@@ -88,7 +87,7 @@ def linear_term(theta: NDArray, observation: NDArray) -> NDArray:
 class LinearFeaturePolicy(ActionPolicy):
     """The env's action a = clip(theta . price_features(obs), -1, 1) (``linear_crn``; the action type of
     ``env_kwargs``: the price action of the budget-mode tasks, the spend or log-x action of the constrained ones) as a
-    policy of the ``baselines`` protocol, for the batched searches: ``theta`` (9,) or one row per env (N, 9)."""
+    policy of the ``baselines`` protocol, for the batched searches: ``theta`` (F,) or one row per env (N, F)."""
 
     def __init__(self, theta: NDArray, nu: NDArray | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__(nu, env_kwargs=env_kwargs)
@@ -211,11 +210,9 @@ def linear_price_model(theta: ArrayLike, env: Any, *, online_optimal_base: dict[
     :class:`OnlineOptimalResidualPolicy`: theta is a residual on OnlineOptimal's action. ``learn`` would continue
     ARS's search from theta."""
     theta = np.array(theta, dtype=np.float32)  # a copy: the model does not share the caller's memory
-    sizes = {len(names): name for name, names in FEATURE_SETS.items()}
-    if theta.ndim != 1 or theta.size not in sizes or not np.all(np.isfinite(theta)):
-        raise ValueError(f"theta must be {' or '.join(map(str, sizes))} finite weights (the feature sets "
-                         f"{', '.join(f'{n}: {k}' for k, n in sizes.items())}); got {theta}")
-    features = sizes[theta.size]
+    if theta.ndim != 1:
+        raise ValueError(f"theta must be one row of weights; got shape {theta.shape}")
+    features = feature_set(theta)
     policy: type[LinearPricePolicy] = LinearPricePolicy
     ars_kwargs["policy_kwargs"] = {**(ars_kwargs.get("policy_kwargs") or {}), "features": features}
     if online_optimal_base is not None:
