@@ -2,7 +2,7 @@
 before the compiled kernels, :data:`NUMPY_COMMIT`, checked out by ``git archive`` into a temporary folder) against the
 compiled core of this working tree, at N = 1 (the single env, which rl_zoo3, TorchRL's GymEnv and RLlib step) and
 N = 4096 (the native vector env); then the compiled kernels on one core against all cores (numba's ``prange``), which
-decides :data:`otagym.privacy.PARALLEL_FROM`.
+decides :data:`otagym.jit.PARALLEL_FROM`.
 
     python benchmarks/bench_numba_probe.py            # needs the git history (git archive)
     python benchmarks/bench_numba_probe.py --quick
@@ -111,7 +111,7 @@ def run_worker(pythonpath: Path, quick: bool, what: str = "steps") -> object:
 
 def cores(quick: bool) -> list[tuple[str, float, float]]:
     """(what, one core us, all cores us) of the compiled round and ledger, in this process."""
-    from otagym import OTAPrivacyVectorEnv, privacy
+    from otagym import OTAPrivacyVectorEnv, jit
     from otagym.privacy import RDPLedger
 
     rep = 3 if quick else 7
@@ -122,17 +122,17 @@ def cores(quick: bool) -> list[tuple[str, float, float]]:
         act = np.full((n, 1), 0.9, np.float32)
         times = []
         for setting in (None, 1):
-            privacy.PARALLEL_FROM = setting
+            jit.PARALLEL_FROM = setting
             times.append(best_of(lambda venv=venv, act=act: [venv.step(act) for _ in range(20)], rep) / 20 * 1e6)
         rows.append((f"vector env step x{n}, dp_orders=None", *times))
     sigma = np.exp(np.random.default_rng(0).uniform(-1.0, 1.5, (4096, 1)))
     ledger = RDPLedger(np.full((4096, 1), 0.01))
     times = []
     for setting in (None, 1):
-        privacy.PARALLEL_FROM = setting
+        jit.PARALLEL_FROM = setting
         times.append(best_of(lambda: [ledger.record(sigma) for _ in range(20)], rep) / 20 * 1e6)
     rows.append(("RDP ledger round x4096, DEFAULT_ORDERS", *times))
-    privacy.PARALLEL_FROM = None
+    jit.PARALLEL_FROM = None
     return rows
 
 

@@ -28,7 +28,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from otagym.channel import DISTANCE, FadingFields
-from otagym.privacy import JIT, JIT_NO_ALLOC, SGMCurve, _curve_derivatives, _curve_log_a
+from otagym.jit import JIT, JIT_NO_ALLOC
+from otagym.privacy import SGMCurve, _curve_derivatives, _curve_log_a
 from otagym.validation import POSITIVE, Integer, Many, Real, Text, arg, check_dataclass, from_preset
 
 __all__ = ["Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "ReceiveScalingModel", "ModelArrays",
@@ -278,10 +279,10 @@ def spend_cost(action: ArrayLike, nu: ArrayLike) -> NDArray:
 
 # --- the formulas, compiled: one implementation for the numpy API below and the environments' round kernel -------
 #
-# Each formula of one element is a compiled scalar function (numba, :data:`otagym.privacy.JIT`). The methods of
+# Each formula of one element is a compiled scalar function (numba, :data:`otagym.jit.JIT`). The methods of
 # :class:`ReceiveScalingModel` and the functions of this module apply them to arrays (broadcast, element by element),
 # and :mod:`otagym.receive_scaling_env` calls the same scalars inside its kernel of the whole round. Those that create no
-# array are compiled without reference counting (:data:`otagym.privacy.JIT_NO_ALLOC`), so that passing
+# array are compiled without reference counting (:data:`otagym.jit.JIT_NO_ALLOC`), so that passing
 # :class:`ModelArrays` costs a call nothing.
 
 

@@ -5,7 +5,7 @@
 :mod:`otagym.receive_scaling`, :mod:`otagym.channel` and :mod:`otagym.privacy`; the single and the vector environment
 of :mod:`otagym.env` are thin shells around it (the single env is ``Rounds`` with N = 1, so the physics exists once).
 A round is one compiled kernel over the envs (:func:`_play`: the action, eq. (9) per device class, the reward and the
-info, from the model's compiled formulas), on one core or (:data:`otagym.privacy.PARALLEL_FROM`) on all; the
+info, from the model's compiled formulas), on one core or (:data:`otagym.jit.PARALLEL_FROM`) on all; the
 observation is another (:func:`_observe`). The channel draws stay numpy's (the generator of the env's seed).
 """
 
@@ -20,10 +20,11 @@ from gymnasium import spaces
 from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 
-from otagym import privacy
+from otagym import jit, privacy
 from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
-from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, JIT, JIT_NO_ALLOC, RDPLedger, _curve_log_a
+from otagym.jit import JIT, JIT_NO_ALLOC
+from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, RDPLedger, _curve_log_a
 from otagym.receive_scaling import (BUDGET_ACTIONS, UNIT_ACTIONS, X_FLOOR_RATIO, ModelArrays, ReceiveScalingModel,
                                     Scenario, _budget_action_cost, _convergence_cost, _h_min2, _leakage, _normalized_x,
                                     _spend_cost, _x_for_cost)
@@ -506,9 +507,9 @@ class Rounds:
         out, out_class = np.empty((8, n)), np.empty((2, n, self.model.class_q.size))
         out_device = np.empty((4, n, s.num_devices))
         args = self._round_args(a, out, out_class, out_device)
-        kernel = _play_parallel if privacy.parallel(n) else _play_serial
+        kernel = _play_parallel if jit.parallel(n) else _play_serial
         if self._round_kernel[0] is not kernel:
-            self._round_kernel = kernel, privacy.specialised(kernel, args)
+            self._round_kernel = kernel, jit.specialised(kernel, args)
         ended = self._round_kernel[1](*args)
         if ended < 0:
             self._checked_action(a)  # raises, naming the actions out of range
@@ -557,7 +558,7 @@ class Rounds:
     def _round_args(self, actions: NDArray, out: NDArray, out_class: NDArray, out_device: NDArray) -> tuple:
         """The arguments of the round's kernel (:func:`_play`): of the same numba types at every step (float64
         C-contiguous arrays made here, by :func:`action_array` and by the channel), as
-        :func:`otagym.privacy.specialised` requires."""
+        :func:`otagym.jit.specialised` requires."""
         return (_ACTION_CODES[self.action_type], actions, self._settings, self.reward_mode == "lagrangian",
                 self.model.arrays, self.model.device_class, self.t, self.nu, self.cost_sum, self.leak_sum,
                 self.equal_alloc_sum, self.class_rdp_sum, self.h_min2, self.gains, self.mean_h_min2, self.reward_scale,

@@ -8,7 +8,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from otagym import OTAPrivacyVectorEnv, privacy
+from otagym import OTAPrivacyVectorEnv, jit, privacy
 from otagym.privacy import DEFAULT_ORDERS, RDPLedger, _curve_table, _LedgerTables, rdp_sgm
 
 ORDERS = np.asarray(DEFAULT_ORDERS, dtype=float)
@@ -127,11 +127,11 @@ def test_an_envs_round_does_not_depend_on_the_batch_around_it():
 
 @pytest.mark.slow  # compiles the parallel kernels: 19 s
 def test_the_round_on_every_core_equals_the_round_on_one(monkeypatch):
-    """privacy.PARALLEL_FROM changes where the kernels run, not their numbers: the same episode (600 envs, the ledger
+    """jit.PARALLEL_FROM changes where the kernels run, not their numbers: the same episode (600 envs, the ledger
     on its tables) on one core and over numba's threads, to the bit."""
     results = []
     for setting in (None, 1):
-        monkeypatch.setattr(privacy, "PARALLEL_FROM", setting)
+        monkeypatch.setattr(jit, "PARALLEL_FROM", setting)
         env = OTAPrivacyVectorEnv(600, num_rounds=6)
         env.reset(seed=4)
         steps = [env.step(np.full((600, 1), a, np.float32)) for a in (-0.5, 0.0, 0.3, 0.9, -1.0, 1.0)]
@@ -151,7 +151,7 @@ def test_the_round_on_every_core_equals_the_round_on_one(monkeypatch):
                                     {"reward_mode": "lagrangian", "action_type": "spend", "reward_lambda": 0.1},
                                     {"reward_mode": "cmdp", "action_type": "x"}])
 def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs):
-    """The round's kernel is called without numba's dispatch (privacy.specialised), so every call's arguments must
+    """The round's kernel is called without numba's dispatch (jit.specialised), so every call's arguments must
     have the numba types it was compiled for, whatever the user passes: actions as float16, float32, float64 or int,
     (N,) or (N, 1), a list, a strided, broadcast or read-only view or (one env) a scalar; resets with and without
     options (nu, a broadcast placement, a Fortran-ordered replayed trace, then a sampled channel again); both
@@ -162,7 +162,7 @@ def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs
 
     from otagym import OTAPrivacyEnv
 
-    compiled, calls = privacy.specialised, []
+    compiled, calls = jit.specialised, []
 
     def checking(kernel, args):
         signature, entry = tuple(map(typeof, args)), compiled(kernel, args)
@@ -171,7 +171,7 @@ def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs
             calls.append(tuple(map(typeof, args)) == signature)
             return entry(*args)
         return call
-    monkeypatch.setattr(privacy, "specialised", checking)
+    monkeypatch.setattr(jit, "specialised", checking)
     single = OTAPrivacyEnv(num_rounds=4, dp_orders=None, **kwargs)
     low = max(float(single.action_space.low[0]), -0.5)
     m = single.scenario.num_devices
