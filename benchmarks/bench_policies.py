@@ -66,7 +66,7 @@ def trained_model(realisations: int = 128, alone: int = 4) -> None:
         import torch
 
         from agents.policy import AgentPolicy, load_model, run_metadata
-        from experiments.evaluate import resolve_policy
+        from otagym.cli.evaluate import resolve_policy
     except ImportError:
         print("trained model: skipped (needs the rl extra)")
         return

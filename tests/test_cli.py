@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from experiments import sweep
-from experiments.argtypes import key_value, writable_dir
-from experiments.cli import build_parser, main
+from otagym.cli import sweep
+from otagym.cli.argtypes import key_value, writable_dir
+from otagym.cli.commands import build_parser, main
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -44,7 +44,7 @@ def test_compare_reads_its_schemes_and_presets_from_the_registry():
     """``--scheme`` offers the registered schemes that have a comparison; ``--scenario`` their presets (issue 11)."""
     import argparse
 
-    from experiments.compare import COMMANDS, add_compare_parser
+    from otagym.cli.compare import COMMANDS, add_compare_parser
     from otagym.schemes import SCHEMES
 
     assert set(COMMANDS) <= set(SCHEMES)
@@ -56,7 +56,7 @@ def test_compare_reads_its_schemes_and_presets_from_the_registry():
 
 
 def test_compare_takes_the_block_coherence_with_block_fading_only(tmp_path, capsys):
-    from experiments.cli import main
+    from otagym.cli.commands import main
 
     with pytest.raises(SystemExit) as err:
         main(["compare", "--coherence-rounds", "5", "--out", str(tmp_path)])

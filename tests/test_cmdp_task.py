@@ -89,7 +89,7 @@ def test_the_stored_references_and_their_costs():
 
 
 def test_evaluate_reports_the_cost_on_the_constrained_task(tmp_path, capsys):
-    from experiments.cli import main
+    from otagym.cli.commands import main
 
     out = tmp_path / "d.json"
     assert main(["evaluate", CMDP, "BestConstant", "--reps", "50", "--seeds", "2", "--out", str(out)]) == 0
@@ -107,7 +107,7 @@ def test_evaluate_reports_the_cost_on_the_constrained_task(tmp_path, capsys):
 def test_otagym_train_points_to_the_task_a_run_was_trained_on(env_kwargs, task_id, tmp_path):
     import json
 
-    from experiments.cli import _task_trained_on
+    from otagym.cli.commands import _task_trained_on
 
     (tmp_path / "run.json").write_text(json.dumps({"env_kwargs": env_kwargs}))
     assert _task_trained_on(tmp_path / "model.zip") == task_id
@@ -117,7 +117,7 @@ def test_evaluate_refuses_a_model_trained_on_another_formulation(tmp_path, capsy
     """A budget-mode price model played on the constrained task would score its actions as prices, not spends."""
     import json
 
-    from experiments.cli import main
+    from otagym.cli.commands import main
 
     (tmp_path / "run.json").write_text(json.dumps({"env_kwargs": {"nu_range": [0.01, 0.16]}}))
     (tmp_path / "model.zip").write_bytes(b"")

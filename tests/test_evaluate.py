@@ -12,8 +12,8 @@ pytest.importorskip("stable_baselines3")
 pytest.importorskip("rliable")
 
 from baselines.compare import PolicySpec, evaluate_cells  # noqa: E402
-from experiments.cli import main  # noqa: E402
-from experiments.evaluate import evaluate, resolve_policy  # noqa: E402
+from otagym.cli.commands import main  # noqa: E402
+from otagym.cli.evaluate import evaluate, resolve_policy  # noqa: E402
 from otagym.tasks import EVALUATION_SEEDS, TASKS, task_scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def test_callables_are_named_after_module_and_function(user_modules, capsys):
 @pytest.fixture
 def no_evaluation(monkeypatch):
     """``otagym evaluate``'s computation, replaced by one that fails the test if it runs."""
-    import experiments.evaluate as module
+    import otagym.cli.evaluate as module
 
     def run(*args, **kwargs):
         raise AssertionError("evaluate computed before checking --out")
@@ -116,7 +116,7 @@ def test_evaluate_checks_its_default_out_before_any_work(tmp_path, no_evaluation
 
 
 def test_ctrl_c_ends_evaluate_in_one_line_with_exit_code_130(tmp_path, monkeypatch, capsys):
-    import experiments.evaluate as module
+    import otagym.cli.evaluate as module
 
     monkeypatch.setattr(module, "evaluate", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     code = main(["evaluate", IID, "EqualAlloc", "--out", str(tmp_path / "o.json")])

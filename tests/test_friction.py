@@ -18,8 +18,8 @@ import pytest
 from baselines import compare as compare_module
 from baselines.compare import format_table, save, summarize
 from baselines.report import POLICY_COLOURS, policy_colour, readable
-from experiments import cli
-from experiments.cli import EXAMPLES, build_parser, main
+from otagym.cli import commands as cli
+from otagym.cli.commands import EXAMPLES, build_parser, main
 from otagym import __version__, get_scenario
 from otagym.tasks import EVALUATION_SEEDS
 
@@ -168,7 +168,7 @@ def test_one_seed_is_accepted_and_its_table_says_it_has_no_interval(tmp_path, ca
     assert main(["compare", "--seeds", "1", "--rounds", "5", "--nu", "0.04", "--policies", "EqualAlloc",
                  "--out", str(tmp_path), "--no-progress"]) == 0
     assert "one channel realisation (seed) has no confidence interval" in capsys.readouterr().out
-    from experiments import sweep
+    from otagym.cli import sweep
     assert len(sweep.plan({"name": "one", "rounds": 5, "policies": ["EqualAlloc"], "nu": 0.04,
                            "seeds": {"start": 7, "count": 1}}).cells) == 1
 

@@ -210,7 +210,7 @@ def half_action(observation):
 
 @pytest.mark.parametrize("task_id", [CDPB, pytest.param(ANON, marks=pytest.mark.slow)])  # T = 1000: slow
 def test_evaluate_plays_the_tasks_references_and_a_callable(task_id, tmp_path):
-    from experiments.cli import main
+    from otagym.cli.commands import main
 
     out = tmp_path / "e.json"
     key, seeds = str(BUDGET[task_id]), EVALUATION_SEEDS[:2]

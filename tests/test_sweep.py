@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from baselines.compare import POLICIES, PolicySpec, compare
-from experiments import sweep
-from experiments.cli import main
+from otagym.cli import sweep
+from otagym.cli.commands import main
 from otagym import _io
 from otagym._io import atomic_write, write_json
 
@@ -179,7 +179,7 @@ def test_a_cell_that_raises_is_recorded_with_its_traceback_and_the_others_finish
 
 def _sweep_process(config_path: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-m", "experiments.cli", "sweep", str(config_path), "--out", str(out),
+    return subprocess.Popen([sys.executable, "-m", "otagym.cli", "sweep", str(config_path), "--out", str(out),
                              "--no-progress", *extra], cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

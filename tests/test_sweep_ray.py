@@ -12,8 +12,8 @@ import yaml
 
 ray = pytest.importorskip("ray")
 
-from experiments import sweep  # noqa: E402
-from experiments.cli import main  # noqa: E402
+from otagym.cli import sweep  # noqa: E402
+from otagym.cli.commands import main  # noqa: E402
 
 #: One calibrated policy, one nu, two seeds: two cells at T = 20.
 TWO_CELLS = {"name": "two", "scenarios": ["paper-mnist"], "rounds": 20, "policies": ["AdaScale"], "nu": [0.04],

@@ -10,7 +10,7 @@ pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
 from agents.train import NoCheckpointError, _ProgressBar, train  # noqa: E402
-from experiments.cli import main  # noqa: E402
+from otagym.cli.commands import main  # noqa: E402
 
 SHORT = {"num_rounds": 25}
 

@@ -21,7 +21,7 @@ from stable_baselines3.common.monitor import load_results  # noqa: E402
 from agents.policy import load_model  # noqa: E402
 from agents.train import (NoCheckpointError, RunExistsError, RunMismatchError, checkpoint_files,  # noqa: E402
                           latest_checkpoint, train)
-from experiments.cli import main  # noqa: E402
+from otagym.cli.commands import main  # noqa: E402
 
 ROUNDS = 25  # episodes of 25 rounds: with 4 envs, 4 episodes end every 100 env steps
 SHORT = {"num_rounds": ROUNDS}
@@ -197,7 +197,7 @@ def test_a_resumed_run_continues_the_stream_of_a_run_never_stopped_to_the_bit(tm
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_sigkill_at_any_moment_leaves_a_resumable_run(tmp_path, configs, algo):
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "experiments.cli", "train", "--algo", algo, "--config", str(configs[algo]),
+    cmd = [sys.executable, "-m", "otagym.cli", "train", "--algo", algo, "--config", str(configs[algo]),
            "--run-dir", str(run), "--steps", "100000", "--checkpoint-freq", "40", "--no-progress",
            "--env", f"num_rounds={ROUNDS}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -358,7 +358,7 @@ def test_ctrl_c_ends_train_in_one_line_with_exit_code_130(tmp_path, configs, mon
 @pytest.mark.slow
 def test_sigint_ends_train_in_one_line_and_the_run_resumes(tmp_path, configs):
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "experiments.cli", "train", "--config", str(configs["ppo"]), "--run-dir", str(run),
+    cmd = [sys.executable, "-m", "otagym.cli", "train", "--config", str(configs["ppo"]), "--run-dir", str(run),
            "--steps", "100000", "--checkpoint-freq", "240", "--no-progress", "--env", f"num_rounds={ROUNDS}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

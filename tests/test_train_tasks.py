@@ -10,7 +10,7 @@ pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
 from agents.train import SettingsError, _checked_settings, train  # noqa: E402
-from experiments.cli import main  # noqa: E402
+from otagym.cli.commands import main  # noqa: E402
 from otagym import ENV_ID  # noqa: E402
 from otagym.env import OTAPrivacyVectorEnv  # noqa: E402
 from otagym.sb3 import OTAPrivacySB3VecEnv  # noqa: E402

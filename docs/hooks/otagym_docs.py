@@ -527,7 +527,7 @@ def tasks_index() -> str:
 
 def cli_help(args: list[str]) -> str:
     """``otagym ARGS --help`` as printed (80 columns)."""
-    from experiments.cli import main
+    from otagym.cli.commands import main
 
     buffer = io.StringIO()
     old = os.environ.get("COLUMNS")

@@ -1,7 +1,7 @@
 """Command line: ``otagym rollout`` (a seeded rollout, per-round leakage and cost), ``otagym compare`` (analytic
-policies and trained agents on the same channels, :mod:`experiments.compare`), ``otagym evaluate`` (a policy on a
-benchmark task's frozen evaluation set, :mod:`experiments.evaluate`), ``otagym sweep`` (a grid of such
-cells from a YAML file, resumable, on a process pool or Ray: :mod:`experiments.sweep`) and ``otagym train`` (an RL
+policies and trained agents on the same channels, :mod:`otagym.cli.compare`), ``otagym evaluate`` (a policy on a
+benchmark task's frozen evaluation set, :mod:`otagym.cli.evaluate`), ``otagym sweep`` (a grid of such
+cells from a YAML file, resumable, on a process pool or Ray: :mod:`otagym.cli.sweep`) and ``otagym train`` (an RL
 scheduler with stable-baselines3).
 
 This module sits above ``otagym``, ``baselines`` and ``agents`` (it imports ``agents`` lazily, per command: it needs
@@ -16,15 +16,18 @@ from typing import Any, NoReturn, Sequence
 
 import numpy as np
 
-from experiments.argtypes import HelpFormatter, field_type, from_spec, key_value, non_negative_int, positive_int
-from experiments.compare import add_compare_parser
-from experiments.evaluate import add_evaluate_parser
-from experiments.sweep import add_sweep_parser
+from otagym.cli.argtypes import HelpFormatter, field_type, from_spec, key_value, non_negative_int, positive_int
+from otagym.cli.compare import add_compare_parser
+from otagym.cli.evaluate import add_evaluate_parser
+from otagym.cli.sweep import add_sweep_parser
 from otagym import __version__
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import SCHEMES
 from otagym.tasks import BENCHMARK, EVALUATION_SEEDS, TASKS
 from otagym.validation import Integer, Real
+
+__all__ = ["HELD_OUT_SEED", "EXAMPLES", "build_parser", "INTERRUPTED", "main", "TRAIN_SEED", "TRAIN_MINUTES",
+           "TORCH_THREADS", "TRAIN_MODULES", "COMPARED_WITH", "next_steps"]
 
 #: The first held-out channel seed: trained agents are compared and scored on seeds from here (the benchmark's
 #: evaluation set, :data:`otagym.tasks.EVALUATION_SEEDS`, starts here too).
@@ -75,7 +78,7 @@ def _epilog(command: str) -> str:
 
 class _Parser(argparse.ArgumentParser):
     """The parser of ``otagym`` and of each of its commands (argparse makes the commands' parsers of the parent's
-    class): every help page shows the options' defaults (:class:`~experiments.argtypes.HelpFormatter`)."""
+    class): every help page shows the options' defaults (:class:`~otagym.cli.argtypes.HelpFormatter`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
@@ -264,7 +267,7 @@ def _task_trained_on(model_path: Any) -> str | None:
     from pathlib import Path
 
     from agents.policy import run_metadata
-    from experiments.evaluate import formulation
+    from otagym.cli.evaluate import formulation
 
     meta = run_metadata(Path(model_path))
     env_kwargs = meta.get("env_kwargs") or {}

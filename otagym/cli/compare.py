@@ -4,7 +4,7 @@
 (:data:`COMMANDS`): model A's matched-nu comparison and CDPB's (:func:`baselines.cdpb_compare.compare_cdpb`);
 ``--scenario`` offers their presets. An option that only another scheme reads is refused, argparse style.
 
-Model A's comparison is a sweep (:mod:`experiments.sweep`) named ``compare`` with a fixed table and plot on top: its
+Model A's comparison is a sweep (:mod:`otagym.cli.sweep`) named ``compare`` with a fixed table and plot on top: its
 cells are kept in ``OUT/compare/cells/`` (so a rerun resumes, and ``--workers``/``--ray`` run them in parallel) and
 ``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, the JSON last with the
 hashes of the others (one generation: :func:`baselines.report.mismatched_outputs` finds files of another run); a run
@@ -29,8 +29,9 @@ from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_c
 from baselines.compare import DEFAULT_POLICIES, POLICIES, format_table, save, summarize
 from baselines.evaluation import training_scenario
 from baselines.report import mismatched_outputs
-from experiments import sweep
-from experiments.argtypes import correlation, field_type, from_spec, non_negative_int, writable_dir
+from otagym.cli import sweep
+from otagym.cli.sweep.cells import scenario_of
+from otagym.cli.argtypes import correlation, field_type, from_spec, non_negative_int, writable_dir
 from otagym._io import remove_stale_temporaries
 from otagym.channel import FadingFields
 from otagym.schemes import SCHEMES
@@ -160,7 +161,7 @@ def _run_receive_scaling(args: argparse.Namespace) -> int:
              for k, c in zip(p.keys, p.cells)]
     rows = summarize(cells)
     first = p.cells[0]
-    scen = sweep._scenario_of(first)
+    scen = scenario_of(first)
     if args.fidelity == "train":
         scen = training_scenario(scen, args.dataset, args.data_dir)
     print(format_table(rows, scen))

@@ -32,7 +32,7 @@ from baselines.benchmark import (EnvActionPolicy, aggregate, play_episodes, rece
                                  scheme_references)
 from baselines.compare import POLICIES, PolicySpec, evaluate_cells
 from baselines.policies import ACTION_KEYS
-from experiments.argtypes import _ranged, positive_int, writable_file
+from otagym.cli.argtypes import _ranged, positive_int, writable_file
 from otagym._io import write_json
 from otagym.env import OTAPrivacyEnv
 from otagym.tasks import (BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, normalized_score, reference_scores,
