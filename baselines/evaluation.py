@@ -7,3 +7,5 @@ from baselines.receive_scaling.evaluation import *  # noqa: F403
 from baselines.receive_scaling.evaluation import __all__  # noqa: F401
 
 warnings.warn("baselines.evaluation is deprecated; import from baselines.receive_scaling.evaluation", DeprecationWarning, stacklevel=2)
+
+normalized_score = leakage_score  # its old name, beside otagym.tasks.normalized_score (a task's score of returns)

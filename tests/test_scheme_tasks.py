@@ -15,7 +15,7 @@ from scipy.optimize import minimize_scalar
 import otagym  # noqa: F401 - registers the tasks
 from baselines.benchmark import (ConstantAction, anchor_returns, best_constant_action, episode_returns,
                                  scheme_references, task_scores)
-from baselines.cdpb import StageTwo
+from baselines.cdpb.policies import StageTwo
 from otagym.anonymous import get_anonymous_scenario
 from otagym.cdpb import get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv

@@ -12,8 +12,8 @@ from gymnasium.wrappers import TimeAwareObservation
 
 import otagym  # noqa: F401 - registers the tasks
 from baselines.benchmark import offline_returns, task_scores
-from baselines.evaluation import sample_realisations
-from baselines.references import BestConstant, OnlineOptimal, UniformRandom
+from baselines.receive_scaling.evaluation import sample_realisations
+from baselines.receive_scaling.references import BestConstant, OnlineOptimal, UniformRandom
 from experiments.cli import main
 from otagym.tasks import (EVALUATION_SEEDS, TASKS, evaluation_options, normalized_score, reference_scores,
                           task_scenario)

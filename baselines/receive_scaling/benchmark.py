@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from baselines.benchmark import SchemeBenchmark, best_constant_action, task_scores_and_costs
 from baselines.receive_scaling.compare import POLICIES, PolicySpec
-from baselines.receive_scaling.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
+from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
 from baselines.receive_scaling.policies import EqualAlloc
 from baselines.receive_scaling.references import BestConstant, DualPrice, UniformRandom
 from otagym.env import OTAPrivacyVectorEnv
@@ -62,7 +62,7 @@ class ReceiveScalingBenchmark(SchemeBenchmark):
         scenario = task_scenario(task_id, nu)
         result = run_policy(policy, scenario, sample_realisations(scenario, seeds), dp=False, nu=per_env)
         optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
-        scores = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
+        scores = leakage_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
         return scores, (result.cost_mean / per_env).tolist()  # info["cost"] = c_t / nu: the episode's over T
 
     def reference_scores(self, task_id: str, anchors: dict[str, tuple[list[float], list[float]]]

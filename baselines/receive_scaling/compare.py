@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from baselines.receive_scaling.core import Policy
-from baselines.receive_scaling.evaluation import (calibrate, normalized_score, reference_leakage, run_policy, sample_realisations,
+from baselines.receive_scaling.evaluation import (calibrate, leakage_score, reference_leakage, run_policy, sample_realisations,
                                   training_scenario)
 from baselines.receive_scaling.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
                                 LyapunovDPP, OfflineOptimal)
@@ -34,7 +34,7 @@ from otagym.receive_scaling import Scenario, get_scenario
 
 __all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "evaluate_cell", "evaluate_cells", "summarize",
            "reference_leakage",
-           "normalized_score", "format_table", "save"]
+           "leakage_score", "format_table", "save"]
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def evaluate_cells(
         out: dict[str, Any] = {
             "rdp": float(result.rdp[i]), "epsilon": float(result.epsilon[i]), "cost_mean": cost, "leakage": leakage,
             "equal_alloc_leakage": equal_alloc, "optimal_leakage": optimal,
-            "score": float(normalized_score(leakage, equal_alloc, optimal)),
+            "score": float(leakage_score(leakage, equal_alloc, optimal)),
             # matched: meets nu by construction, or calibrated within 1%
             "matched": spec.matched and bool(abs(cost - nu) <= 0.0101 * nu),
             "param": spec.param, "param_value": None if value is None else float(value[i]), "calibrated": calibrated,
@@ -216,7 +216,7 @@ def compare(
     numbers as one at a time); ``otagym sweep`` and ``otagym compare`` run the same cells in parallel and keep them on disk.
     Calibrated policies are tuned per cell.
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
-    Every row also has the normalised score (:func:`normalized_score`), for which OfflineOptimal is solved on the
+    Every row also has the normalised score (:func:`leakage_score`), for which OfflineOptimal is solved on the
     same realisations (once per (nu, seed); about 0.7 s each at T = 500). ``fidelity="train"`` also trains the model
     of ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs analytically:
     the leakage and cost are the same) and adds the final test accuracy (``accuracy``) and the test accuracy every

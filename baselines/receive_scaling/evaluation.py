@@ -24,7 +24,7 @@ from otagym.privacy import DEFAULT_ORDERS, RDPLedger
 from otagym.receive_scaling import ReceiveScalingModel, Scenario
 
 __all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario",
-           "normalized_score", "reference_leakage"]
+           "leakage_score", "reference_leakage"]
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def calibrate(
     return np.exp(value), achieved
 
 
-def normalized_score(leakage: NDArray, equal_alloc: NDArray, optimal: NDArray) -> NDArray:
+def leakage_score(leakage: NDArray, equal_alloc: NDArray, optimal: NDArray) -> NDArray:
     """D4RL-style score of objective (28a) on one channel realisation: 0 = EqualAlloc, 100 = OfflineOptimal.
 
     100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal), all at the same nu and channels.

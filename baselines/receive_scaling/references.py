@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from baselines.receive_scaling.core import Policy
-from baselines.receive_scaling.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
+from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
 from baselines.receive_scaling.policies import ActionPolicy, AdaScale, Budgeted, _PolicyBase
 from otagym.receive_scaling import (ReceiveScalingModel, Scenario, cost_slope_of_leakage, price_spend,
                                     reference_price)
@@ -63,7 +63,7 @@ def tune_on_training(make_policy: Callable[[NDArray, NDArray], Policy], scenario
         nus = np.full(points * n, float(nu))
         # env i * points + j plays value j on realisation i
         result = run_policy(make_policy(np.tile(grid, n), nus), scenario, real.repeat(points), dp=False, nu=nus)
-        score = normalized_score(result.leakage, result.equal_alloc_leakage, np.repeat(optimal, points))
+        score = leakage_score(result.leakage, result.equal_alloc_leakage, np.repeat(optimal, points))
         mean = score.reshape(n, points).mean(axis=0)
         k = int(np.argmax(mean))
         if mean[k] > best_score:
@@ -74,7 +74,7 @@ def tune_on_training(make_policy: Callable[[NDArray, NDArray], Policy], scenario
 
 
 @functools.lru_cache(maxsize=256)
-def best_constant_action(scenario: Scenario, nu: float, action_type: str = "price",
+def tuned_constant_action(scenario: Scenario, nu: float, action_type: str = "price",
                          price_decades: float = 2.0) -> float:
     """The constant budget-mode action with the best mean score on :data:`TRAIN_SEEDS` at ``nu`` (cached)."""
     def make(values: NDArray, nus: NDArray) -> Policy:
@@ -146,7 +146,7 @@ class BestConstant(_Constant):
         super().reset(scenario, seed, **offline)
         if not self._given:
             nus = np.atleast_1d(self.nu)
-            table = {float(v): best_constant_action(scenario.replace(nu=float(v)), float(v), self.action_type,
+            table = {float(v): tuned_constant_action(scenario.replace(nu=float(v)), float(v), self.action_type,
                                                     self.price_decades) for v in np.unique(nus)}
             self.value = np.array([table[float(v)] for v in nus]).reshape(np.shape(self.nu))
 
