@@ -2,7 +2,7 @@
 train``), rl_zoo3-format hyperparameters (``agents/configs``), PPO-Lagrangian for the CMDP formulation
 (:mod:`agents.lagrangian`), the linear price policy of nine observation features as an SB3 (ARS) policy
 (:mod:`agents.linear`) and trained models as policies of the ``baselines`` protocol (:mod:`agents.policy`), which
-``baselines.evaluation`` and ``otagym compare`` score on held-out channels."""
+``baselines.receive_scaling.evaluation`` and ``otagym compare`` score on held-out channels."""
 
 from pathlib import Path
 

@@ -33,7 +33,7 @@ from sb3_contrib import ARS
 from sb3_contrib.ars.policies import ARSPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from baselines.policies import ActionPolicy
+from baselines.receive_scaling.policies import ActionPolicy
 
 __all__ = ["FEATURES", "FEATURE_SETS", "LinearFeaturePolicy", "LinearPricePolicy", "linear_term", "feature_set",
            "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
@@ -163,7 +163,7 @@ class ObservedOnlineOptimal:
 
     def __call__(self, observation: NDArray) -> NDArray:
         """a_OO (N,) of observations (N, 3M + 6)."""
-        from baselines.references import online_optimal_price_action, solve_online_optimal
+        from baselines.receive_scaling.references import online_optimal_price_action, solve_online_optimal
 
         obs = np.atleast_2d(np.asarray(observation, dtype=float))
         if obs.shape[-1] != self.obs_dim:

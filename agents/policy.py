@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from sb3_contrib import ARS, TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
-from baselines.policies import ActionPolicy
+from baselines.receive_scaling.policies import ActionPolicy
 
 __all__ = ["AgentPolicy", "ALGO_CLASSES", "load_model", "run_metadata"]
 

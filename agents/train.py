@@ -39,7 +39,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor
 from agents import ALGOS, CONFIG_DIR
 from agents.lagrangian import DualAscentCallback, LagrangianVecEnv, nu_bin_edges
 from agents.policy import ALGO_CLASSES
-from baselines.policies import action_semantics
+from baselines.receive_scaling.policies import action_semantics
 from otagym import ENV_ID, __version__
 from otagym._io import atomic_write, remove_stale_temporaries, write_json
 from otagym.sb3 import OTAPrivacySB3VecEnv

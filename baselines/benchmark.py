@@ -3,37 +3,31 @@
 
 A policy is scored per budget nu of the task on every evaluation realisation (one batched episode per nu, the
 realisations :func:`otagym.tasks.evaluation_options` gives to any client) with the paired normalised score of
-:func:`otagym.tasks.normalized_score` (receive scaling: 0 = EqualAlloc, 100 = OfflineOptimal on the same realisation,
-computed from the leakages by :func:`~baselines.evaluation.run_policy`; CDPB and anonymous OTA: from the episode
-returns of :func:`episode_returns`, 0 and 100 the task's anchors). The statistics are rliable's (Agarwal et al., 2021, "Deep RL at the edge of the statistical precipice"): the interquartile
+:func:`otagym.tasks.normalized_score` as the task's scheme scores it (:class:`SchemeBenchmark`: by default
+from the episode returns, 0 and 100 the task's anchors; receive scaling: from the leakages, 0 = EqualAlloc, 100 =
+OfflineOptimal on the same realisation). The statistics are rliable's (Agarwal et al., 2021, "Deep RL at the edge of the statistical precipice"): the interquartile
 mean with a stratified-bootstrap 95% CI, and the probability of improvement over a reference.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
-from baselines.anonymous import CalibratedSigma, PaperSetting
-from baselines.cdpb import MaxRho, StageTwo
-from baselines.core import Policy
-from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
-from baselines.policies import EqualAlloc
-from baselines.compare import POLICIES, PolicySpec
-from baselines.references import TRAIN_SEEDS, BestConstant, DualPrice, UniformRandom
+from baselines.receive_scaling.references import TRAIN_SEEDS
 from otagym.env import OTAPrivacyVectorEnv
-from otagym.privacy import DEFAULT_ORDERS
-from otagym.tasks import TASKS, sample_realisation, task_scenario
+from otagym.schemes import get_scheme
+from otagym.tasks import TASKS, sample_realisation, score_against
 from otagym.tasks import normalized_score as task_normalized_score
 
-__all__ = ["task_scores", "task_scores_and_costs", "receive_scaling_references", "offline_returns", "aggregate", "cvar",
-           "improvement", "episode_returns", "play_episodes", "Episodes",
-           "anchor_returns", "ConstantAction",
-           "RandomAction", "EnvActionPolicy", "best_constant_action", "scheme_references"]
+__all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "task_scores", "task_scores_and_costs", "aggregate",
+           "cvar", "improvement", "episode_returns", "play_episodes", "Episodes", "anchor_returns", "ConstantAction",
+           "RandomAction", "EnvActionPolicy", "best_constant_action"]
 
 class EnvActionPolicy:
     """A policy that returns the env's own actions: ``function(observation batch (N, obs_dim)) -> actions (N, 1)``
@@ -109,24 +103,6 @@ def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overr
     return play_episodes(policy, task_id, seeds, **env_overrides).returns
 
 
-def scheme_references(task_id: str) -> dict[str, tuple[Callable[[], Any], dict[str, Any]]]:
-    """The reference policies of a CDPB or anonymous task by name: ``(factory, env overrides)`` (the analytic
-    policies play their raw action); the analytic reference (the planner, the calibrated sigma) is the last."""
-    task = TASKS[task_id]
-    if task.scheme == "cdpb":
-        return {"UniformRandom": (RandomAction, {}), "MaxRho": (MaxRho, {"action_type": "rho"}),
-                "BestConstant": (lambda: ConstantAction(best_constant_action(task_id)), {}),
-                "CDPB": (StageTwo, {"action_type": "rho"})}
-    if task.scheme == "anonymous":
-        target = float(task.kwargs["target_epsilon"])
-        return {"UniformRandom": (RandomAction, {}), "MidAction": (lambda: ConstantAction(0.0), {}),
-                "BestConstant": (lambda: ConstantAction(best_constant_action(task_id)), {}),
-                "PaperSetting": (PaperSetting, {"action_type": "sigma"}),
-                "CalibratedSigma": (lambda: CalibratedSigma(target, orders=DEFAULT_ORDERS), {"action_type": "sigma"})}
-    raise ValueError(f"task must be a CDPB or anonymous task (receive scaling's references are in "
-                     f"baselines.references); got {task_id!r}")
-
-
 @functools.lru_cache(maxsize=None)
 def best_constant_action(task_id: str, nu: float | None = None, points: int = 21, rounds: int = 3) -> float:
     """The constant env action with the best mean return on the training realisations
@@ -155,93 +131,102 @@ def best_constant_action(task_id: str, nu: float | None = None, points: int = 21
     return best_a
 
 
+class SchemeBenchmark:
+    """How the tasks of one scheme are scored, each scheme's in ``baselines/<scheme>/benchmark.py`` as its
+    ``BENCHMARK``. This default plays every policy in the task's env (:func:`play_episodes`) and scores its returns
+    against the task's two anchors (:attr:`otagym.tasks.Task.anchors`, scores 0 and 100), which is how CDPB and
+    anonymous OTA are scored; a scheme that scores otherwise (receive scaling: from the leakage, against
+    OfflineOptimal on the same channels) overrides the methods it needs."""
+
+    def references(self, task_id: str) -> dict[str, Any]:  # pragma: no cover - every scheme defines its own
+        """The task's reference policies by name, floor to ceiling: ``(factory, env overrides)`` here."""
+        raise NotImplementedError
+
+    def analytic_policies(self, task_id: str) -> dict[str, Any]:
+        """What ``otagym evaluate`` can name on the task: its references."""
+        return self.references(task_id)
+
+    def formulation(self, env_kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+        """What the env arguments make of the problem, by which a trained model's task is recognised from its
+        ``run.json`` when it names none (None here: only a run that names its task has one)."""
+        return None
+
+    def trained_overrides(self, label: str, run_kwargs: dict[str, Any], task_id: str) -> dict[str, Any]:
+        """The env arguments that make a model trained with ``run_kwargs`` (its ``run.json``'s) play its actions
+        on ``task_id`` as it learnt them; ``ValueError`` naming ``label`` when they would mean something else there.
+        Here: none (the model plays the task's env as it is)."""
+        return {}
+
+    def anchor_returns(self, task_id: str, nu: float, seeds: Sequence[int]) -> tuple[list[float], list[float]]:
+        """The returns of the task's anchors on the realisation of each seed."""
+        refs = self.references(task_id)
+        out = []
+        for name in TASKS[task_id].anchors:
+            factory, overrides = refs[name]
+            out.append(episode_returns(factory(), task_id, seeds, **overrides).tolist())
+        return out[0], out[1]
+
+    def scores_and_costs(self, policy: Any, task_id: str, seeds: Sequence[int], nu: float,
+                         **env_overrides: Any) -> tuple[list[float], list[float]]:
+        """The normalised score and the cost ratio of ``policy`` (env actions, or ``env_overrides``' action type) on
+        each realisation, against the stored anchors (evaluation seeds only)."""
+        played = play_episodes(policy, task_id, seeds, **env_overrides)
+        return task_normalized_score(task_id, nu, seeds, played.returns).tolist(), played.cost_ratios.tolist()
+
+    def reference_scores(self, task_id: str, anchors: dict[str, tuple[list[float], list[float]]]
+                         ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Every reference's scores and cost ratios per budget (keyed ``str(nu)``) against ``anchors`` (the anchors'
+        returns per budget, computed alongside: the stored reference scores' record)."""
+        task, scores, costs = TASKS[task_id], {}, {}
+        for name, (factory, overrides) in self.references(task_id).items():
+            played = play_episodes(factory(), task_id, task.eval_seeds, **overrides)
+            scores[name] = {nu: score_against(played.returns, *anchors[nu]).tolist() for nu in anchors}
+            costs[name] = {nu: played.cost_ratios.tolist() for nu in anchors}
+        return scores, costs
+
+
+def scheme_benchmark(scheme: str) -> SchemeBenchmark:
+    """The :class:`SchemeBenchmark` of a registered scheme (:func:`otagym.schemes.get_scheme` checks the name):
+    ``baselines.<scheme>.benchmark.BENCHMARK``, each scheme's baselines being one package named as the scheme."""
+    name = get_scheme(scheme).name
+    return importlib.import_module(f"baselines.{name}.benchmark").BENCHMARK
+
+
+def references(task_id: str) -> dict[str, Any]:
+    """The reference policies of a task by name, floor to ceiling (:meth:`SchemeBenchmark.references` of its
+    scheme)."""
+    return scheme_benchmark(TASKS[task_id].scheme).references(task_id)
+
+
 def anchor_returns(task_id: str, nu: float, seeds: Sequence[int] | None = None) -> tuple[list[float], list[float]]:
     """The returns of the task's anchor policies (:attr:`otagym.tasks.Task.anchors`, the scores 0 and 100) on the
     realisation of each seed (default: the task's evaluation set) at budget ``nu``."""
     task = TASKS[task_id]
-    seeds = task.eval_seeds if seeds is None else seeds
-    if task.scheme == "receive_scaling":
-        return [0.0] * len(seeds), offline_returns(task_id, nu, seeds)
-    refs = scheme_references(task_id)
-    out = []
-    for name in task.anchors:
-        factory, overrides = refs[name]
-        out.append(episode_returns(factory(), task_id, seeds, **overrides).tolist())
-    return out[0], out[1]
+    return scheme_benchmark(task.scheme).anchor_returns(task_id, nu, task.eval_seeds if seeds is None else seeds)
 
 
-def task_scores(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] | None = None,
+def task_scores(make: Callable[[NDArray], Any], task_id: str, seeds: Sequence[int] | None = None,
                 nus: Sequence[float] | None = None, **env_overrides: Any) -> dict[str, list[float]]:
     """The normalised scores of :func:`task_scores_and_costs`."""
     return task_scores_and_costs(make, task_id, seeds, nus, **env_overrides)[0]
 
 
-def task_scores_and_costs(make: Callable[[NDArray], Policy], task_id: str, seeds: Sequence[int] | None = None,
+def task_scores_and_costs(make: Callable[[NDArray], Any], task_id: str, seeds: Sequence[int] | None = None,
                           nus: Sequence[float] | None = None,
                           **env_overrides: Any) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """The normalised score of ``make(nus)``'s policy (``nus``: each env's budget) on the realisation of each seed,
     and its episode cost over the task's cost limit there, per budget (keyed ``str(nu)``; default: the task's
-    evaluation budgets; seeds default: the task's evaluation set). One batched episode per nu. On a CDPB or anonymous
-    task the policy plays the env's own action
-    (or ``env_overrides``' action type) and is scored from its returns against the stored anchors (evaluation seeds
-    only); on receive scaling it returns x_t (:class:`baselines.core.Policy`) and is scored from its leakage."""
-    scores, costs = {}, {}
+    evaluation budgets; seeds default: the task's evaluation set), one batched episode per nu, scored as the task's
+    scheme scores (:meth:`SchemeBenchmark.scores_and_costs`)."""
     task = TASKS[task_id]
     seeds = task.eval_seeds if seeds is None else seeds
+    scheme = scheme_benchmark(task.scheme)
+    scores, costs = {}, {}
     for nu in nus or task.eval_nus:
-        key, per_env = str(float(nu)), np.full(len(seeds), float(nu))
-        if task.scheme != "receive_scaling":
-            played = play_episodes(make(per_env), task_id, seeds, **env_overrides)
-            scores[key] = task_normalized_score(task_id, nu, seeds, played.returns).tolist()
-            costs[key] = played.cost_ratios.tolist()
-            continue
-        scenario = task_scenario(task_id, nu)
-        result = run_policy(make(per_env), scenario, sample_realisations(scenario, seeds), dp=False, nu=per_env)
-        optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
-        scores[key] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
-        costs[key] = (result.cost_mean / per_env).tolist()  # info["cost"] = c_t / nu: the episode's over T
+        key = str(float(nu))
+        scores[key], costs[key] = scheme.scores_and_costs(make(np.full(len(seeds), float(nu))), task_id, seeds,
+                                                          float(nu), **env_overrides)
     return scores, costs
-
-
-def receive_scaling_references(task_id: str) -> dict[str, PolicySpec]:
-    """The reference policies of a receive-scaling task by name, floor to ceiling (OfflineOptimal is 100 by
-    definition of the score): ``UniformRandom`` (the task's own action, uniform), ``EqualAlloc``, ``BestConstant``,
-    ``AdaScaleTrained`` and ``OnlineOptimal`` (:mod:`baselines.references`; budget mode, so each meets nu on every
-    realisation). On a constrained task (a CMDP) ``BestConstant`` is the constant env action per budget with the best
-    mean return on training realisations among those that meet the constraint in the mean
-    (:func:`best_constant_action`; with the spend action it is a = 0, EqualAlloc: a constant spend meets the
-    constraint exactly when a <= 0, and spending more leaks less), and ``DualPrice`` is the online optimum when the
-    constraint holds in expectation only (it is over the limit on about half the realisations)."""
-    task = TASKS[task_id]
-    action = str(task.kwargs["action_type"])
-    refs = {"UniformRandom": PolicySpec(lambda nu, p: UniformRandom(nu=nu, action_type=action), matched=False),
-            **{name: POLICIES[name] for name in ("EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal")}}
-    if task.constrained:
-        refs["BestConstant"] = PolicySpec(lambda nu, p: BestConstant(
-            nu=nu, action=_per_env(lambda v: best_constant_action(task_id, v), nu), action_type=action))
-        refs["DualPrice"] = PolicySpec(lambda nu, p: DualPrice(nu=nu), matched=False)
-    return refs
-
-
-def _per_env(value: Callable[[float], float], nu: NDArray) -> NDArray:
-    """``value(nu)`` of each env's budget, computed once per distinct budget."""
-    table = {float(v): value(float(v)) for v in np.unique(nu)}
-    return np.array([table[float(v)] for v in np.ravel(nu)]).reshape(np.shape(nu))
-
-
-def offline_returns(task_id: str, nu: float, seeds: Sequence[int]) -> list[float]:
-    """OfflineOptimal's episode return in the task's env on the realisation of each seed at ``nu``:
-    (L_EqualAlloc - L_OfflineOptimal) / H, H the env's reward scale of that placement and budget (the return of any
-    episode over it is the episode's normalised score / 100)."""
-    scenario = task_scenario(task_id, nu)
-    real = sample_realisations(scenario, seeds)
-    per_env = np.full(len(seeds), float(nu))
-    equal_alloc = run_policy(EqualAlloc(nu=per_env), scenario, real, dp=False, nu=per_env).equal_alloc_leakage
-    optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
-    env = OTAPrivacyVectorEnv(len(seeds), **TASKS[task_id].kwargs)
-    env.reset(seed=0, options={"distances_m": real.distances_m, "channel_gains": real.channel_gains, "nu": per_env})
-    return ((equal_alloc - optimal) / env.rounds.reward_scale).tolist()
-
 
 def aggregate(table: dict[str, NDArray], baseline: str | None = None, reps: int = 2000,
               compared: tuple[str, ...] | None = None, poi_reps: int = 200) -> dict[str, dict[str, Any]]:

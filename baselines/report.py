@@ -1,7 +1,7 @@
 """What every comparison reports and writes: mean and 95% confidence interval over seeds, numbers a person can read,
 one colour per policy name, and the rows as CSV/JSON.
 
-Shared by :mod:`baselines.compare` (model A) and :mod:`baselines.cdpb_compare` (model B), which import it and not
+Shared by :mod:`baselines.receive_scaling.compare` (model A) and :mod:`baselines.cdpb.compare` (model B), which import it and not
 each other.
 """
 

@@ -23,7 +23,7 @@ from bench_env import best_of  # run as a script: benchmarks/ is on sys.path
 
 from baselines import AdaScale, OfflineOptimal, sample_realisations
 from baselines.benchmark import play_episodes
-from baselines.compare import DEFAULT_POLICIES, PolicySpec, compare, evaluate_cells
+from baselines.receive_scaling.compare import DEFAULT_POLICIES, PolicySpec, compare, evaluate_cells
 from otagym import get_scenario
 from otagym.receive_scaling import ReceiveScalingModel
 from otagym.tasks import TASKS, task_scenario

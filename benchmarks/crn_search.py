@@ -50,7 +50,7 @@ from rl_results import NUS, REFERENCES, TASKS, ZOO, scores
 from agents.linear import FEATURES, LinearFeaturePolicy, linear_price_model, linear_term
 from agents.train import package_versions
 from baselines.benchmark import aggregate, improvement, task_scores
-from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, OnlineOptimalAction
+from baselines.receive_scaling.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, OnlineOptimalAction
 from otagym import ENV_ID, OTAPrivacyEnv
 from otagym._io import atomic_write, write_json
 from otagym.tasks import TASKS as TASK_SETTINGS

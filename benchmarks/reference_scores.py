@@ -4,8 +4,8 @@ For every benchmark task (:data:`otagym.tasks.TASKS`) and evaluation budget nu: 
 policy on every realisation of the task's evaluation set (:attr:`otagym.tasks.Task.eval_seeds`) and the returns of the task's two
 anchors there (what :func:`otagym.tasks.normalized_score` scores against); on the constrained tasks (all but
 receive scaling's budget mode) also each reference's episode cost over the task's cost limit (``cost_ratios``).
-Receive scaling: :func:`baselines.benchmark.receive_scaling_references`; OfflineOptimal is 100. CDPB and anonymous
-OTA: :func:`baselines.benchmark.scheme_references`. Tasks already stored for this package version are kept
+Each reference is scored as its scheme scores its tasks
+(:meth:`baselines.benchmark.SchemeBenchmark.reference_scores`; receive scaling: OfflineOptimal is 100). Tasks already stored for this package version are kept
 unless ``--force``; the file is written atomically after each task, so an interrupted run resumes.
 
     python benchmarks/reference_scores.py            # about 20 minutes on 2 cores for the six tasks
@@ -21,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from baselines.benchmark import (aggregate, anchor_returns, play_episodes, receive_scaling_references,
-                                 scheme_references, task_scores_and_costs)
+from baselines.benchmark import aggregate, anchor_returns, scheme_benchmark
 from otagym import __version__
 from otagym._io import write_json
-from otagym.tasks import REFERENCE_SCORES_PATH, TASKS, score_against
+from otagym.tasks import REFERENCE_SCORES_PATH, TASKS
 
 def compute(task_id: str) -> dict[str, Any]:
     """The stored record of one task: version, seeds, budgets, its anchors and their returns, every reference's
@@ -34,16 +33,8 @@ def compute(task_id: str) -> dict[str, Any]:
     anchors = {str(float(nu)): anchor_returns(task_id, nu) for nu in task.eval_nus}
     record = {"version": __version__, "seeds": list(task.eval_seeds), "nus": list(task.eval_nus),
               "anchors": list(task.anchors), "anchor_returns": {nu: [list(r) for r in v] for nu, v in anchors.items()}}
-    scores, costs = {}, {}
-    if task.scheme == "receive_scaling":
-        for name, spec in receive_scaling_references(task_id).items():
-            scores[name], costs[name] = task_scores_and_costs(lambda nu, b=spec.build: b(nu, None), task_id)
-        return {**record, "scores": scores, **({"cost_ratios": costs} if task.constrained else {})}
-    for name, (factory, overrides) in scheme_references(task_id).items():
-        played = play_episodes(factory(), task_id, task.eval_seeds, **overrides)
-        scores[name] = {nu: score_against(played.returns, *anchors[nu]).tolist() for nu in anchors}
-        costs[name] = {nu: played.cost_ratios.tolist() for nu in anchors}
-    return {**record, "scores": scores, "cost_ratios": costs}
+    scores, costs = scheme_benchmark(task.scheme).reference_scores(task_id, anchors)
+    return {**record, "scores": scores, **({"cost_ratios": costs} if task.constrained else {})}
 
 
 def markdown(stored: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ and three minutes under Gauss-Markov fading (5 seeds each, PPO and TRPO) scored 
 realisations (``TEST_SEEDS``, 32, never used in training or selection) with deterministic and with sampled actions.
 "after 2 updates" is the same algorithm trained for two rollouts (2 n_envs n_steps steps) from the same seed.
 
-Beside them, on the same test channels: the references of ``baselines.references`` (``BestConstant`` and
+Beside them, on the same test channels: the references of ``baselines.receive_scaling.references`` (``BestConstant`` and
 ``AdaScaleTrained`` tuned on ``TRAIN_SEEDS``; ``OnlineOptimal`` by dynamic programming, exact for i.i.d. and block
 fading and, under Gauss-Markov fading, solved for the i.i.d. marginal: a lower bound on the online optimum there), EqualAlloc (0)
 and OfflineOptimal (100) by definition of the normalised score.
@@ -42,8 +42,8 @@ import numpy as np
 from agents.policy import AgentPolicy, load_model
 from agents.train import latest_checkpoint, load_hyperparams, train
 from baselines.benchmark import aggregate, improvement, task_scores
-from baselines.core import Policy
-from baselines.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
+from baselines.receive_scaling.core import Policy
+from baselines.receive_scaling.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
 from otagym._io import copy_file, save_figure, write_json, write_text
 from otagym.tasks import fading_settings
 

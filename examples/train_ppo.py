@@ -11,7 +11,7 @@ import argparse
 
 from agents.policy import AgentPolicy, load_model
 from agents.train import latest_checkpoint, train
-from baselines.compare import PolicySpec, compare, format_table
+from baselines.receive_scaling.compare import PolicySpec, compare, format_table
 from otagym import get_scenario
 
 

@@ -11,7 +11,7 @@ pytest.importorskip("stable_baselines3")
 from agents import ALGOS, CONFIG_DIR  # noqa: E402
 from agents.policy import AgentPolicy, load_model  # noqa: E402
 from agents.train import latest_checkpoint, load_hyperparams, train  # noqa: E402
-from baselines.compare import PolicySpec, compare  # noqa: E402
+from baselines.receive_scaling.compare import PolicySpec, compare  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 
 SHORT = {"num_rounds": 25}

@@ -15,7 +15,7 @@ from scipy import integrate, special, stats
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from baselines import CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
-from baselines.anonymous import BatchEpisodes
+from baselines.anonymous.policies import BatchEpisodes
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.anonymous import (advanced_composition, advanced_composition_curve, clip_gradients, composed_epsilon,
                               device_level_rdp, gaussian_epsilon, get_anonymous_scenario, noise_multiplier,

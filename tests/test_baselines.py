@@ -6,7 +6,7 @@ import pytest
 
 from baselines import (AdaScale, EqualAlloc, EstimFuture, LiuSimeone, LyapunovDPP, OfflineOptimal, Policy,
                        calibrate, minimize_round, run_policy, sample_realisations)
-from baselines.compare import POLICIES, compare, evaluate_cell, evaluate_cells, save
+from baselines.receive_scaling.compare import POLICIES, compare, evaluate_cell, evaluate_cells, save
 from otagym import OTAPrivacyEnv, get_scenario
 from otagym.receive_scaling import ReceiveScalingModel
 
@@ -124,7 +124,7 @@ def test_policies_satisfy_the_protocol_and_run_on_the_single_env():
 def test_realisations_are_each_seeds_own_trace_however_often_they_are_drawn():
     """sample_realisations caches each seed's trace: a seed repeated, or drawn again after its arrays were changed,
     is still the trace of ``default_rng(seed)`` drawn round by round (ChannelModel.sample_trace)."""
-    from baselines.evaluation import _cached_trace
+    from baselines.receive_scaling.evaluation import _cached_trace
     from otagym.channel import ChannelModel
 
     s = get_scenario("paper-mnist", num_rounds=30, fading="gauss_markov", correlation=0.9)

@@ -24,7 +24,7 @@ def test_the_suite_has_four_constrained_tasks_on_128_frozen_realisations_and_dis
         assert task.constrained and task.eval_seeds == BENCHMARK_EVALUATION_SEEDS
         assert gym.spec(task_id).kwargs == dict(task.kwargs) and gym.spec(task_id).max_episode_steps == 500
     assert len(BENCHMARK_EVALUATION_SEEDS) == 128 and len(BENCHMARK_VALIDATION_SEEDS) == 32
-    from baselines.references import TRAIN_SEEDS
+    from baselines.receive_scaling.references import TRAIN_SEEDS
 
     more_test = set(range(30_000, 30_128))  # crn_search's --more-test seeds of the formulation tasks
     sets = [set(BENCHMARK_EVALUATION_SEEDS), set(BENCHMARK_VALIDATION_SEEDS), set(BENCHMARK_TRAINING_SEEDS),

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from scipy import optimize, special
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-from baselines.cdpb import (CDPB, GammaBased, minimize_weighted, rho_gamma_lemma1, rho_theorem3, stage_one,
+from baselines.cdpb.policies import (CDPB, GammaBased, minimize_weighted, rho_gamma_lemma1, rho_theorem3, stage_one,
                             two_stage)
-from baselines.cdpb_compare import compare_cdpb
+from baselines.cdpb.compare import compare_cdpb
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.cdpb import (aggregate_over_the_air, expected_num_reliable, expected_noise_var, expected_round_terms,
                          get_cdpb_scenario, rdp_theorem1, round_powers, round_rdp, utility)

@@ -10,8 +10,8 @@ import pytest
 from scipy import integrate
 
 import otagym  # noqa: F401 - registers the tasks
-from baselines.benchmark import receive_scaling_references, task_scores, task_scores_and_costs
-from baselines.references import BestConstant, DualPrice
+from baselines.benchmark import references, task_scores, task_scores_and_costs
+from baselines.receive_scaling.references import BestConstant, DualPrice
 from otagym.receive_scaling import ReceiveScalingModel, price_spend, spend_cost
 from otagym.tasks import TASKS, reference_scores, task_scenario
 from test_tasks import plain_loop_scores
@@ -68,7 +68,7 @@ def test_dual_price_spends_nu_in_expectation_by_an_independent_integral():
 
 def test_the_stored_references_and_their_costs():
     stored = reference_scores(CMDP)
-    assert list(stored["scores"]) == list(receive_scaling_references(CMDP)) == [
+    assert list(stored["scores"]) == list(references(CMDP)) == [
         "UniformRandom", "EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal", "DualPrice"]
     for nu in TASKS[CMDP].eval_nus:
         key = str(float(nu))
@@ -82,7 +82,7 @@ def test_the_stored_references_and_their_costs():
         # the expectation constraint is a relaxation: its optimum scores above the hard constraint's, in the mean
         assert abs(costs["DualPrice"].mean() - 1.0) < 0.02 and means["DualPrice"] > means["OnlineOptimal"]
     seeds, nu = EVALUATION_SEEDS[:2], 0.04
-    spec = receive_scaling_references(CMDP)["DualPrice"]
+    spec = references(CMDP)["DualPrice"]
     scores, costs = task_scores_and_costs(lambda n: spec.build(n, None), CMDP, seeds, nus=[nu])
     np.testing.assert_allclose(scores[str(nu)], stored["scores"]["DualPrice"][str(nu)][:2], rtol=1e-9)
     np.testing.assert_allclose(costs[str(nu)], stored["cost_ratios"]["DualPrice"][str(nu)][:2], rtol=1e-9)

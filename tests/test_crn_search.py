@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines.evaluation import run_policy, sample_realisations
-from baselines.references import _Constant
+from baselines.receive_scaling.evaluation import run_policy, sample_realisations
+from baselines.receive_scaling.references import _Constant
 from otagym import OTAPrivacyEnv
 from otagym.receive_scaling import get_scenario
 
@@ -136,7 +136,7 @@ def test_the_linear_policy_clips_to_the_action_space_and_refuses_bad_weights():
 
 
 def test_training_seeds_extend_the_references_own_and_stay_apart_from_validation_and_test():
-    from baselines.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
+    from baselines.receive_scaling.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
 
     assert crn_search.training_seeds(32) == TRAIN_SEEDS
     many = crn_search.training_seeds(4096)
@@ -163,7 +163,7 @@ def test_a_search_is_reproducible_to_the_bit():
 def test_the_residual_policy_at_theta_zero_is_online_optimal():
     """theta = 0 plays OnlineOptimal (an x-policy, no action in between) to 1e-9 of the leakage: the programme's price
     passes through the price action unchanged; a residual on the channel feature plays differently."""
-    from baselines.references import OnlineOptimal
+    from baselines.receive_scaling.references import OnlineOptimal
 
     s = get_scenario("paper-mnist", num_rounds=60, fading="gauss_markov", correlation=0.9)
     real = sample_realisations(s, [5, 6])

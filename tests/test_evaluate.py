@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("rliable")
 
-from baselines.compare import PolicySpec, evaluate_cells  # noqa: E402
+from baselines.receive_scaling.compare import PolicySpec, evaluate_cells  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 from otagym.cli.evaluate import evaluate, resolve_policy  # noqa: E402
 from otagym.tasks import EVALUATION_SEEDS, TASKS, task_scenario  # noqa: E402

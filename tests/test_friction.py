@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from baselines import compare as compare_module
-from baselines.compare import format_table, save, summarize
+from baselines.receive_scaling.compare import format_table, save, summarize
 from baselines.report import POLICY_COLOURS, policy_colour, readable
 from otagym.cli import commands as cli
 from otagym.cli.commands import EXAMPLES, build_parser, main
@@ -214,8 +214,8 @@ def test_the_plot_is_paired_with_fixed_colours_and_names_what_it_leaves_out(tmp_
 
 
 def test_every_built_in_policy_has_its_own_colour_and_others_a_stable_one():
-    from baselines.cdpb import CDPB_POLICIES
-    from baselines.compare import POLICIES
+    from baselines.cdpb.policies import CDPB_POLICIES
+    from baselines.receive_scaling.compare import POLICIES
 
     assert set(POLICIES) <= set(POLICY_COLOURS) and set(CDPB_POLICIES) <= set(POLICY_COLOURS)
     assert len({POLICY_COLOURS[name] for name in POLICIES}) == len(POLICIES)

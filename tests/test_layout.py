@@ -11,7 +11,8 @@ import pytest
 import baselines
 
 
-@pytest.mark.parametrize("module", ["baselines.policies", "baselines.cdpb", "baselines.anonymous"])
+@pytest.mark.parametrize("module", ["baselines.receive_scaling.policies", "baselines.cdpb.policies",
+                                    "baselines.anonymous.policies"])
 def test_baselines_exports_every_schemes_policies_from_its_top_level(module):
     """Every public policy class (one with ``act``) of each scheme's module is importable from ``baselines``."""
     mod = importlib.import_module(module)

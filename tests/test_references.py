@@ -1,4 +1,4 @@
-"""The references of RL results (baselines.references): the online optimum by dynamic programming against a brute-force
+"""The references of RL results (baselines.receive_scaling.references): the online optimum by dynamic programming against a brute-force
 two-round optimum, its place between the online references and the offline optimum, budget mode's rule for x-policies,
 and references tuned on the training channels only."""
 
@@ -7,11 +7,11 @@ import pytest
 from gymnasium.vector import AutoresetMode
 from scipy import integrate, optimize
 
-from baselines.compare import compare
-from baselines.evaluation import normalized_score, reference_leakage, run_policy, sample_realisations
-from baselines.policies import AdaScale, Budgeted
-from baselines.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
-                                  OnlineOptimal, best_constant_action, tune_on_training)
+from baselines.receive_scaling.compare import compare
+from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
+from baselines.receive_scaling.policies import AdaScale, Budgeted
+from baselines.receive_scaling.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
+                                  OnlineOptimal, tune_on_training, tuned_constant_action)
 from otagym.channel import mean_channel_gain
 from otagym.receive_scaling import ReceiveScalingModel, get_scenario
 
@@ -64,7 +64,7 @@ def test_online_optimum_lies_between_the_online_references_and_the_offline_optim
                          ("adascale", AdaScaleTrained(0.04))):
         result = run_policy(policy, scen, real, dp=False)
         np.testing.assert_allclose(result.cost_mean, 0.04, rtol=1e-9)  # budget mode: nu met exactly
-        scores[name] = normalized_score(result.leakage, result.equal_alloc_leakage, optimal)
+        scores[name] = leakage_score(result.leakage, result.equal_alloc_leakage, optimal)
     assert np.all(scores["online"] <= 100.0 + 1e-6)
     assert scores["online"].mean() >= scores["constant"].mean()
     assert scores["online"].mean() >= scores["adascale"].mean()
@@ -96,7 +96,7 @@ def test_budgeted_meets_nu_exactly_and_leaves_a_policy_that_already_does_unchang
     for V in (1e-3, 1.0, 1e3):  # under- and overspending AdaScale
         result = run_policy(Budgeted(AdaScale(V=V)), scen, real, dp=False)
         np.testing.assert_allclose(result.cost_mean, 0.04, rtol=1e-9)
-    from baselines.policies import EqualAlloc
+    from baselines.receive_scaling.policies import EqualAlloc
 
     plain = run_policy(EqualAlloc(), scen, real, dp=False)
     budgeted = run_policy(Budgeted(EqualAlloc()), scen, real, dp=False)
@@ -105,8 +105,8 @@ def test_budgeted_meets_nu_exactly_and_leaves_a_policy_that_already_does_unchang
 
 def test_best_constant_is_the_best_of_its_neighbours_on_the_training_channels():
     scen = get_scenario("paper-mnist", num_rounds=60, nu=0.04)
-    a = best_constant_action(scen, 0.04)
-    from baselines.references import _Constant
+    a = tuned_constant_action(scen, 0.04)
+    from baselines.receive_scaling.references import _Constant
 
     for other in (a - 0.05, a + 0.05, 0.0):
         _, score_other = tune_on_training(lambda v, n: _Constant(v, n), scen, 0.04, other, other, points=1, rounds=1)
@@ -127,7 +127,7 @@ def test_compare_runs_the_references_by_name():
 def test_online_optimal_as_a_price_action_plays_the_programme_where_the_action_reaches_its_price():
     """OnlineOptimalAction turns the programme's price into the env's price action and back: the same leakage as
     OnlineOptimal to 1e-9 where the price lies within the action's decades (i.i.d. and Gauss-Markov fading here)."""
-    from baselines.references import OnlineOptimalAction
+    from baselines.receive_scaling.references import OnlineOptimalAction
 
     for fading in ("iid", "gauss_markov"):
         scen = get_scenario("paper-mnist", num_rounds=80, fading=fading)
@@ -142,7 +142,7 @@ def test_online_optimal_as_a_price_action_plays_the_programme_where_the_action_r
 def test_a_round_of_the_programme_per_env_is_the_round_of_each_env_alone():
     """online_optimal_round with one round index per env (an SB3 batch of envs at different rounds) decides for each
     env what it decides for that env alone; envs of the same nu and placement share one solved table."""
-    from baselines.references import online_optimal_round, solve_online_optimal
+    from baselines.receive_scaling.references import online_optimal_round, solve_online_optimal
 
     scen = get_scenario("paper-mnist", num_rounds=40, fading="block", coherence_rounds=10)
     model = ReceiveScalingModel(scen)
@@ -168,7 +168,7 @@ def test_a_round_of_the_programme_is_np_interp_on_its_grid(block):
     """The vectorised round against the rule written out env by env with np.interp: the post-decision budget A with
     A + c(lambda(A), g) = B on the grid, spend all below its first point, at budgets on, between, below and above
     the grid's points (block 7 leaves a short last stage)."""
-    from baselines.references import online_optimal_round, solve_online_optimal
+    from baselines.receive_scaling.references import online_optimal_round, solve_online_optimal
 
     scen = get_scenario("paper-mnist", num_rounds=40)
     model = ReceiveScalingModel(scen)

@@ -14,8 +14,8 @@ from scipy.optimize import minimize_scalar
 
 import otagym  # noqa: F401 - registers the tasks
 from baselines.benchmark import (ConstantAction, anchor_returns, best_constant_action, episode_returns,
-                                 scheme_references, task_scores)
-from baselines.cdpb import StageTwo
+                                 references, task_scores)
+from baselines.cdpb.policies import StageTwo
 from otagym.anonymous import get_anonymous_scenario
 from otagym.cdpb import get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
@@ -143,13 +143,13 @@ def test_a_sample_of_the_stored_reference_scores_is_recomputed(task_id):
     stored = reference_scores(task_id)
     key = str(BUDGET[task_id])
     task = TASKS[task_id]
-    assert stored["anchors"] == list(task.anchors) and list(stored["scores"]) == list(scheme_references(task_id))
+    assert stored["anchors"] == list(task.anchors) and list(stored["scores"]) == list(references(task_id))
     seeds = list(EVALUATION_SEEDS[:3])
     zero, hundred = anchor_returns(task_id, BUDGET[task_id], seeds)
     np.testing.assert_allclose(zero, np.array(stored["anchor_returns"][key][0])[:3], rtol=1e-12)
     np.testing.assert_allclose(hundred, np.array(stored["anchor_returns"][key][1])[:3], rtol=1e-12)
     name = list(stored["scores"])[-1]  # the analytic reference (the planner, the calibrated sigma)
-    factory, overrides = scheme_references(task_id)[name]
+    factory, overrides = references(task_id)[name]
     scores = task_scores(lambda nus: factory(), task_id, seeds, **overrides)[key]
     np.testing.assert_allclose(scores, stored["scores"][name][key][:3], rtol=1e-9)
     np.testing.assert_allclose(stored["scores"][task.anchors[0]][key], 0.0, atol=1e-9)
@@ -214,7 +214,7 @@ def test_evaluate_plays_the_tasks_references_and_a_callable(task_id, tmp_path):
 
     out = tmp_path / "e.json"
     key, seeds = str(BUDGET[task_id]), EVALUATION_SEEDS[:2]
-    name = list(scheme_references(task_id))[-1]
+    name = list(references(task_id))[-1]
     assert main(["evaluate", task_id, name, "--reps", "50", "--seeds", "2", "--out", str(out)]) == 0
     import json
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-from baselines.compare import POLICIES, PolicySpec, compare
+from baselines.receive_scaling.compare import POLICIES, PolicySpec, compare
 from otagym.cli import sweep
 from otagym.cli.commands import main
 from otagym import _io

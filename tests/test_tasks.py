@@ -11,9 +11,10 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeAwareObservation
 
 import otagym  # noqa: F401 - registers the tasks
-from baselines.benchmark import offline_returns, task_scores
-from baselines.evaluation import sample_realisations
-from baselines.references import BestConstant, OnlineOptimal, UniformRandom
+from baselines.benchmark import task_scores
+from baselines.receive_scaling.benchmark import offline_returns
+from baselines.receive_scaling.evaluation import sample_realisations
+from baselines.receive_scaling.references import BestConstant, OnlineOptimal, UniformRandom
 from otagym.cli.commands import main
 from otagym.tasks import (EVALUATION_SEEDS, TASKS, evaluation_options, normalized_score, reference_scores,
                           task_scenario)

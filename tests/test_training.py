@@ -226,8 +226,8 @@ def test_cifar10_loads_from_tiny_generated_pickle_batches(tmp_path):
 @pytest.mark.slow  # trains a model per cell
 def test_compare_with_the_training_fidelity_adds_accuracy(tmp_path):
     """Leakage and cost columns are the analytic fidelity's (same channels, same actions); accuracy is added."""
-    from baselines.compare import compare, format_table, save
-    from baselines.evaluation import training_scenario
+    from baselines.receive_scaling.compare import compare, format_table, save
+    from baselines.receive_scaling.evaluation import training_scenario
     from otagym import get_scenario
 
     scen = get_scenario("paper-mnist", num_rounds=6)

@@ -17,12 +17,12 @@ from typing import Any, NoReturn, Sequence
 import numpy as np
 
 from otagym.cli.argtypes import HelpFormatter, field_type, from_spec, key_value, non_negative_int, positive_int
-from otagym.cli.compare import add_compare_parser
+from otagym.cli.compare import COMMANDS, add_compare_parser
 from otagym.cli.evaluate import add_evaluate_parser
 from otagym.cli.sweep import add_sweep_parser
 from otagym import __version__
 from otagym.env import OTAPrivacyEnv
-from otagym.schemes import SCHEMES
+from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 from otagym.tasks import BENCHMARK, EVALUATION_SEEDS, TASKS
 from otagym.validation import Integer, Real
 
@@ -246,8 +246,10 @@ def next_steps(algo: str, model_path: Any) -> str:
     env_kwargs = run_metadata(Path(model_path)).get("env_kwargs") or {}
     task_id = _task_trained_on(model_path)
     lines = [f"saved {model_path}"]
-    if env_kwargs.get("scheme", "receive_scaling") == "receive_scaling" and task_id not in BENCHMARK:
-        # compare scores budget-mode episodes; a constrained task's episodes are scored by evaluate (feasible score)
+    command = COMMANDS.get(env_kwargs.get("scheme", DEFAULT_SCHEME))
+    if command is not None and command.policies is None and task_id not in BENCHMARK:
+        # a comparison that plays trained models (NAME:PATH) scores budget-mode episodes; a constrained task's
+        # episodes are scored by evaluate (feasible score)
         channel = "".join(f" --{key.replace('_', '-')} {env_kwargs[key]}"
                           for key in ("fading", "correlation", "coherence_rounds") if env_kwargs.get(key) is not None)
         lines += ["compare it with the analytic policies on held-out channels:",
@@ -261,23 +263,25 @@ def next_steps(algo: str, model_path: Any) -> str:
 
 
 def _task_trained_on(model_path: Any) -> str | None:
-    """The task a run was trained on: the one its ``run.json`` names (``otagym train --task``), else the
-    receive-scaling task with the scenario, formulation (reward mode, action) and fading of its env arguments, if
-    one has them."""
+    """The task a run was trained on: the one its ``run.json`` names (``otagym train --task``), else the task of
+    its scheme with the formulation of its env arguments
+    (:meth:`~baselines.benchmark.SchemeBenchmark.formulation`: receive scaling's scenario, reward mode, action and
+    fading), if one has them."""
     from pathlib import Path
 
     from agents.policy import run_metadata
-    from otagym.cli.evaluate import formulation
+    from baselines.benchmark import scheme_benchmark
 
     meta = run_metadata(Path(model_path))
     env_kwargs = meta.get("env_kwargs") or {}
     if meta.get("task") in TASKS:
         return meta["task"]
-    if env_kwargs.get("scheme", "receive_scaling") != "receive_scaling":
-        return None
+    scheme = env_kwargs.get("scheme", DEFAULT_SCHEME)
+    formulation = scheme_benchmark(scheme).formulation
     trained = formulation(env_kwargs)
-    return next((t.id for t in TASKS.values() if t.scheme == "receive_scaling" and formulation(t.kwargs) == trained),
-                None)
+    if trained is None:
+        return None
+    return next((t.id for t in TASKS.values() if t.scheme == scheme and formulation(t.kwargs) == trained), None)
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from baselines.cdpb import CDPB_POLICIES
-from baselines.cdpb_compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
-from baselines.compare import DEFAULT_POLICIES, POLICIES, format_table, save, summarize
-from baselines.evaluation import training_scenario
+from baselines.cdpb.policies import CDPB_POLICIES
+from baselines.cdpb.compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
+from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES, format_table, save, summarize
+from baselines.receive_scaling.evaluation import training_scenario
 from baselines.report import mismatched_outputs
 from otagym.cli import sweep
 from otagym.cli.sweep.cells import scenario_of
@@ -179,6 +179,8 @@ class SchemeCommand:
     run: Callable[[argparse.Namespace], int]
     help: str
     options: dict[str, Any] = field(default_factory=dict)
+    #: The policy names ``--policies`` may give; None: the sweep's analytic policies or NAME:PATH (its plan checks).
+    policies: tuple[str, ...] | None = None
 
 
 #: The comparison of every registered scheme that has one, in the registry's order.
@@ -188,7 +190,7 @@ COMMANDS: dict[str, SchemeCommand] = {
         {"nu": None, "rounds": None, "fading": None, "correlation": None, "coherence_rounds": None, "seed_start": 0,
          "fidelity": "analytic",
          "dataset": "digits", "data_dir": None, "workers": None, "ray": None}),
-    "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}),
+    "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}, tuple(CDPB_POLICIES)),
 }
 
 
@@ -221,10 +223,10 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
     if args.scenario is not None and args.scenario not in presets:
         parser.error(f"argument --scenario: {args.scenario!r} is not a preset of --scheme {args.scheme}; "
                      f"choose from {presets}")
-    if args.scheme == "cdpb" and args.policies:
-        unknown = [name for name in args.policies if name not in CDPB_POLICIES]
+    if own_policies := COMMANDS[args.scheme].policies:
+        unknown = [name for name in args.policies or () if name not in own_policies]
         if unknown:
-            parser.error(f"argument --policies: --scheme cdpb plays {sorted(CDPB_POLICIES)}; got {unknown}")
+            parser.error(f"argument --policies: --scheme {args.scheme} plays {sorted(own_policies)}; got {unknown}")
     sweep.check_ray(parser, args)
 
 

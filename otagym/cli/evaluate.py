@@ -1,9 +1,8 @@
 """``otagym evaluate TASK POLICY``: a policy's normalised score on a benchmark task's frozen evaluation set, beside the
 task's stored reference scores.
 
-POLICY is an analytic policy's name (receive scaling: the task's references,
-:func:`baselines.benchmark.receive_scaling_references`, and ``baselines.compare.POLICIES``; CDPB and anonymous OTA:
-the task's references, :func:`baselines.benchmark.scheme_references`), an SB3 ``model.zip`` (``otagym train``'s, with
+POLICY is an analytic policy's name (the task's references and what else its scheme offers,
+:meth:`baselines.benchmark.SchemeBenchmark.analytic_policies`), an SB3 ``model.zip`` (``otagym train``'s, with
 its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO/ARS model of the task's spaces), an rl_zoo3 log folder (its
 ``best_model.zip``, else the one ``.zip`` in it) or ``module:function``, a Python callable from the observation batch
 (N, obs_dim) to the env's actions (N,) or (N, 1). A receive-scaling analytic policy plays every (nu, seed) of the
@@ -28,17 +27,15 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.benchmark import (EnvActionPolicy, aggregate, play_episodes, receive_scaling_references,
-                                 scheme_references)
-from baselines.compare import POLICIES, PolicySpec, evaluate_cells
-from baselines.policies import ACTION_KEYS
+from baselines.benchmark import EnvActionPolicy, aggregate, play_episodes, scheme_benchmark
+from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
 from otagym.cli.argtypes import _ranged, positive_int, writable_file
 from otagym._io import write_json
 from otagym.env import OTAPrivacyEnv
 from otagym.tasks import (BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, normalized_score, reference_scores,
                           task_scenario)
 
-__all__ = ["PlayedPolicy", "PolicyError", "resolve_policy", "evaluate", "formulation", "add_evaluate_parser"]
+__all__ = ["PlayedPolicy", "PolicyError", "resolve_policy", "evaluate", "add_evaluate_parser"]
 
 
 class PolicyError(RuntimeError):
@@ -63,15 +60,6 @@ class PlayedPolicy(EnvActionPolicy):
             raise PolicyError(f"policy {self.label!r} returned {action.size} actions for {len(observation)} "
                               "observations (expected one per observation, shape (N,) or (N, 1))")
         return action
-
-
-def formulation(env_kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """What receive-scaling env arguments make of the problem, defaults filled in: (scenario, reward mode, action
-    type, fading, correlation, coherence rounds)."""
-    mode = env_kwargs.get("reward_mode", "budget")
-    return (env_kwargs.get("scenario", "paper-mnist"), mode,
-            env_kwargs.get("action_type", "price" if mode == "budget" else "normalized"),
-            env_kwargs.get("fading", "iid"), env_kwargs.get("correlation"), env_kwargs.get("coherence_rounds"))
 
 
 def _model_file(path: Path) -> Path:
@@ -104,15 +92,16 @@ def _check_spaces(text: str, model: Any, task_id: str) -> None:
 
 
 def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
-    """The name and the policy of POLICY (see the module docstring): a receive-scaling analytic policy as a
-    :class:`~baselines.compare.PolicySpec`; any other ``(factory, env overrides)`` as
-    :func:`~baselines.benchmark.scheme_references` gives them (a trained model or a callable: a
-    :class:`PlayedPolicy`, with a receive-scaling model's action semantics from its ``run.json`` as overrides).
+    """The name and the policy of POLICY (see the module docstring): an analytic policy as its scheme gives it
+    (:meth:`~baselines.benchmark.SchemeBenchmark.analytic_policies`: receive scaling's are
+    :class:`~baselines.receive_scaling.compare.PolicySpec`), anything else as ``(factory, env overrides)`` (a
+    trained model or a callable: a :class:`PlayedPolicy`, with the overrides its scheme reads from the model's
+    ``run.json``, :meth:`~baselines.benchmark.SchemeBenchmark.trained_overrides`).
     A callable is named ``module.function``. ``ValueError`` naming what was looked for when it is none of the
     forms, or naming the mismatch when a model's spaces or formulation are not the task's."""
     task = TASKS[task_id]
-    analytic = ({**POLICIES, **receive_scaling_references(task_id)} if task.scheme == "receive_scaling" else
-                scheme_references(task_id))
+    scheme = scheme_benchmark(task.scheme)
+    analytic = scheme.analytic_policies(task_id)
     if text in analytic:
         return text, analytic[text]
     path = Path(text)
@@ -121,14 +110,8 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
 
         model_path = _model_file(path)
         model, name = load_model(model_path), _model_name(model_path)
-        overrides: dict[str, Any] = {}
-        if task.scheme == "receive_scaling":
-            kw = run_metadata(model_path).get("env_kwargs") or dict(task.kwargs)
-            trained, asked = formulation(kw)[:3], formulation(task.kwargs)[:3]
-            if trained != asked:
-                raise ValueError(f"policy {text!r} was trained on scenario, reward_mode, action_type = {trained}, and "
-                                 f"{task_id} is {asked}: its actions would mean something else here")
-            overrides = {k: kw[k] for k in ACTION_KEYS if k in kw}  # the actions as the model was trained on them
+        # the actions as the model was trained on them
+        overrides = scheme.trained_overrides(text, run_metadata(model_path).get("env_kwargs") or {}, task_id)
         _check_spaces(text, model, task_id)
         return name, (lambda: PlayedPolicy(lambda obs: model.predict(obs, deterministic=True)[0], text), overrides)
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):

@@ -25,10 +25,12 @@ from otagym.receive_scaling import PRESETS, Scenario, get_scenario
 from otagym.receive_scaling_env import Rounds
 from otagym.validation import AppliesWith, OneOf, Spec
 
-__all__ = ["Scheme", "SchemeInfo", "SCHEMES", "get_scheme", "Core"]
+__all__ = ["Scheme", "DEFAULT_SCHEME", "SchemeInfo", "SCHEMES", "get_scheme", "Core"]
 
 #: The registered scheme names, for type checkers (the registry is :data:`SCHEMES`; a test checks that they agree).
 Scheme = Literal["receive_scaling", "cdpb", "anonymous"]
+#: The scheme of an env made without ``scheme=`` (and of a run whose env arguments name none).
+DEFAULT_SCHEME: Scheme = "receive_scaling"
 
 
 class Core(Protocol):

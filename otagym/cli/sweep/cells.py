@@ -54,7 +54,7 @@ def cached_model(path: str, sha256: str) -> Any:
 
 @functools.lru_cache(maxsize=16)
 def _training_scenario(scenario: Any, dataset: str, data_dir: str | None) -> Any:
-    from baselines.evaluation import training_scenario
+    from baselines.receive_scaling.evaluation import training_scenario
 
     return training_scenario(scenario, dataset, data_dir)
 
@@ -62,7 +62,7 @@ def _training_scenario(scenario: Any, dataset: str, data_dir: str | None) -> Any
 def _receive_scaling_cells(cells: list[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The results of cells that differ only in nu and seed (:func:`batch_key`), computed as one batch
     (:func:`baselines.compare.evaluate_cells`: the same numbers as one at a time)."""
-    from baselines.compare import POLICIES, PolicySpec, evaluate_cells
+    from baselines.receive_scaling.compare import POLICIES, PolicySpec, evaluate_cells
 
     cell = cells[0]
     scenario = scenario_of(cell)

@@ -167,7 +167,7 @@ def _model_policy(where: str, name: Any, path: Any) -> dict[str, Any]:
 
 
 def _policies(config: Mapping[str, Any], nus: list[float], scenario: Any) -> list[dict[str, Any]]:
-    from baselines.compare import DEFAULT_POLICIES, POLICIES
+    from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES
 
     entries = config.get("policies", list(DEFAULT_POLICIES))
     allowed = (f"one of {sorted(POLICIES)}, NAME:PATH/TO/model.zip, {{policy: NAME, name: ..., params: {{...}}}} "

@@ -46,7 +46,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
 def write_tables(p: Plan, sweep_dir: Path, records: Mapping[str, dict[str, Any]] | None = None) -> list[Path]:
     """Rebuild ``cells.csv`` (+ ``cells.parquet`` with pyarrow) and ``summary.csv`` from the records of ``p``'s cells,
     in grid order, each written atomically. Cells without a record are left out."""
-    from baselines.compare import summarize
+    from baselines.receive_scaling.compare import summarize
 
     sweep_dir = Path(sweep_dir)
     records = read_records(sweep_dir, p.keys).valid if records is None else records

@@ -1,7 +1,7 @@
 """Analytic policies for the anonymous over-the-air scheme (model C: Hasırcıoğlu & Gündüz, *Private Wireless
 Federated Learning with Anonymous Over-the-Air Computation*, ICASSP 2021): constant noise levels.
 
-Policies follow the protocol of :mod:`baselines.core` with the env's ``action_type="sigma"`` (sigma per coordinate,
+Policies follow the protocol of :mod:`baselines.receive_scaling.core` with the env's ``action_type="sigma"`` (sigma per coordinate,
 gradient units). sigma is public (the server hears it in the received noise power), so these policies use the
 scenario only, never the round's a(t) or b_t.
 

@@ -11,7 +11,7 @@ G(rho, tau) = lambda_1 6 B(rho) / tau + lambda_2 tau eps_1(rho) (24). ``docs/cdp
   contains tau itself: eps = tau eps_1 is linear in tau, so eps <= eps-bar holds exactly up to that floor.
 * Stage II (Theorem 3, Algorithms 2-3): rho_tau = argmin_rho G(rho, tau) for each tau in T, then the best pair.
 
-Policies follow the protocol of :mod:`baselines.core` with the env's ``action_type="rho"``; :meth:`configure` gives
+Policies follow the protocol of :mod:`baselines.receive_scaling.core` with the env's ``action_type="rho"``; :meth:`configure` gives
 the scenario a policy runs on (its horizon tau and, for the CSI-based baselines, ``csi_feedback``).
 """
 
