@@ -4,8 +4,8 @@ compiled core of this working tree, at N = 1 (the single env, which rl_zoo3, Tor
 N = 4096 (the native vector env); then the compiled kernels on one core against all cores (numba's ``prange``), which
 decides :data:`otagym.jit.PARALLEL_FROM`.
 
-    python benchmarks/bench_numba_probe.py            # needs the git history (git archive)
-    python benchmarks/bench_numba_probe.py --quick
+    python -m benchmarks.bench_numba_probe            # needs the git history (git archive)
+    python -m benchmarks.bench_numba_probe --quick
 
 The two cores cannot live in one process (one package name), so each is timed by worker processes, started in
 alternation, each timing CartPole (``CartPoleEnv`` unwrapped, ``CartPoleVectorEnv``) beside its own steps: the ratios to
