@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
+    """Best time (s) of ``repeats`` calls of ``fn`` after an untimed one. Not ``benchmarks.bench_env.best_of``: the
+    workers run this file as a script with another tree's otagym first on ``PYTHONPATH``, so it imports nothing of
+    ``benchmarks``."""
     fn()
     times = []
     for _ in range(repeats):

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agents.policy import AgentPolicy, load_model
-from agents.train import latest_checkpoint, load_hyperparams, train
+from agents.train import checkpoint_models, latest_checkpoint, load_hyperparams, train
 from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.core import Policy
 from baselines.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
@@ -82,9 +82,9 @@ def _agent(path: Path, deterministic: bool = True) -> Callable[[np.ndarray], Pol
 
 
 def _checkpoints(run: Path) -> list[tuple[int, Path]]:
-    found = [(int(p.stem.split("_")[1]), p) for p in (run / "checkpoints").glob("model_*_steps.zip")]
+    """(env steps, model zip) of each checkpoint of the run and of its final model, by steps."""
     meta = json.loads((run / "run.json").read_text())
-    return sorted(found + [(int(meta["trained_timesteps"]), run / "model.zip")])
+    return sorted(checkpoint_models(run) + [(int(meta["trained_timesteps"]), run / "model.zip")])
 
 
 def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, checkpoint_freq: int) -> dict[str, Any]:
