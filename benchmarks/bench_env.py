@@ -1,7 +1,7 @@
 """Speed of the environment and the accounting, as ratios against references timed in the same run.
 
-    python benchmarks/bench_env.py            # full run
-    python benchmarks/bench_env.py --quick    # fewer steps and repeats
+    python -m benchmarks.bench_env            # full run
+    python -m benchmarks.bench_env --quick    # fewer steps and repeats
 
 A ratio is (reference time / our time) for the same amount of work: > 1 means we are faster. Each row times its
 reference and itself in alternation, ``--repeats`` times, and keeps the best of each (the machines are shared: a busy
@@ -102,19 +102,19 @@ VECTOR = (("default: price action, DP ledger on", {}, 0.5),
           ("cmdp normalized x, dp_orders=None", {"dp_orders": None, "reward_mode": "cmdp"}, None))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeats", type=int, default=None)
-    args = parser.parse_args()
-    rep = args.repeats or (3 if args.quick else 7)
-    rows: list[tuple[str, float, str, float, str]] = []  # name, our time, unit, ratio, goal
+#: A row of the table: the benchmark's name, our time, its unit, the ratio (reference time / ours), the goal's text.
+Row = tuple[str, float, str, float, str]
 
-    def goal_text(goal: float | None, ratio: float) -> str:
-        return "" if goal is None else f"goal >= {goal:g}x: {'met' if ratio >= goal else 'missed'}"
 
-    # --- single env step vs CartPole-v1 (unwrapped) ------------------------------------------------------------
-    n = 5_000 if args.quick else 20_000  # 40 episodes of T = 500: the episode ends (DP report, reset) are included
+def goal_text(goal: float | None, ratio: float) -> str:
+    """Whether ``ratio`` meets the goal of at least ``goal`` (empty without a goal)."""
+    return "" if goal is None else f"goal >= {goal:g}x: {'met' if ratio >= goal else 'missed'}"
+
+
+def single_env_rows(quick: bool, rep: int) -> list[Row]:
+    """A single env's step against unwrapped ``CartPole-v1``, per setting of :data:`SINGLE`."""
+    rows = []
+    n = 5_000 if quick else 20_000  # 40 episodes of T = 500: the episode ends (DP report, reset) are included
     cart = CartPoleEnv()
     cart.reset(seed=0)
     for label, kw, goal in SINGLE:
@@ -123,8 +123,13 @@ def main() -> None:
         single_steps(env, np.array([0.9], np.float32), WARM_ROUNDS)()  # past the ledger's move to its tables
         t_ref, t = paired(single_steps(cart, 1, n), single_steps(env, np.array([0.9], np.float32), n), rep)
         rows.append((f"single step, {label}", t / n * 1e6, "us/step", t_ref / t, goal_text(goal, t_ref / t)))
+    return rows
 
-    # --- vector env vs CartPoleVectorEnv ----------------------------------------------------------------------------
+
+def vector_env_rows(rep: int) -> tuple[list[Row], float]:
+    """The vector env's step against ``CartPoleVectorEnv`` at 256 and 4096 envs, per setting of :data:`VECTOR`;
+    with the time (s) of a ``CartPoleVectorEnv(4096)`` step."""
+    rows = []
     cart_step_4096 = 0.0
     for num_envs in (256, 4096):
         steps = 200 if num_envs == 4096 else 1000
@@ -139,8 +144,12 @@ def main() -> None:
                 cart_step_4096 = t_ref / steps
             rows.append((f"vector step x{num_envs}, {label}", t / steps * 1e6, "us/step", t_ref / t,
                          goal_text(goal if num_envs == 4096 else None, t_ref / t)))
+    return rows, cart_step_4096
 
-    # --- the default env's ledger alone: one round of 4096 envs at DEFAULT_ORDERS, as the env feeds it -----------
+
+def ledger_row(rep: int) -> Row:
+    """The default env's ledger alone: one round of 4096 envs at DEFAULT_ORDERS, as the env feeds it, against a
+    ``CartPoleVectorEnv(4096)`` step."""
     rounds = 128
     venv = OTAPrivacyVectorEnv(4096, num_rounds=rounds)
     venv.reset(seed=0)
@@ -158,13 +167,17 @@ def main() -> None:
     cvec.reset(seed=0)
     t_ref, t = paired(cartpole_steps(cvec, np.ones(4096, dtype=np.int64), rounds), record, rep)
     per_round = t / rounds
-    rows.append(("RDP ledger alone: one round of 4096 envs, DEFAULT_ORDERS", per_round * 1e6, "us/round",
-                 (t_ref / rounds) / per_round,
-                 f"goal <= 500 us: {'met' if per_round <= 5e-4 else 'missed'} (ratio: vs a CartPoleVectorEnv step)"))
+    return ("RDP ledger alone: one round of 4096 envs, DEFAULT_ORDERS", per_round * 1e6, "us/round",
+            (t_ref / rounds) / per_round,
+            f"goal <= 500 us: {'met' if per_round <= 5e-4 else 'missed'} (ratio: vs a CartPoleVectorEnv step)")
 
-    # --- batched accounting vs Opacus: a few sampling rates, many noise multipliers ---------------------------------
+
+def accounting_rows(rep: int) -> list[Row]:
+    """Batched accounting against Opacus: a few sampling rates, many noise multipliers, with the same numbers
+    (asserted)."""
     from opacus.accountants.analysis import rdp as opacus_rdp
 
+    rows = []
     q = np.repeat([1e-3, 0.01, 0.05, 0.2], 50)
     sigma = np.tile(np.geomspace(0.5, 5.0, 50), 4)
     for label, orders in (("DEFAULT_ORDERS (integer)", list(DEFAULT_ORDERS)),
@@ -183,12 +196,28 @@ def main() -> None:
         t_ref, t = paired(theirs, ours, max(2, rep // 2))
         rows.append((f"accounting {q.size} (q, sigma) x {label}", t * 1e3, "ms/call", t_ref / t,
                      "goal >= 100x" if "Opacus" in label else ""))
+    return rows
 
+
+def print_table(rows: list[Row], cart_step_4096: float) -> None:
+    """The rows as a table, then the reference time they are measured against."""
     width = max(len(r[0]) for r in rows)
     print(f"{'benchmark':<{width}}  {'time':>16}  {'ratio vs ref':>12}  goal")
     for name, value, unit, ratio, goal in rows:
         print(f"{name:<{width}}  {value:9.2f} {unit:<8} {ratio:11.3g}x  {goal}")
     print(f"(reference times in the same run: CartPoleVectorEnv(4096) step {cart_step_4096 * 1e6:.0f} us)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeats", type=int, default=None)
+    args = parser.parse_args()
+    rep = args.repeats or (3 if args.quick else 7)
+    rows = single_env_rows(args.quick, rep)
+    vector, cart_step_4096 = vector_env_rows(rep)
+    rows += vector + [ledger_row(rep)] + accounting_rows(rep)
+    print_table(rows, cart_step_4096)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ compiled core of this working tree, at N = 1 (the single env, which rl_zoo3, Tor
 N = 4096 (the native vector env); then the compiled kernels on one core against all cores (numba's ``prange``), which
 decides :data:`otagym.jit.PARALLEL_FROM`.
 
-    python benchmarks/bench_numba_probe.py            # needs the git history (git archive)
-    python benchmarks/bench_numba_probe.py --quick
+    python -m benchmarks.bench_numba_probe            # needs the git history (git archive)
+    python -m benchmarks.bench_numba_probe --quick
 
 The two cores cannot live in one process (one package name), so each is timed by worker processes, started in
 alternation, each timing CartPole (``CartPoleEnv`` unwrapped, ``CartPoleVectorEnv``) beside its own steps: the ratios to
@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
+    """Best time (s) of ``repeats`` calls of ``fn`` after an untimed one. Not ``benchmarks.bench_env.best_of``: the
+    workers run this file as a script with another tree's otagym first on ``PYTHONPATH``, so it imports nothing of
+    ``benchmarks``."""
     fn()
     times = []
     for _ in range(repeats):

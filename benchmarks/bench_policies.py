@@ -1,6 +1,6 @@
 """Speed of the analytic policies' solvers and of the default comparison (issue 12 goals), wall times on this machine.
 
-    python benchmarks/bench_policies.py
+    python -m benchmarks.bench_policies
 
 Goals: AdaScale over T = 500 on 1000 envs < 0.5 s (its decisions, batched); OfflineOptimal for T = 500 < 0.1 s; the
 default comparison (``compare()``: paper-mnist, nu in {0.01, 0.04, 0.16}, 3 seeds, the seven default policies, each
@@ -19,17 +19,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_env import best_of  # run as a script: benchmarks/ is on sys.path
 
 from baselines import AdaScale, OfflineOptimal, sample_realisations
 from baselines.benchmark import play_episodes
 from baselines.receive_scaling.compare import DEFAULT_POLICIES, PolicySpec, compare, evaluate_cells
+from benchmarks.bench_env import best_of
+from benchmarks.zoo import ZOO
 from otagym import get_scenario
 from otagym.receive_scaling import ReceiveScalingModel
 from otagym.tasks import TASKS, task_scenario
 
 #: The model and task of the trained-model timing.
-ZOO_MODEL = str(Path(__file__).resolve().parents[1] / "agents" / "zoo" / "iid" / "ppo" / "model.zip")
+ZOO_MODEL = str(ZOO / "iid" / "ppo" / "model.zip")
 TASK = "otagym/ReceiveScalingIID-v0"
 
 

@@ -1,7 +1,7 @@
 """The training fidelity's cost on CPU, as ratios to references timed in the same run (medians of interleaved repeats),
 never as absolute goals. Run with torch at one thread (``OMP_NUM_THREADS=1``; set here too):
 
-    python benchmarks/bench_training.py
+    python -m benchmarks.bench_training
 
 1. One FedSGD round of the paper's MNIST CNN (d = 26,010), 10 devices x 60 samples:
 

@@ -20,7 +20,7 @@ the README's headline table :func:`headline`; ``--docs`` rewrites both) and ``--
 performance profiles of the feasible score, one panel per task, all budgets pooled).
 
     pip install -e ".[rl,results]"
-    python benchmarks/benchmark_results.py --out docs --docs .   # also rewrites the tables of the docs and README
+    python -m benchmarks.benchmark_results --out docs --docs .   # also rewrites the tables of the docs and README
 """
 
 from __future__ import annotations

@@ -17,12 +17,13 @@ The search starts at the task's ``BestConstant`` action (the bias; the other wei
 of them), so the seeds are independent training runs; its mean every 10 generations is a checkpoint, and the one
 with the best objective on :data:`otagym.tasks.BENCHMARK_VALIDATION_SEEDS` is scored on the task's evaluation set.
 Each seed's result is written atomically to ``--out/<task>/seed<k>.json`` and read back on a rerun with the same
-budget (a killed run resumes at the first unfinished seed). ``--zoo`` ships the seed best on validation to
-``agents/zoo/<task name>/linear_crn/`` as an SB3 model (``ARS.load``) with a ``run.json`` that names the task.
+budget (a killed run resumes at the first unfinished seed). ``--zoo [DIR]`` ships the seed best on validation to
+``<DIR>/<task name>/linear_crn/`` as an SB3 model (``ARS.load``) with a ``run.json`` that names the task (DIR: default
+``agents/zoo``; a model already there is replaced only with ``--force``).
 
     pip install -e ".[rl,results]"
-    python benchmarks/constrained_search.py --zoo        # the four tasks, 5 seeds each, 150 generations
-    python benchmarks/constrained_search.py --tasks otagym/ReceiveScalingCMDP-v1 --seeds 1 --generations 10
+    python -m benchmarks.constrained_search --zoo --force    # the four tasks, 5 seeds each, 150 generations
+    python -m benchmarks.constrained_search --tasks otagym/ReceiveScalingCMDP-v1 --seeds 1 --generations 10
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from numpy.typing import NDArray
 from agents.linear import FEATURE_SETS, LinearFeaturePolicy, linear_price_model
 from agents.train import package_versions
 from baselines.benchmark import best_constant_action, task_scores_and_costs
+from benchmarks.zoo import add_zoo_arguments, refuse_shipped
 from otagym import OTAPrivacyEnv
 from otagym._io import atomic_write, write_json
 from otagym.tasks import (BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, COST_TOLERANCE, TASKS,
@@ -48,13 +50,11 @@ from otagym.tasks import (BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDAT
 FEATURES = "cubic"
 #: CMA-ES generations between two checkpoints (each scored on the validation realisations).
 CHECKPOINT_EVERY = 10
-#: The zoo of shipped agents.
-ZOO = Path(__file__).resolve().parent.parent / "agents" / "zoo"
 
 
-def zoo_folder(task_id: str, algo: str) -> Path:
-    """``agents/zoo/<task name>/<algo>``, the task's name with its version (``ReceiveScalingCMDP-v1``)."""
-    return ZOO / task_id.split("/", 1)[1] / algo
+def zoo_folder(zoo: Path, task_id: str) -> Path:
+    """``<zoo>/<task name>/linear_crn``, the task's name with its version (``ReceiveScalingCMDP-v1``)."""
+    return zoo / task_id.split("/", 1)[1] / "linear_crn"
 
 
 def play(thetas: NDArray, task_id: str, seeds: tuple[int, ...]) -> dict[str, tuple[NDArray, NDArray]]:
@@ -119,13 +119,14 @@ def search(task_id: str, seed: int, generations: int, train_realisations: int = 
             "test_cost_ratios": {nu: c[0].tolist() for nu, (_, c) in test.items()}}
 
 
-def ship(task_id: str, runs: list[dict[str, Any]]) -> Path:
+def ship(task_id: str, runs: list[dict[str, Any]], zoo: Path) -> Path:
     """The seed whose selected checkpoint has the best validation objective, as an SB3 (ARS) model of
-    :class:`agents.linear.LinearPricePolicy` with its ``run.json``; returns the folder."""
+    :class:`agents.linear.LinearPricePolicy` with its ``run.json``, into the zoo ``zoo`` (:func:`zoo_folder`);
+    returns the folder."""
     import cma
 
     best = max(runs, key=lambda r: r["selected"]["validation"])
-    target = zoo_folder(task_id, "linear_crn")
+    target = zoo_folder(zoo, task_id)
     settings = dict(TASKS[task_id].kwargs)
     model = linear_price_model(best["selected"]["theta"], OTAPrivacyEnv(**settings))
     with atomic_write(target / "model.zip", "wb") as fh:
@@ -153,10 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/benchmark/linear_crn"),
                         help="one JSON per task and seed: <out>/<task name>/seed<k>.json (where benchmark_results.py "
                              "reads the linear_crn runs)")
-    parser.add_argument("--zoo", action="store_true", help="ship each task's seed best on validation to the zoo")
+    add_zoo_arguments(parser, "<task name>/linear_crn")
     args = parser.parse_args(argv)
     if not 1 <= args.seeds <= 8:
         parser.error(f"--seeds must be in [1, 8]; got {args.seeds}")
+    if args.zoo is not None:
+        refuse_shipped(parser, [zoo_folder(args.zoo, task_id) for task_id in args.tasks], args.force)
     budget = (args.generations, args.train_realisations)
     for task_id in args.tasks:
         paths = [args.out / task_id.split("/", 1)[1] / f"seed{k}.json" for k in range(args.seeds)]
@@ -176,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  seed {r['seed']}: generation {r['selected']['generation']} selected, "
                   + ", ".join(f"nu {nu}: feasible mean {m:.2f} over {o:.2f}" for nu, (m, o) in means.items())
                   + f" ({r['wall_s']:.0f} s)")
-        if args.zoo:
-            print(f"  shipped {ship(task_id, runs)}")
+        if args.zoo is not None:
+            print(f"  shipped {ship(task_id, runs, args.zoo)}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Direct policy search on common random numbers: a small linear policy of the observation, trained by CMA-ES on the
+r"""Direct policy search on common random numbers: a small linear policy of the observation, trained by CMA-ES on the
 training channels, scored on held-out channels beside the references of ``rl_results.py``.
 
 Why (docs/rl.md §9): the policy-gradient agents do not resolve the price shifts worth a point of score, because the
@@ -21,7 +21,8 @@ generations is a checkpoint, the one with the best objective on :data:`VALIDATIO
 :data:`TEST_SEEDS`. The objective is deterministic and CMA-ES seeded, so a seed's search is reproducible to the bit.
 Each seed's result is written atomically to ``--out/<task>/<agent>/<objective>/seed<k>.json`` and read back on a
 rerun with the same ``--generations`` and ``--train-realisations`` (a killed run resumes at the first unfinished seed).
-``--zoo`` ships the seed best on validation to ``agents/zoo/<task>/<agent>/`` as an SB3 model (``ARS.load``).
+``--zoo [DIR]`` ships the seed best on validation to ``<DIR>/<task>/<agent>/`` as an SB3 model (``ARS.load``; DIR:
+default ``agents/zoo``; a model already there is replaced only with ``--force``).
 The summary: rliable IQM with stratified-bootstrap 95% CIs over seeds x test realisations, mean and worst,
 P(> BestConstant) and P(> AdaScaleTrained), beside the first checkpoint (after 10 generations) and the references
 (``rl_results.py``'s ``<--references>/<task>/references.json`` as it is when there, else computed).
@@ -29,9 +30,10 @@ P(> BestConstant) and P(> AdaScaleTrained), beside the first checkpoint (after 1
 search or its selection, for CIs the 32 test realisations are too few to separate.
 
     pip install -e ".[rl,results]"       # SB3 (the references and rl_results.py's helpers), rliable, cma
-    python benchmarks/crn_search.py --zoo        # the three tasks, 5 seeds each: about 65 min on one core
-    python benchmarks/crn_search.py --tasks gauss_markov_0.9 --seeds 2 --generations 30   # a quick look
-    python benchmarks/crn_search.py --agent online_optimal_residual --tasks gauss_markov_0.9 --generations 50 --zoo
+    python -m benchmarks.crn_search --zoo --force    # the three tasks, 5 seeds each: about 65 min on one core
+    python -m benchmarks.crn_search --tasks gauss_markov_0.9 --seeds 2 --generations 30   # a quick look
+    python -m benchmarks.crn_search --agent online_optimal_residual --tasks gauss_markov_0.9 --generations 50 \
+        --zoo --force
 """
 
 from __future__ import annotations
@@ -45,12 +47,13 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from rl_results import NUS, REFERENCES, TASKS, ZOO, scores
 
 from agents.linear import FEATURES, LinearFeaturePolicy, linear_price_model, linear_term
 from agents.train import package_versions
 from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.receive_scaling.references import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, OnlineOptimalAction
+from benchmarks.rl_results import NUS, REFERENCES, TASKS, scores
+from benchmarks.zoo import add_zoo_arguments, refuse_shipped
 from otagym import ENV_ID, OTAPrivacyEnv
 from otagym._io import atomic_write, write_json
 from otagym.tasks import TASKS as TASK_SETTINGS
@@ -212,16 +215,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/crn_search"),
                         help="one JSON per task, agent, objective and seed: <out>/<task>/<agent>/<objective>/"
                              "seed<k>.json")
-    parser.add_argument("--zoo", action="store_true",
-                        help="ship each task's seed best on validation to agents/zoo/<task>/<agent>/ (ARS.load)")
+    add_zoo_arguments(parser, "<task>/<agent>")
     parser.add_argument("--more-test", type=int, default=0, metavar="K",
                         help="also score the selected policies and the references on K more held-out realisations "
                              "(seeds 30000, 30001, ...; default 0)")
     parser.add_argument("--references", type=Path, default=Path("runs/rl_results"),
                         help="rl_results.py's --out: its <task>/references.json is read as it is when there")
     args = parser.parse_args()
-    if args.zoo and args.objective != "mean":
+    if args.zoo is not None and args.objective != "mean":
         parser.error("--zoo ships the searches of --objective mean only")
+    if args.zoo is not None:
+        refuse_shipped(parser, [args.zoo / task / args.agent for task in args.tasks], args.force)
     paths = {task: [args.out / task / args.agent / args.objective / f"seed{k}.json" for k in range(args.seeds)]
              for task in args.tasks}
     budget = (args.generations, args.train_realisations)
@@ -239,8 +243,8 @@ def main() -> None:
                 write_json(path, search(task, k, args.generations, args.objective, args.train_realisations,
                                         args.agent))
         runs = [json.loads(path.read_text()) for path in task_paths]
-        if args.zoo:
-            ship(task, runs, ZOO / task / args.agent)
+        if args.zoo is not None:
+            ship(task, runs, args.zoo / task / args.agent)
         report(task, runs, args.references)
         if args.more_test:
             report(task, runs, args.references, more_test_seeds(args.more_test))

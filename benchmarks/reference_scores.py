@@ -8,8 +8,8 @@ Each reference is scored as its scheme scores its tasks
 (:meth:`baselines.benchmark.SchemeBenchmark.reference_scores`; receive scaling: OfflineOptimal is 100). Tasks already stored for this package version are kept
 unless ``--force``; the file is written atomically after each task, so an interrupted run resumes.
 
-    python benchmarks/reference_scores.py            # about 20 minutes on 2 cores for the six tasks
-    python benchmarks/reference_scores.py --markdown # also print the README's task table
+    python -m benchmarks.reference_scores            # about 20 minutes on 2 cores for the six tasks
+    python -m benchmarks.reference_scores --markdown # also print the README's task table
 """
 
 from __future__ import annotations

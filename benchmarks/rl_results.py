@@ -21,12 +21,13 @@ agents and the other references; beside it, the mean and the worst realisation (
 realisations at each end, where a budget-exhaustion cliff would show) and the probability of improvement over
 ``BestConstant``, the floor an agent must beat to have learned anything. Writes ``rl_results.json`` (every score),
 ``rl_results.md`` (the table) and ``rl_learning_curves.png`` to ``--out``; ``--docs`` copies the last two into docs/ and
-``--zoo`` ships each task's and algorithm's best model (by validation score) to ``agents/zoo/<task>/<algo>/`` with its
-``run.json``. Rerunning resumes: a finished run is not retrained, an interrupted one continues from its newest checkpoint,
-and scores already computed are read back (``scores.json`` in each run folder).
+``--zoo [DIR]`` ships each task's and algorithm's best model (by validation score) to ``<DIR>/<task>/<algo>/`` with its
+``run.json`` (DIR: default ``agents/zoo``; a model already there is replaced only with ``--force``). Rerunning
+resumes: a finished run is not retrained, an interrupted one continues from its newest checkpoint, and scores already
+computed are read back (``scores.json`` in each run folder).
 
-    python benchmarks/rl_results.py --docs --zoo          # what the README reports (about 35 min on 2 cores)
-    python benchmarks/rl_results.py --minutes 0.2 --seeds 2 --tasks iid --algos ppo --out /tmp/rl   # a quick look
+    python -m benchmarks.rl_results --docs --zoo --force    # what the README reports (about 35 min on 2 cores)
+    python -m benchmarks.rl_results --minutes 0.2 --seeds 2 --tasks iid --algos ppo --out /tmp/rl   # a quick look
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from typing import Any, Callable
 import numpy as np
 
 from agents.policy import AgentPolicy, load_model
-from agents.train import latest_checkpoint, load_hyperparams, train
+from agents.train import checkpoint_models, latest_checkpoint, load_hyperparams, train
 from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
+from benchmarks.zoo import add_zoo_arguments, refuse_shipped
 from otagym._io import copy_file, save_figure, write_json, write_text
 from otagym.tasks import fading_settings
 
@@ -56,7 +58,6 @@ REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
     "AdaScaleTrained": lambda nu: AdaScaleTrained(nu=nu),
     "OnlineOptimal": lambda nu: OnlineOptimal(nu=nu),
 }
-ZOO = Path(__file__).resolve().parent.parent / "agents" / "zoo"
 
 
 def scores(make: Callable[[np.ndarray], Policy], task: str, seeds: tuple[int, ...]) -> dict[str, list[float]]:
@@ -81,9 +82,9 @@ def _agent(path: Path, deterministic: bool = True) -> Callable[[np.ndarray], Pol
 
 
 def _checkpoints(run: Path) -> list[tuple[int, Path]]:
-    found = [(int(p.stem.split("_")[1]), p) for p in (run / "checkpoints").glob("model_*_steps.zip")]
+    """(env steps, model zip) of each checkpoint of the run and of its final model, by steps."""
     meta = json.loads((run / "run.json").read_text())
-    return sorted(found + [(int(meta["trained_timesteps"]), run / "model.zip")])
+    return sorted(checkpoint_models(run) + [(int(meta["trained_timesteps"]), run / "model.zip")])
 
 
 def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, checkpoint_freq: int) -> dict[str, Any]:
@@ -115,6 +116,19 @@ def train_and_score(task: str, algo: str, seed: int, out: Path, minutes: float, 
         "early": _cached(cache, "test after 2 updates",
                          lambda: scores(_agent(early / "model.zip"), task, TEST_SEEDS)),
     }
+
+
+def ship(runs: list[dict[str, Any]], target: Path) -> None:
+    """The run whose best checkpoint scores best on validation, to ``target``: the selected model (``model.zip``)
+    and its run's ``run.json`` with the selection added (``selected``, ``selected_steps``)."""
+    best = max(runs, key=lambda r: max(c[1] for c in r["curve"]))
+    target.mkdir(parents=True, exist_ok=True)
+    selected = Path(best["selected"])
+    copy_file(selected, target / "model.zip")
+    run_json = json.loads((selected.parent if selected.name == "model.zip" else selected.parent.parent)
+                          .joinpath("run.json").read_text())
+    run_json.update(selected=selected.name, selected_steps=best["selected_steps"])
+    write_json(target / "run.json", run_json)
 
 
 def _table(results: dict[str, Any], score: str, cell: Callable[[dict[str, Any]], str], reference: str,
@@ -179,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint-freq", type=int, default=100_000)
     p.add_argument("--out", type=Path, default=Path("runs/rl_results"))
     p.add_argument("--docs", action="store_true", help="copy the table and the plot into docs/")
-    p.add_argument("--zoo", action="store_true", help="ship each task's and algorithm's best model to agents/zoo")
+    add_zoo_arguments(p, "<task>/<algo>")
     args = p.parse_args(argv)
+    if args.zoo is not None:
+        refuse_shipped(p, [args.zoo / task / algo for task in args.tasks for algo in args.algos], args.force)
     start = time.perf_counter()
     results: dict[str, Any] = {}
     curves: dict[str, dict[str, list]] = {}
@@ -209,17 +225,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, row in summary.items():
                 row["p_improve_floor"], row["p_improve_floor_ci"] = floor.get(name, (None, None))
             results[task][str(nu)] = summary
-        if args.zoo:
+        if args.zoo is not None:
             for algo, rs in runs.items():
-                best = max(rs, key=lambda r: max(c[1] for c in r["curve"]))
-                target = ZOO / task / algo
-                target.mkdir(parents=True, exist_ok=True)
-                selected = Path(best["selected"])
-                copy_file(selected, target / "model.zip")
-                run_json = json.loads((selected.parent if selected.name == "model.zip" else selected.parent.parent)
-                                      .joinpath("run.json").read_text())
-                run_json.update(selected=selected.name, selected_steps=best["selected_steps"])
-                write_json(target / "run.json", run_json)
+                ship(rs, args.zoo / task / algo)
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "rl_results.json", {"summary": results, "scores": raw, "curves": curves,
                                               "validation_references": lines, "minutes": args.minutes,

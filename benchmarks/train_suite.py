@@ -7,11 +7,12 @@ task id (the task's env settings; ``ppo_lagrangian``: PPO with the PID Lagrangia
 ``--out/<algo>/<task name>/seed<k>/`` (resumed where a run was killed). Each checkpoint and the final model play the
 validation realisations (:data:`otagym.tasks.BENCHMARK_VALIDATION_SEEDS`) deterministically at every budget; the one
 with the best mean feasible score (:func:`otagym.tasks.feasible_score`) is scored on the evaluation set, and the
-record is written atomically to ``--out/<algo>/<task name>/seed<k>.json``. ``--zoo`` ships each task's seed best on
-validation to ``agents/zoo/<task name>/<algo>/`` (``model.zip`` and the run's ``run.json``, which names the task).
+record is written atomically to ``--out/<algo>/<task name>/seed<k>.json``. ``--zoo [DIR]`` ships each task's seed
+best on validation to ``<DIR>/<task name>/<algo>/`` (``model.zip`` and the run's ``run.json``, which names the task;
+DIR: default ``agents/zoo``; a model already there is replaced only with ``--force``).
 
     pip install -e ".[rl,results]"
-    python benchmarks/train_suite.py --algo ppo_lagrangian --tasks otagym/ReceiveScalingCMDP-v1 --seeds 5
+    python -m benchmarks.train_suite --algo ppo_lagrangian --tasks otagym/ReceiveScalingCMDP-v1 --seeds 5
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ import numpy as np
 from agents.policy import AgentPolicy, load_model
 from agents.train import checkpoint_models, train
 from baselines.benchmark import task_scores_and_costs
+from benchmarks.zoo import add_zoo_arguments, refuse_shipped
 from otagym._io import atomic_write, write_json
 from otagym.tasks import BENCHMARK, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
-
-#: The zoo of shipped agents.
-ZOO = Path(__file__).resolve().parent.parent / "agents" / "zoo"
 
 
 def play(model_path: Path, task_id: str, seeds: tuple[int, ...]) -> dict[str, tuple[list[float], list[float]]]:
@@ -68,12 +67,17 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
             "test_cost_ratios": {nu: c for nu, (_, c) in test.items()}}
 
 
-def ship(records: list[dict[str, Any]], task_id: str, algo: str) -> Path:
-    """The seed whose selected checkpoint is best on validation, to ``agents/zoo/<task name>/<algo>/``: its model
+def zoo_folder(zoo: Path, task_id: str, algo: str) -> Path:
+    """``<zoo>/<task name>/<algo>``, the task's name with its version (``ReceiveScalingCMDP-v1``)."""
+    return zoo / task_id.split("/", 1)[1] / algo
+
+
+def ship(records: list[dict[str, Any]], task_id: str, algo: str, zoo: Path) -> Path:
+    """The seed whose selected checkpoint is best on validation, to ``<zoo>/<task name>/<algo>/``: its model
     (``model.zip``) and its run's ``run.json`` with the selection added (``selected``: steps, validation score)."""
     best = max(records, key=lambda r: r["selected"]["validation"])
     source = Path(best["selected"]["model"])
-    target = ZOO / task_id.split("/", 1)[1] / algo
+    target = zoo_folder(zoo, task_id, algo)
     meta = json.loads(Path(best["run"], "run.json").read_text())
     with atomic_write(target / "model.zip", "wb") as fh:
         fh.write(source.read_bytes())
@@ -95,9 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-every", type=int, default=250_000, help="env steps between checkpoints")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmark"),
                         help="<out>/<algo>/<task name>/seed<k>.json and the runs beside them")
-    parser.add_argument("--zoo", action="store_true",
-                        help="ship each task's seed best on validation to agents/zoo/<task name>/<algo>/")
+    add_zoo_arguments(parser, "<task name>/<algo>")
     args = parser.parse_args(argv)
+    if args.zoo is not None:
+        refuse_shipped(parser, [zoo_folder(args.zoo, task_id, args.algo) for task_id in args.tasks], args.force)
     for task_id in args.tasks:
         folder = args.out / args.algo / task_id.split("/", 1)[1]
         for seed in range(args.seeds):
@@ -112,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  selected {result['selected']['steps']:,} steps; "
                   + ", ".join(f"nu {nu}: {m:.1f}" for nu, m in means.items())
                   + f" ({result['wall_s']:.0f} s)", flush=True)
-        if args.zoo:
+        if args.zoo is not None:
             records = [json.loads(p.read_text()) for p in sorted(folder.glob("seed*.json"))]
-            print(f"  shipped {ship(records, task_id, args.algo)}")
+            print(f"  shipped {ship(records, task_id, args.algo, args.zoo)}")
     return 0
 
 

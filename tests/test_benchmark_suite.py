@@ -88,14 +88,9 @@ def test_the_best_constant_spend_is_equal_alloc_and_the_best_constant_log_x_spen
 
 
 def _results_module():
-    import importlib.util
-    from pathlib import Path
+    from benchmarks import benchmark_results  # run from the repository root: python -m pytest
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "benchmark_results.py"
-    spec = importlib.util.spec_from_file_location("benchmark_results", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_results
 
 
 def test_the_readme_and_the_benchmark_page_show_the_stored_results_and_the_references_are_the_stored_scores():

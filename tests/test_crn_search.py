@@ -2,10 +2,7 @@
 entries they name, the policy plays the env's price action (theta = (c, 0, ...) is the constant action c to the bit),
 and the shipped ARS model plays the same actions as the search's policy."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,11 +18,7 @@ pytest.importorskip("stable_baselines3")
 from agents.linear import FEATURES, LinearPricePolicy, linear_price_model, price_features
 from agents.policy import AgentPolicy, load_model
 
-_bench = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(_bench))  # the script imports rl_results beside it
-_spec = importlib.util.spec_from_file_location("crn_search", _bench / "crn_search.py")
-crn_search = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(crn_search)
+from benchmarks import crn_search  # noqa: E402 (run from the repository root: python -m pytest)
 
 
 def test_features_are_the_observation_entries_they_name():

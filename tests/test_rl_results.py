@@ -1,8 +1,6 @@
 """benchmarks/rl_results.py's statistics: rliable's IQM and probability of improvement, wired as the report reads them
 (the training and evaluation it drives are the tested `otagym train`, AgentPolicy and the references)."""
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,10 +8,7 @@ import pytest
 pytest.importorskip("rliable")
 pytest.importorskip("stable_baselines3")
 
-_spec = importlib.util.spec_from_file_location(
-    "rl_results", Path(__file__).resolve().parent.parent / "benchmarks" / "rl_results.py")
-rl_results = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rl_results)
+from benchmarks import rl_results  # noqa: E402 (run from the repository root: python -m pytest)
 
 
 def test_iqm_and_probability_of_improvement_against_closed_forms():

@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
-from agents.train import NoCheckpointError, _ProgressBar, train  # noqa: E402
+from agents.train import NoCheckpointError, train  # noqa: E402
+from agents.train.callbacks import ProgressBar  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 
 SHORT = {"num_rounds": 25}
@@ -77,9 +78,9 @@ def test_cli_refuses_a_negative_thread_count(capsys):
 
 
 def test_progress_bar_total_is_the_steps_asked_or_the_time_budget():
-    steps = _ProgressBar(6_000_000)
+    steps = ProgressBar(6_000_000)
     assert steps.total == 6_000_000 and steps.unit == "step"
-    timed = _ProgressBar(6_000_000, seconds=180.0)
+    timed = ProgressBar(6_000_000, seconds=180.0)
     assert timed.total == 180.0 and timed.unit == "s" and timed.total_steps == 6_000_000
 
 

@@ -271,7 +271,7 @@ def test_temporaries_of_killed_writes_do_not_survive_a_resume_or_an_overwrite(tm
 def test_a_run_killed_before_its_first_checkpoint_is_resumed_from_its_start(tmp_path, configs, monkeypatch, capsys):
     """Not a loop of messages (the fresh run pointing to --resume, --resume to a fresh run): --resume continues it
     from step 0, with its own settings, as the run it would have been."""
-    from agents import train as train_module
+    from agents.train import callbacks
 
     run, whole = tmp_path / "run", tmp_path / "whole"
 
@@ -281,7 +281,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_resumed_from_its_start(tmp_
         return True
 
     with monkeypatch.context() as m:
-        m.setattr(train_module._Budget, "_on_step", killed)
+        m.setattr(callbacks.Budget, "_on_step", killed)
         with pytest.raises(KeyboardInterrupt):
             _train("ppo", configs, run, 1000)
     assert (run / "run.json").is_file() and latest_checkpoint(run) is None
@@ -340,13 +340,13 @@ def _compiled_kernel_interrupted():
 
 @pytest.mark.parametrize("raised", [KeyboardInterrupt, _compiled_kernel_interrupted])
 def test_ctrl_c_ends_train_in_one_line_with_exit_code_130(tmp_path, configs, monkeypatch, capsys, raised):
-    from agents import train as train_module
+    from agents.train import callbacks
 
     def interrupted(self):
         if raised is KeyboardInterrupt:
             raise KeyboardInterrupt
         raised()
-    monkeypatch.setattr(train_module._Budget, "_on_step", interrupted)
+    monkeypatch.setattr(callbacks.Budget, "_on_step", interrupted)
     code = main(["train", "--config", str(configs["ppo"]), "--run-dir", str(tmp_path / "run"), "--steps", "1000",
                  "--no-progress", "--env", f"num_rounds={ROUNDS}"])
     err = capsys.readouterr().err

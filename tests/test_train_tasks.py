@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
-from agents.train import SettingsError, _checked_settings, train  # noqa: E402
+from agents.train import SettingsError, train  # noqa: E402
+from agents.train.setup import checked_settings  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 from otagym import ENV_ID  # noqa: E402
 from otagym.env import OTAPrivacyVectorEnv  # noqa: E402
@@ -37,17 +38,17 @@ def small(tmp_path):
 def test_every_task_builds_its_training_settings(task_id):
     """Every task's env (its kwargs exactly) builds for PPO, and for PPO-Lagrangian where it is constrained (else
     the Lagrangian is refused naming --task)."""
-    hp, env_kwargs, native, _, entry = _checked_settings("ppo", None, None, task_id)
+    hp, env_kwargs, native, _, entry = checked_settings("ppo", None, None, task_id)
     native.close()
     assert env_kwargs == dict(TASKS[task_id].kwargs) and hp["env_kwargs"] == env_kwargs
     assert entry == task_id  # the packaged ppo.yml has an entry per task
     if TASKS[task_id].constrained:
-        *_, native, _, entry = _checked_settings("ppo_lagrangian", None, None, task_id)
+        *_, native, _, entry = checked_settings("ppo_lagrangian", None, None, task_id)
         native.close()
         assert entry == (task_id if task_id in BENCHMARK else ENV_ID) and "cost" in native.info_keys
     else:
         with pytest.raises(SettingsError, match="ppo_lagrangian trains on the CMDP formulation") as err:
-            _checked_settings("ppo_lagrangian", None, None, task_id)
+            checked_settings("ppo_lagrangian", None, None, task_id)
         assert err.value.argument == "task"
 
 

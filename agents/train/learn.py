@@ -1,0 +1,181 @@
+"""``train``: the named steps of a run (setup, envs, callbacks, learn, save) in order, and the learner itself, built
+fresh or loaded from the run's checkpoint."""
+
+from __future__ import annotations
+
+import pickle
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import CallbackList
+from stable_baselines3.common.vec_env import VecEnv
+
+from agents.policy import ALGO_CLASSES
+from agents.train.callbacks import AtomicCheckpoint, run_callbacks
+from agents.train.envs import TrainingEnv, training_env
+from agents.train.save import OFF_POLICY, checkpoint_files, kept_segments, record_end, save_final
+from agents.train.setup import ZOO_KEYS, Claim, Settings, check_arguments, checked_settings, open_run, release_lock
+from otagym._io import remove_stale_temporaries, write_json
+
+
+def train(
+    algo: str = "ppo",
+    *,
+    config: str | Path | None = None,
+    run_dir: str | Path = "runs/ppo",
+    seed: int = 0,
+    total_timesteps: int | None = None,
+    checkpoint_freq: int = 100_000,
+    resume: bool = False,
+    overwrite: bool = False,
+    max_minutes: float | None = None,
+    env_overrides: dict[str, Any] | None = None,
+    task: str | None = None,
+    progress: bool = True,
+    verbose: int = 0,
+    torch_threads: int | None = 1,
+) -> Path:
+    """Train ``algo`` on the native vector env and return the path of ``model.zip``.
+
+    A run folder belongs to one run, and to one process at a time: ``train`` holds a lock on it from its checks to
+    its end (:func:`~agents.train.setup.lock_run_folder`; a second ``train`` into the folder raises
+    :class:`RunExistsError`). A fresh run refuses a folder that holds another (:class:`RunExistsError`) unless
+    ``overwrite``; ``resume`` continues the run in the folder only with the settings it was trained with
+    (:class:`RunMismatchError` lists every difference). Temporary files that killed writes left in the folder are
+    removed. ``run.json`` keeps the run's history: one entry per segment (``segments``: first and last env step, wall
+    time, start time, versions), updated at every checkpoint, so that after a kill it says how far the run got;
+    ``trained_timesteps`` and ``wall_s`` (all segments) are written when the run ends. Checkpoints, the final model
+    and every JSON are written atomically, the model last, so a checkpoint whose model exists is complete. Every
+    setting is checked before the run folder is touched: a config that cannot be read or env keyword arguments the
+    env refuses raise :class:`SettingsError` (a ``ValueError`` naming the parameter) and leave no folder behind.
+
+    Args:
+        algo: one of :data:`ALGOS`.
+        config: rl_zoo3-format YAML (default ``agents/configs/<algo>.yml``).
+        run_dir: where the model, checkpoints, monitor CSV and TensorBoard logs go.
+        seed: seeds the env's generator and the learner.
+        total_timesteps: env steps (default: the config's ``n_timesteps``); with ``resume``, the total including the
+            steps already done. Training stops there exactly (at the first multiple of ``n_envs`` at or above it),
+            also for on-policy algorithms whose rollouts would overshoot it.
+        checkpoint_freq: env steps between checkpoints (each at the first rollout boundary at or after a multiple
+            of it: PPO's every ``n_envs * n_steps`` steps, SAC's and TD3's every ``n_envs`` steps).
+        resume: continue from the newest complete checkpoint of ``run_dir``, exactly as the run would have gone on
+            (the checkpoint's :class:`~agents.train.save.RunState`), or from step 0 when the run stopped before its
+            first checkpoint (its ``run.json`` exists); raises :class:`NoCheckpointError` (a ``FileNotFoundError``)
+            before any work when the folder holds neither, and :class:`RunMismatchError` when the
+            algorithm, seed, env settings, hyperparameters (but ``n_timesteps``) or otagym version differ from
+            ``run.json``'s. The monitor file then loses the episodes that ended after that checkpoint.
+        overwrite: a fresh run may replace the run in ``run_dir`` (its files in :data:`RUN_ENTRIES` are removed).
+        max_minutes: stop after this many minutes of wall time (the model trained so far is saved).
+        env_overrides: env keyword arguments on top of the config's ``env_kwargs`` (e.g. ``fading``); not with
+            ``task``.
+        task: a benchmark task id (:data:`otagym.tasks.TASKS`): the run trains on exactly the task's env keyword
+            arguments (:attr:`~otagym.tasks.Task.kwargs`), with the config's entry of the task when it has one, else
+            its entry of :data:`otagym.ENV_ID` with the task's env arguments in place of its ``env_kwargs``
+            (:func:`config_entry`; ``run.json`` names the task, ``"task"``, and the entry, ``"config_entry"``).
+        progress: a tqdm progress bar on stderr: env steps out of ``total_timesteps`` or, with ``max_minutes``,
+            seconds out of the time budget with the env steps as a postfix; a resumed run says which checkpoint
+            it continues. False: silent.
+        verbose: SB3's verbosity (0: none, 1: training info).
+        torch_threads: ``torch.set_num_threads(torch_threads)`` before the model is built (>= 1; default 1). This is
+            process-wide and is not restored afterwards. None leaves torch's setting as it is. run.json records the
+            thread count in use as ``torch_threads``.
+    """
+    check_arguments(algo, total_timesteps, checkpoint_freq, torch_threads, resume, overwrite)
+    # every setting is checked (the env built) before the run folder is touched: a mistake leaves nothing behind
+    settings = checked_settings(algo, config, env_overrides, task)
+    total = int(total_timesteps if total_timesteps is not None else settings.hyperparams.get("n_timesteps", 1_000_000))
+    run = Path(run_dir)
+    claim = open_run(run, algo, config, task, seed, total, settings, resume, overwrite)
+    try:
+        return _learn(run, algo, seed, total, settings, claim, checkpoint_freq=checkpoint_freq, resume=resume,
+                      max_minutes=max_minutes, progress=progress, verbose=verbose, torch_threads=torch_threads)
+    finally:
+        settings.native.close()
+        release_lock(claim.lock)
+
+
+def _learn(run: Path, algo: str, seed: int, total: int, settings: Settings, claim: Claim, *, checkpoint_freq: int,
+           resume: bool, max_minutes: float | None, progress: bool, verbose: int, torch_threads: int | None) -> Path:
+    """A claimed run from its checkpoint (or its start) to ``total`` env steps: the segment opened in its record, its
+    env and callbacks, ``learn``, the final model and the record closed; the path of ``model.zip``."""
+    meta, hp, done_steps = claim.meta, settings.hyperparams, claim.done_steps
+    _open_segment(meta, claim, torch_threads)
+    settings.native.seed(seed)
+    remove_stale_temporaries(run / "checkpoints")
+    env = training_env(settings.native, run, algo, hp, settings.env_kwargs, done_steps, meta["env_id"],
+                       resumed=bool(claim.previous))
+    checkpoint = AtomicCheckpoint(checkpoint_freq, run, meta, env.state, done_steps)
+    callbacks = run_callbacks(checkpoint, env.lagrangian, hp, run, algo, total, max_minutes, progress,
+                              claim.previous, resume)
+    model = _model(algo, hp, env, run, seed, claim, verbose)
+    write_json(run / "run.json", meta)
+    model.learn(total_timesteps=total - done_steps, callback=CallbackList(callbacks),
+                reset_num_timesteps=not claim.previous, tb_log_name=algo)
+    final = save_final(model, run)
+    checkpoint.record_segment(model.num_timesteps)
+    record_end(meta, run, model.num_timesteps)
+    return final
+
+
+def _open_segment(meta: dict[str, Any], claim: Claim, torch_threads: int | None) -> None:
+    """torch's thread count set (and recorded), and the run's history up to its checkpoint followed by a new
+    segment that starts there."""
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(int(torch_threads))
+    meta["torch_threads"] = _torch_threads()
+    meta["segments"] = kept_segments(claim.recorded.get("segments") or [], claim.done_steps) + [{
+        "start_steps": claim.done_steps, "end_steps": claim.done_steps, "wall_s": 0.0,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": meta["versions"]}]
+
+
+def _model(algo: str, hp: dict[str, Any], env: TrainingEnv, run: Path, seed: int, claim: Claim,
+           verbose: int) -> BaseAlgorithm:
+    """The learner: built from the hyperparameters for a fresh run, or loaded from the checkpoint a resume continues
+    with the run's state as it was there (an older version's checkpoint without one: a fresh stream of channels)."""
+    cls = ALGO_CLASSES[algo]
+    tb = str(run / "tb") if _has_tensorboard() else None
+    venv: VecEnv = env.venv
+    if not claim.previous:
+        return cls(hp.get("policy", "MlpPolicy"), venv, seed=seed, tensorboard_log=tb, verbose=verbose,
+                   **_constructor_kwargs(hp))
+    files = checkpoint_files(run, claim.done_steps)
+    exact = files["state"].is_file()
+    # SB3's load seeds the env with the run's seed (its _setup_model): the env and the generators are set after it
+    model = cls.load(claim.previous[0], env=venv, tensorboard_log=tb, force_reset=not exact)
+    if algo in OFF_POLICY:
+        model.load_replay_buffer(files["replay_buffer"])
+    if exact:  # the episodes in progress, the env's generator, the learner's: as the run had them
+        env.state.restore(pickle.loads(files["state"].read_bytes()))
+    else:  # an older version's checkpoint: a fresh stream of channels, not the run's first episodes again
+        env.state.native.seed(seed + claim.done_steps)
+    return model
+
+
+def _constructor_kwargs(hp: dict[str, Any]) -> dict[str, Any]:
+    """The hyperparameters that are arguments of the algorithm's constructor, with rl_zoo3's action noise."""
+    kwargs = {k: v for k, v in hp.items() if k not in ZOO_KEYS}
+    if hp.get("noise_type") == "normal":  # rl_zoo3's action-noise keys
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(1), float(hp.get("noise_std", 0.1)) * np.ones(1))
+    return kwargs
+
+
+def _has_tensorboard() -> bool:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())

@@ -1,0 +1,291 @@
+"""The first step of a run: its settings checked before anything is written (the arguments, the config and its
+hyperparameters, the env built from them), then the run folder claimed (locked, its run refused, replaced or checked
+against the settings asked for its continuation) and the run's record (``run.json``'s fields) made."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import yaml
+
+from agents import ALGOS, CONFIG_DIR
+from agents.lagrangian import nu_bin_edges
+from agents.train.errors import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError
+from agents.train.save import comparable, latest_checkpoint, package_versions, read_run_json
+from baselines.receive_scaling.policies import action_semantics
+from otagym import ENV_ID
+from otagym._io import remove_stale_temporaries
+from otagym.sb3 import OTAPrivacySB3VecEnv
+from otagym.tasks import TASKS, constrained
+
+#: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
+ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
+            "lagrange_kp", "lagrange_kd", "lagrange_nu_bins", "noise_type", "noise_std")
+#: The lock file that the process training into a run folder holds (:func:`lock_run_folder`).
+LOCK_NAME = ".otagym-train.lock"
+#: What a run folder holds (the run's own files; anything else in the folder is left alone).
+RUN_ENTRIES = ("run.json", "model.zip", "checkpoints", "monitor.csv", "tb", "lagrange.json")
+#: Hyperparameters that may change between the segments of a run (the others must match to resume).
+RESUMABLE_KEYS = ("n_timesteps",)
+
+
+def _config_table(algo: str, config: str | Path | None, env_id: str) -> tuple[Path, dict[str, Any]]:
+    """The path of the rl_zoo3-format YAML of ``algo`` (``config``, default the packaged one) and its entries."""
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
+    path = Path(config) if config is not None else CONFIG_DIR / f"{algo}.yml"
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist (expected rl_zoo3-format YAML keyed by {env_id})")
+    table = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(table, dict):
+        raise ValueError(f"config {path} is not a mapping of env ids to hyperparameters")
+    return path, table
+
+
+def config_entry(algo: str, config: str | Path | None = None, task: str | None = None) -> str:
+    """The entry of the config that a run on ``task`` (a task id, or None: the default env) trains with: the
+    task's own when the config has one, else :data:`otagym.ENV_ID`'s (whose ``env_kwargs`` the task's replace)."""
+    _, table = _config_table(algo, config, task or ENV_ID)
+    return task if task is not None and task in table else ENV_ID
+
+
+def load_hyperparams(algo: str, config: str | Path | None = None, env_id: str = ENV_ID) -> dict[str, Any]:
+    """The hyperparameters of ``env_id`` in an rl_zoo3-format YAML file (default: the packaged one of ``algo``).
+
+    ``policy_kwargs`` may be a string as in rl_zoo3 (``"dict(net_arch=[64, 64])"``); it is evaluated with only
+    ``dict`` and ``torch.nn`` in scope. ``lin_<value>`` learning rates become linear schedules, as in rl_zoo3.
+    """
+    path, table = _config_table(algo, config, env_id)
+    if env_id not in table:
+        raise ValueError(f"config {path} has no entry for {env_id!r}; keys: {sorted(table)}")
+    hp = dict(table[env_id])
+    if isinstance(hp.get("policy_kwargs"), str):
+        import torch
+
+        hp["policy_kwargs"] = eval(hp["policy_kwargs"], {"__builtins__": {}}, {"dict": dict, "nn": torch.nn})
+    for key in ("learning_rate", "clip_range"):
+        value = hp.get(key)
+        if isinstance(value, str) and value.startswith("lin_"):
+            start = float(value[4:])
+            hp[key] = lambda progress, start=start: progress * start
+    if hp.get("normalize"):
+        raise ValueError("normalize is not supported: the observation is of order one by construction")
+    return hp
+
+
+def check_arguments(algo: str, total_timesteps: int | None, checkpoint_freq: int, torch_threads: int | None,
+                    resume: bool, overwrite: bool) -> None:
+    """``ValueError`` for an argument of :func:`~agents.train.train` that no config can make valid."""
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
+    if (total_timesteps is not None and total_timesteps < 1) or checkpoint_freq < 1:
+        raise ValueError(f"total_timesteps and checkpoint_freq must be >= 1; got {total_timesteps}, {checkpoint_freq}")
+    if torch_threads is not None and (not isinstance(torch_threads, (int, np.integer))
+                                      or isinstance(torch_threads, bool) or torch_threads < 1):
+        raise ValueError(f"torch_threads must be an integer >= 1 or None; got {torch_threads!r}")
+    if resume and overwrite:
+        raise ValueError("resume and overwrite exclude each other: continue the run, or replace it")
+
+
+class Settings(NamedTuple):
+    """A run's checked settings (:func:`checked_settings`)."""
+
+    #: The config entry's hyperparameters (a task's run: with the task's ``env_kwargs``).
+    hyperparams: dict[str, Any]
+    #: The env keyword arguments the run trains on.
+    env_kwargs: dict[str, Any]
+    #: The native vector env built from them (closed by whoever holds the settings).
+    native: OTAPrivacySB3VecEnv
+    #: The action semantics of those env arguments (recorded in ``run.json``'s ``env_kwargs``).
+    semantics: dict[str, Any]
+    #: The config's entry (:func:`config_entry`).
+    entry: str
+
+
+def _hyperparams_and_env_kwargs(algo: str, config: str | Path | None, env_overrides: dict[str, Any] | None,
+                                task: str | None) -> tuple[dict[str, Any], dict[str, Any], int, str, str]:
+    """The hyperparameters, the env keyword arguments, ``n_envs``, the config's entry and the parameter to blame for
+    env arguments the env refuses."""
+    if task is not None and task not in TASKS:
+        raise SettingsError("task", f"must be one of {sorted(TASKS)}; got {task!r}")
+    if task is not None and env_overrides:
+        raise SettingsError("env_overrides", f"{task} fixes every env argument: train on the task, or on env "
+                            "arguments without it")
+    try:
+        entry = config_entry(algo, config, task)
+        hp = load_hyperparams(algo, config, entry)
+        n_envs = int(hp.get("n_envs", 8))
+    except (OSError, ValueError, TypeError, NameError, SyntaxError, yaml.YAMLError) as err:
+        raise SettingsError("config", str(err).replace("\n", " ")) from None
+    if task is not None:
+        env_kwargs = dict(TASKS[task].kwargs)
+        hp["env_kwargs"] = env_kwargs
+        blame = "task"
+    else:
+        env_kwargs = {**(hp.get("env_kwargs") or {}), **(env_overrides or {})}
+        blame = "env_overrides" if env_overrides else "config"
+    if algo == "ppo_lagrangian" and not constrained(env_kwargs):
+        raise SettingsError("task" if task else "env_overrides" if "reward_mode" in (env_overrides or {}) else
+                            "config", "ppo_lagrangian trains on the CMDP formulation: a constrained task, or "
+                            "reward_mode 'cmdp' on receive scaling")
+    if algo == "ppo_lagrangian":
+        try:
+            nu_bin_edges(env_kwargs.get("nu_range"), hp.get("lagrange_nu_bins", 1))
+        except ValueError as err:
+            raise SettingsError("config", str(err)) from None
+    return hp, env_kwargs, n_envs, entry, blame
+
+
+def checked_settings(algo: str, config: str | Path | None, env_overrides: dict[str, Any] | None,
+                     task: str | None) -> Settings:
+    """The hyperparameters, the env keyword arguments (the task's, or the config's ``env_kwargs`` under
+    ``env_overrides``), the native vector env built from them, their action semantics and the config's entry
+    (:func:`config_entry`); :class:`SettingsError` naming the parameter at fault when the task is unknown, the
+    config cannot be read or the env refuses its arguments."""
+    hp, env_kwargs, n_envs, entry, blame = _hyperparams_and_env_kwargs(algo, config, env_overrides, task)
+    try:
+        native = OTAPrivacySB3VecEnv(n_envs, **env_kwargs)
+    except (TypeError, ValueError) as err:
+        raise SettingsError(blame, str(err)) from None
+    try:
+        if algo == "ppo_lagrangian" and "cost" not in native.info_keys:
+            raise ValueError("ppo_lagrangian needs the env's info['cost'], which these env arguments do not report "
+                             "(anonymous OTA: give a target_epsilon)")
+        semantics = action_semantics(native.venv.scenario, env_kwargs)
+    except (TypeError, ValueError) as err:
+        native.close()
+        raise SettingsError(blame, str(err)) from None
+    return Settings(hp, env_kwargs, native, semantics, entry)
+
+
+def resume_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """What differs between a run's ``run.json`` and the settings asked for its continuation: the algorithm, the
+    task, the seed, the env keyword arguments (as the env resolves them), the hyperparameters (all but
+    :data:`RESUMABLE_KEYS`) and the otagym version. Each difference as ``"key: run has X, asked Y"``."""
+    def fields(meta: dict[str, Any]) -> dict[str, Any]:
+        hp = {k: v for k, v in (meta.get("hyperparams") or {}).items() if k not in RESUMABLE_KEYS}
+        return {"algo": meta.get("algo"), "task": meta.get("task"), "seed": meta.get("seed"),
+                "env_kwargs": meta.get("env_kwargs"),
+                "hyperparams": hp, "otagym version": (meta.get("versions") or {}).get("otagym")}
+
+    old, new = fields(recorded), fields(wanted)
+    out = []
+    for key in old:
+        if isinstance(old[key], dict) and isinstance(new[key], dict):
+            for sub in sorted(set(old[key]) | set(new[key])):
+                a, b = (comparable(d[sub]) if sub in d else "(default)" for d in (old[key], new[key]))
+                if a != b:
+                    out.append(f"{key}.{sub}: run has {a}, asked {b}")
+        elif comparable(old[key]) != comparable(new[key]):
+            out.append(f"{key}: run has {comparable(old[key])}, asked {comparable(new[key])}")
+    return out
+
+
+def claim_run_folder(run: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds another run (:class:`RunExistsError`), or with ``overwrite`` remove that run's
+    files (:data:`RUN_ENTRIES` and older versions' ``monitor*.csv``), leaving anything else in the folder."""
+    held = [run / name for name in RUN_ENTRIES if (run / name).exists()] + sorted(run.glob("monitor.resumed-*.csv"))
+    if held and not overwrite:
+        raise RunExistsError(f"{run} holds a run ({', '.join(p.name for p in held)}): continue it with --resume "
+                             "(resume=True), replace it with --overwrite (overwrite=True), or choose another "
+                             "--run-dir")
+    for path in held:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def lock_run_folder(run: Path) -> int:
+    """An exclusive lock on the run folder (``fcntl.flock`` on its ``.otagym-train.lock``, which the system releases
+    when the process ends, killed too), or :class:`RunExistsError` when another process holds it: two ``train`` into
+    one folder cannot both pass the checks of a fresh run or a resume. Returns the lock's file descriptor
+    (:func:`release_lock`). Where ``fcntl`` does not exist (Windows) the folder is not locked (-1)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return -1
+    fd = os.open(run / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RunExistsError(f"{run} is in use by another otagym train (it holds {run / LOCK_NAME}); wait for it "
+                             "to end, or choose another --run-dir") from None
+    return fd
+
+
+def release_lock(lock: int | None) -> None:
+    """Release :func:`lock_run_folder`'s lock (None or -1: none was taken)."""
+    if lock is not None and lock >= 0:
+        os.close(lock)
+
+
+class Claim(NamedTuple):
+    """A run folder held by this process (:func:`open_run`)."""
+
+    #: The lock's file descriptor (:func:`lock_run_folder`), released when the run ends.
+    lock: int
+    #: The checkpoint a resume continues from (its model zip and env steps), or None.
+    previous: tuple[Path, int] | None
+    #: The run's ``run.json`` as a resume found it ({} for a fresh run).
+    recorded: dict[str, Any]
+    #: The env steps already trained (the checkpoint's; 0 for a fresh run).
+    done_steps: int
+    #: The run's record (``run.json``'s fields) so far.
+    meta: dict[str, Any]
+
+
+def run_record(algo: str, config: str | Path | None, task: str | None, seed: int, total: int, settings: Settings,
+               done_steps: int) -> dict[str, Any]:
+    """The run's record (``run.json``): what it trains, with what, on what, and from which step."""
+    hp = settings.hyperparams
+    return {
+        "algo": algo, "env_id": task or ENV_ID, "task": task, "config": str(config or CONFIG_DIR / f"{algo}.yml"),
+        "config_entry": settings.entry, "seed": seed,
+        "total_timesteps": total, "env_kwargs": {**settings.env_kwargs, **settings.semantics},
+        "hyperparams": json.loads(comparable({k: v for k, v in hp.items() if not callable(v)})),
+        "versions": package_versions(), "resumed_from": done_steps,
+    }
+
+
+def open_run(run: Path, algo: str, config: str | Path | None, task: str | None, seed: int, total: int,
+             settings: Settings, resume: bool, overwrite: bool) -> Claim:
+    """The run folder locked and checked: a resume's checkpoint and record (:class:`NoCheckpointError`,
+    :class:`RunMismatchError`), a fresh run's folder claimed (:func:`claim_run_folder`). On any error the env is
+    closed, the lock released and a folder made for nothing removed before the error goes on."""
+    lock = None
+    try:
+        if total < 1:
+            raise SettingsError("config", f"n_timesteps must be >= 1; got {total}")
+        if resume and not (run / "run.json").is_file() and latest_checkpoint(run, algo) is None:
+            raise NoCheckpointError(f"no complete checkpoint to resume in {run / 'checkpoints'}; "
+                                    "run without --resume to start a new run")
+        run.mkdir(parents=True, exist_ok=True)
+        lock = lock_run_folder(run)  # held until train returns: one process owns the folder
+        remove_stale_temporaries(run)  # a killed write of run.json, model.zip, ...
+        previous = latest_checkpoint(run) if resume else None  # complete as the run's own algorithm needs
+        recorded = read_run_json(run) if resume else {}
+        done_steps = previous[1] if previous else 0
+        if done_steps > total:
+            raise RunMismatchError(f"total_timesteps ({total:,}) is below the {done_steps:,} steps of the checkpoint "
+                                   f"to resume in {run}")
+        meta = run_record(algo, config, task, seed, total, settings, done_steps)
+        if resume:
+            conflicts = resume_conflicts(recorded, meta)
+            if conflicts:
+                raise RunMismatchError(f"{run} was trained with other settings; resume with the run's own, or start "
+                                       "a new run elsewhere: " + "; ".join(conflicts))
+        else:
+            claim_run_folder(run, overwrite)
+    except BaseException:
+        settings.native.close()
+        release_lock(lock)
+        if lock is None and not resume:
+            with contextlib.suppress(OSError):  # a folder made for nothing (empty: another process may fill it)
+                run.rmdir()
+        raise
+    return Claim(lock, previous, recorded, done_steps, meta)
