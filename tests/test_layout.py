@@ -85,3 +85,65 @@ def test_the_console_script_is_the_cli_package():
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["otagym"] == "otagym.cli:main"
+
+
+# --- the shape of the code: one place per scheme, files and functions a reader can take in -----------------------
+#: The installed packages and the research scripts (tests, docs and examples are held to no size).
+CODE = ("otagym", "baselines", "agents", "benchmarks")
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
+#: Functions allowed over MAX_FUNCTION_LINES: numerical kernels whose steps share one loop's state (each says so in
+#: a comment at its top).
+LONG_KERNELS: dict[str, str] = {}
+
+
+def code_files() -> list[Path]:
+    return sorted(p for package in CODE for p in ROOT.joinpath(package).rglob("*.py"))
+
+
+def test_no_file_is_longer_than_the_limit():
+    long = {str(p.relative_to(ROOT)): n for p in code_files() if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES}
+    assert not long, long
+
+
+def test_no_function_is_longer_than_the_limit_but_the_documented_kernels():
+    long = {}
+    for path in code_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                name = f"{path.relative_to(ROOT)}:{node.name}"
+                if lines > MAX_FUNCTION_LINES and name not in LONG_KERNELS:
+                    long[name] = lines
+    assert not long, long
+
+
+def scheme_name_tests(source: str) -> list[int]:
+    """Lines of ``source`` that compare something with a registered scheme's name (``x == "cdpb"``,
+    ``x in ("cdpb", ...)``): the branches that belong in a scheme's package or the registry."""
+    from otagym.schemes import SCHEMES
+
+    def names(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return set().union(*(names(e) for e in node.elts)) if node.elts else set()
+        return set()
+
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
+            and any(names(side) & set(SCHEMES) for side in [node.left, *node.comparators])]
+
+
+def test_the_scheme_name_scanner_sees_equality_and_membership():
+    assert scheme_name_tests("if a == 'cdpb':\n    pass\nb = x in ('anonymous', 'y')\nc = s != t\n") == [1, 3]
+
+
+def test_no_scheme_name_is_tested_outside_the_scheme_packages():
+    """A scheme's differences live in its packages (``otagym/schemes/<name>/``, ``baselines/<name>/``) and the
+    registry; outer layers ask them instead of branching on the name."""
+    from otagym.schemes import SCHEMES
+
+    own = [ROOT / "otagym" / "schemes"] + [ROOT / "baselines" / name for name in SCHEMES]
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in code_files() if not any(folder in p.parents for folder in own)
+             for line in scheme_name_tests(p.read_text())]
+    assert not found, found
