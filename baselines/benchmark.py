@@ -26,7 +26,7 @@ from baselines.policies import EqualAlloc
 from baselines.compare import POLICIES, PolicySpec
 from baselines.references import TRAIN_SEEDS, BestConstant, DualPrice, UniformRandom
 from otagym.env import OTAPrivacyVectorEnv
-from otagym.privacy import DEFAULT_ORDERS
+from otagym.accounting import DEFAULT_ORDERS
 from otagym.tasks import TASKS, sample_realisation, task_scenario
 from otagym.tasks import normalized_score as task_normalized_score
 
