@@ -23,4 +23,5 @@ __all__ = [
 ]
 
 warnings.warn("otagym.privacy is deprecated: import from otagym.accounting (the same names; the compiled curve "
-              "functions as otagym.accounting.curve.curve_log_a and curve_derivatives)", DeprecationWarning, stacklevel=2)
+              "functions as otagym.accounting.curve.curve_log_a and curve_derivatives)", DeprecationWarning,
+              stacklevel=2)

@@ -257,7 +257,8 @@ class _RunningSums:
                    first, rdp, rel)
 
 
-def _binomial_logs(alpha: NDArray, i: NDArray, orders: NDArray, log_c: NDArray, d_c: NDArray) -> tuple[NDArray, NDArray]:
+def _binomial_logs(alpha: NDArray, i: NDArray, orders: NDArray, log_c: NDArray,
+                   d_c: NDArray) -> tuple[NDArray, NDArray]:
     """log |C(alpha, i)| for this pass's indices ``i`` at the ``orders`` (``alpha``: their values, a column), and
     bounds on their errors, by the recurrence C(alpha, i+1) = C(alpha, i) (alpha - i) / (i + 1) from ``log_c`` and
     ``d_c`` (the first index's), which are moved on to the next pass's first index."""
@@ -383,8 +384,8 @@ def _finish(sums: _RunningSums, fin: NDArray, end: NDArray, alpha: NDArray) -> N
     sums.rdp[fin] = np.where(upper > 0, np.nextafter(_log1p_over(sums.top[fin], upper, a_fin) * (1 + 16 * _U), np.inf),
                              np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        sums.rel[fin] = np.where(sums.acc[fin] > 0, sums.rdp[fin] / _log1p_over(sums.top[fin], sums.acc[fin], a_fin) - 1,
-                                 np.inf)
+        sums.rel[fin] = np.where(sums.acc[fin] > 0,
+                                 sums.rdp[fin] / _log1p_over(sums.top[fin], sums.acc[fin], a_fin) - 1, np.inf)
     sums.rel[fin[sums.rdp[fin] < _TINY]] = 0.0  # a bound below the normal floats: nothing to tighten
 
 

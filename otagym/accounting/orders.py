@@ -12,7 +12,7 @@ __all__ = ["DEFAULT_ORDERS", "OPACUS_ORDERS", "ORDERS", "DP_ORDERS"]
 
 #: Integer order grid of otagym's ledgers for the final (eps, delta) conversion, roughly geometric from 2 to 256
 #: (one set of at most 255 exponentials per element and round serves all of them). Every order gives a valid bound;
-#: a grid only gives up tightness where the SGM's RDP blows up between two grid orders only gives up tightness where the SGM's RDP blows up between two grid orders. Measured against every integer
+#: a grid only gives up tightness where the SGM's RDP blows up between two grid orders. Measured against every integer
 #: order 2..256 at q = 0.01: median loss 0.1%, worst 9% at T = 500 (18% at T = 100). Pass ``range(2, 257)`` for the
 #: best integer order (18x the cost).
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 10, 13, 17, 22, 28, 36, 47, 61, 79, 103, 134, 174, 226, 256)

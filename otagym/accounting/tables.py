@@ -8,20 +8,20 @@ Sources
 
 Method
 ------
-A large ledger (integer orders, few distinct sampling rates, :data:`~otagym.accounting.ledger._TABLE_MIN_ELEMENTS` elements or more) reads each
-round's RDP from one table per sampling rate q and order alpha instead of summing eq. (9). f(u) = log A_alpha(u) =
-(alpha - 1) RDP, as a function of u = 1/sigma^2, is the cumulant generating function of T = (k^2 - k)/2 under the
-binomial weights w_k of eq. (9): f(0) = 0, f is convex, and its derivatives are the cumulants of T under the weights
-tilted by e^{T u}. The table spans [u_lo, u_hi] in coarse cells of _TABLE_COARSE nats of log u, each cut into 2^j equal
-sub-cells in u per order. On a sub-cell of width h the value is the quintic Hermite interpolant p of f, f', f'' at its
-ends, raised by a bound on |f - p| <= max|f^(6)| h^6 / 46080, with f^(6) = kappa_6 bounded over the sub-cell from the
-tilted weights at its ends (:func:`~otagym.accounting.interpolation._kappa6_bound`), and by bounds on the rounding of the nodes, the coefficients and
-the evaluation: an upper bound on f, above it by at most _TABLE_TOL of f plus the rounding bounds (1e-15 to 1e-12 of f,
-the most where the terms of large k, whose weights' logs are the least exact, carry f). Where T's weights form
-two clusters (the terms near k = alpha overtake those near k = alpha q: f turns within ~1/alpha^2 of u), the two
-clusters' log-sums are interpolated apart and added at evaluation (log-add-exp). Below u_lo the bound is the chord
-through the origin (f is convex, f(0) = 0), above u_hi it is t_alpha u + log w_alpha + e^{-(alpha-1) u}
-(1 - w_alpha) / w_alpha; both lie within 1e-14 of f there.
+A large ledger (integer orders, few distinct sampling rates, :data:`~otagym.accounting.ledger._TABLE_MIN_ELEMENTS`
+elements or more) reads each round's RDP from one table per sampling rate q and order alpha instead of summing eq. (9).
+f(u) = log A_alpha(u) = (alpha - 1) RDP, as a function of u = 1/sigma^2, is the cumulant generating function of T =
+(k^2 - k)/2 under the binomial weights w_k of eq. (9): f(0) = 0, f is convex, and its derivatives are the cumulants of T
+under the weights tilted by e^{T u}. The table spans [u_lo, u_hi] in coarse cells of _TABLE_COARSE nats of log u, each
+cut into 2^j equal sub-cells in u per order. On a sub-cell of width h the value is the quintic Hermite interpolant p of
+f, f', f'' at its ends, raised by a bound on |f - p| <= max|f^(6)| h^6 / 46080, with f^(6) = kappa_6 bounded over the
+sub-cell from the tilted weights at its ends (:func:`~otagym.accounting.interpolation._kappa6_bound`), and by bounds on
+the rounding of the nodes, the coefficients and the evaluation: an upper bound on f, above it by at most _TABLE_TOL of f
+plus the rounding bounds (1e-15 to 1e-12 of f, the most where the terms of large k, whose weights' logs are the least
+exact, carry f). Where T's weights form two clusters (the terms near k = alpha overtake those near k = alpha q: f turns
+within ~1/alpha^2 of u), the two clusters' log-sums are interpolated apart and added at evaluation (log-add-exp). Below
+u_lo the bound is the chord through the origin (f is convex, f(0) = 0), above u_hi it is t_alpha u + log w_alpha +
+e^{-(alpha-1) u} (1 - w_alpha) / w_alpha; both lie within 1e-14 of f there.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class _CurveTable:
     coarse cells of log u from ``v_lo``, with edges ``edges`` (C + 1,) in u; per coarse cell and order, ``n_sub`` (C, O)
     equal sub-cells from index ``start`` (C, O) of ``cell_rows``, which holds each sub-cell's first row of ``coef``
     times 2, plus 1 where it has two clusters (rows r and r + 1); ``coef`` (R, 6): Horner coefficients of f in t in
-    [0, 1], each raised by its sub-cell's bound. ``chord`` (O,): f(u_lo) / u_lo, raised; ``asymptote`` (O, 2): t_alpha and
-    log w_alpha (raised) of the bound above the top."""
+    [0, 1], each raised by its sub-cell's bound. ``chord`` (O,): f(u_lo) / u_lo, raised; ``asymptote`` (O, 2):
+    t_alpha and log w_alpha (raised) of the bound above the top."""
 
     v_lo: float
     edges: NDArray
