@@ -32,12 +32,13 @@ def curve_log_a(u: float, log_w: NDArray, tri: NDArray) -> float:
     eq. (9) loses it). S is summed in linear space where every tri_k u <= 30 (no overflow possible), else in log space
     (terms log w_k + log expm1(x_k) relative to the largest); the choice depends on the element alone.
 
-    Bound: log w_k = log C(alpha,k) + k log q + (alpha-k) log(1-q) is within :data:`_TERM_U` of its magnitudes,
-    |log w_k| + 2 log C(alpha,k) <= |log w_k| + 2 alpha log 2 (:func:`_order_bound`); x_k = tri_k u from
-    u = 1/sigma^2 within _TERM_U x_k, and expm1 and log(1 - e^-x) within _TERM_U (|log(1 - e^-x)| + 1); the terms'
-    sum within K u, and the log space's shift and logarithm within :data:`_ROUND_U` of theirs. Terms are weighted by
-    their share of S, so the bound is as tight as the terms that matter. :func:`_raise_log1p` raises the result, and
-    :func:`_floored` adds what subnormal numbers lose near the smallest floats.
+    Bound: log w_k = log C(alpha,k) + k log q + (alpha-k) log(1-q) is within :data:`~otagym.accounting.rounding._TERM_U`
+    of its magnitudes, |log w_k| + 2 log C(alpha,k) <= |log w_k| + 2 alpha log 2
+    (:func:`~otagym.accounting.rounding._order_bound`); x_k = tri_k u from u = 1/sigma^2 within _TERM_U x_k, and expm1
+    and log(1 - e^-x) within _TERM_U (|log(1 - e^-x)| + 1); the terms' sum within K u, and the log space's shift and
+    logarithm within :data:`~otagym.accounting.rounding._ROUND_U` of theirs. Terms are weighted by their share of S, so
+    the bound is as tight as the terms that matter. :func:`~otagym.accounting.rounding._raise_log1p` raises the result,
+    and :func:`_floored` adds what subnormal numbers lose near the smallest floats.
     """
     n = tri.size
     base = _order_bound_jit(n + 1.0)
@@ -78,9 +79,9 @@ def curve_log_a(u: float, log_w: NDArray, tri: NDArray) -> float:
 
 @njit(inline="always", **JIT_NO_ALLOC)
 def _floored(log_a: float, n: int, x_max: float) -> float:
-    """``log_a`` raised, where it is below :data:`_UNDERFLOW_ZONE`, by what n terms of S lose when their weights are
-    subnormal (each within one smallest float, then multiplied by expm1(x_k) <= expm1(``x_max``) in linear space), and
-    the last roundings of subnormal results (4 units)."""
+    """``log_a`` raised, where it is below :data:`~otagym.accounting.rounding._UNDERFLOW_ZONE`, by what n terms of S
+    lose when their weights are subnormal (each within one smallest float, then multiplied by expm1(x_k) <=
+    expm1(``x_max``) in linear space), and the last roundings of subnormal results (4 units)."""
     if log_a < _UNDERFLOW_ZONE:
         return log_a + (n * (1.0 + math.expm1(x_max)) + 4.0) * _SMALLEST
     return log_a
@@ -129,7 +130,7 @@ class SGMCurve:
     """RDP of the SGM at one integer order, as a function of ``u = 1 / sigma^2``, for fixed sampling rates.
 
     The weights of eq. (9) depend only on (q, alpha) and are computed once; each evaluation is then the same
-    log1p-of-a-sum as :func:`rdp_sgm`'s fallback for single orders (one compiled implementation,
+    log1p-of-a-sum as :func:`~otagym.accounting.sgm.rdp_sgm`'s fallback for single orders (one compiled implementation,
     :func:`curve_log_a`, which the environments' round kernels call too). Used by the environments (per-round
     leakage) and by the policies (objective and derivative of per-round problems such as eq. (30)).
 

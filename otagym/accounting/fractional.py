@@ -30,8 +30,9 @@ _FRAC_CHUNK = 16
 _FRAC_CHUNK_MAX = 256
 #: Elements per sub-batch of the fractional series (times the number of fractional orders: the entries of a pass).
 _FRAC_SUB_BATCH = 128
-#: Floor (nats below the running maximum) of the exponentials of the fractional series; see :data:`_FLOOR`. A floored
-#: term is off by at most e^-700 of that maximum, which the error bound counts.
+#: Floor (nats below the running maximum) of the exponentials of the fractional series; see
+#: :data:`~otagym.accounting.integer._FLOOR`. A floored term is off by at most e^-700 of that maximum, which the error
+#: bound counts.
 _FRAC_FLOOR = -700.0
 #: The smallest normal float (the unit roundoff _U and the smallest float _SMALLEST: :mod:`otagym.accounting.rounding`).
 _TINY = float(np.finfo(float).tiny)
@@ -393,9 +394,9 @@ def _chord_upper(q: NDArray, u: NDArray, alpha: float) -> NDArray:
     """Upper bound on the RDP at a fractional order from the integer orders n = floor(alpha) and n + 1 (eq. 9).
 
     log A_alpha = (alpha - 1) RDP_alpha is convex in alpha (the cumulant generating function of the privacy loss) and
-    log A_1 = 0, so it lies below its chord between n and n + 1 (for alpha < 2 this is RDP_2, the bound of
-    monotonicity in the order). Each log A_n is an upper bound already (:func:`_log_a_int`, element by element, so
-    that the value does not depend on the batch).
+    log A_1 = 0, so it lies below its chord between n and n + 1 (for alpha < 2 this is RDP_2, the bound of monotonicity
+    in the order). Each log A_n is an upper bound already (:func:`~otagym.accounting.curve._log_a_int`, element by
+    element, so that the value does not depend on the batch).
     """
     n = float(np.floor(alpha))
     log_q, log_p = np.log(q), np.log1p(-q)

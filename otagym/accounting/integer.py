@@ -78,7 +78,7 @@ class _IntegerOrders:
     tri: NDArray  # (K,) (k^2 - k) / 2
     log_binom: NDArray  # (n, K) log C(alpha, k), -inf for k > alpha
     lb_k: NDArray  # (n, 2) indices of k = 2 and k = alpha: exact terms that bound S_alpha from below
-    bound: NDArray  # (n,) the part of the error bound that depends on the order alone (:func:`_order_bound`)
+    bound: NDArray  # (n,) the part of the error bound that depends on the order alone (rounding._order_bound)
 
 
 @lru_cache(maxsize=16)
@@ -108,10 +108,11 @@ def _log_s_int(lam: NDArray, lam_mag: NDArray, u: NDArray, io: _IntegerOrders) -
     from below (both increase with lambda and u); a term whose bound lies :data:`_PRUNE_NATS` below is dropped. For
     the noise of a training run most orders keep a handful of terms near k = alpha or near k = 2.
 
-    Error: log C(alpha, k) and the order's own roundings within :func:`_order_bound`, and the rest of each term's log
-    within :data:`_TERM_U` of the magnitudes it is made of (``lam_mag`` = |log q| + |log(1-q)| per unit of k, x_k and
-    log(1 - e^-x_k)), weighted by its share of the sum; the sum adds K u, the shift and the logarithm
-    :data:`_ROUND_U` of theirs, and the skipped terms at most 2 K e^-60 of S.
+    Error: log C(alpha, k) and the order's own roundings within :func:`~otagym.accounting.rounding._order_bound`, and
+    the rest of each term's log within :data:`~otagym.accounting.rounding._TERM_U` of the magnitudes it is made of
+    (``lam_mag`` = |log q| + |log(1-q)| per unit of k, x_k and log(1 - e^-x_k)), weighted by its share of the sum; the
+    sum adds K u, the shift and the logarithm :data:`~otagym.accounting.rounding._ROUND_U` of theirs, and the skipped
+    terms at most 2 K e^-60 of S.
 
     Returns:
         ``(log S, bound on |log S - exact|)``, each of shape (orders, elements).

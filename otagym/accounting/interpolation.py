@@ -29,9 +29,9 @@ _HERMITE_D1, _HERMITE_D2 = 16.0 / 81.0, 0.01728
 @njit(**JIT)
 def _cluster_log(u: float, log_w: NDArray, tri: NDArray, k0: int, k1: int, with_low: bool) -> float:
     """The log-sum of a cluster of eq. (9)'s terms at u: log sum_{k0 <= j < k1} w_j e^{t_j u} (``log_w``, ``tri`` as
-    :func:`curve_log_a`: j = k - 2), or with ``with_low`` (k0 = 0) also the k = 0, 1 terms: log(1 - W + S), S =
-    sum_j w_j expm1(t_j u), W the weight of the terms from k1 on; all terms (k1 = K) give log A_alpha to full relative
-    precision (:func:`curve_log_a`)."""
+    :func:`~otagym.accounting.curve.curve_log_a`: j = k - 2), or with ``with_low`` (k0 = 0) also the k = 0, 1 terms:
+    log(1 - W + S), S = sum_j w_j expm1(t_j u), W the weight of the terms from k1 on; all terms (k1 = K) give log
+    A_alpha to full relative precision (:func:`~otagym.accounting.curve.curve_log_a`)."""
     if not with_low:
         top = -math.inf
         for j in range(k0, k1):
@@ -57,9 +57,9 @@ def _cluster_node(u: float, log_w: NDArray, tri: NDArray, log_low: float, err_w:
     Errors: each term's log is off by at most d_j = ``err_w`` (its weight's log) + 2 ulp of t_j u (T = 0's weight: 4
     ulp of its log), so F = log Z by their weighted mean sum_j p_j d_j, plus the rounding of its sums; in log1p form
     (``with_low``: 1 + sum_j w_j expm1(t_j u), the 1 exact) by sum_j p_j min(1, t_j u) err_w_j + 2 ulp of u m (as
-    expm1(x) <= min(1, x) e^x); m by sum_j p_j min(t_j, |t_j - m|) (|d_j| + mean d) (T >= 0, and an error common to every
-    term cancels); the variance likewise with (t_j - m)^2, plus 2 E|T - m| times m's error. The pruned terms (below
-    e^-_TABLE_PRUNE of the largest) add their mass.
+    expm1(x) <= min(1, x) e^x); m by sum_j p_j min(t_j, |t_j - m|) (|d_j| + mean d) (T >= 0, and an error common to
+    every term cancels); the variance likewise with (t_j - m)^2, plus 2 E|T - m| times m's error. The pruned terms
+    (below e^-_TABLE_PRUNE of the largest) add their mass.
     """
     peak = -math.inf
     for j in range(k0, k1):
@@ -105,7 +105,8 @@ def _cluster_node(u: float, log_w: NDArray, tri: NDArray, log_low: float, err_w:
 @njit(**JIT)
 def _kappa6_bound(a: float, b: float, log_za: float, log_zb: float, m_a: float, m_b: float, log_w: NDArray,
                   tri: NDArray, log_low: float, k0: int, k1: int, with_low: bool) -> float:
-    """A bound on max |F^(6)| = |kappa_6| over u in [a, b] for a cluster's log-sum F, from its tilted weights at both ends.
+    """A bound on max |F^(6)| = |kappa_6| over u in [a, b] for a cluster's log-sum F, from its tilted weights at both
+    ends.
 
     A weight p_j(u) is log-concave in u (log p_j = log w_j + t_j u - F(u), F convex), so on [a, b] it lies below its
     tangents at both ends: below p_j(a) where t_j <= m_a = F'(a), below p_j(b) where t_j >= m_b, and below where the
@@ -176,10 +177,10 @@ def _valley(u: float, log_w: NDArray, tri: NDArray, log_low: float) -> int:
 def _hermite_cluster(a: float, b: float, log_w: NDArray, tri: NDArray, log_low: float, err_w: NDArray, k0: int,
                      k1: int, with_low: bool, node_a: tuple, node_b: tuple, out: NDArray) -> tuple[float, float]:
     """The quintic Hermite interpolant in t = (u - a)/(b - a) of a cluster's log-sum on [a, b] from its nodes at the
-    ends (:func:`_cluster_node`): its coefficients c_0..c_5 into ``out``, and the bounds on its interpolation error and on
-    the rest (the nodes' errors, the coefficients' and the evaluation's rounding (:func:`_quintic`), and where the
-    evaluation places u: the sub-cell's ends, u0 + j w, lie within 2 ulp of b, and t within 1 ulp of (u - u0) <= 0.29 u,
-    so u within 3 ulp of b, times F'(b))."""
+    ends (:func:`_cluster_node`): its coefficients c_0..c_5 into ``out``, and the bounds on its interpolation error and
+    on the rest (the nodes' errors, the coefficients' and the evaluation's rounding
+    (:func:`~otagym.accounting.tables._quintic`), and where the evaluation places u: the sub-cell's ends, u0 + j w, lie
+    within 2 ulp of b, and t within 1 ulp of (u - u0) <= 0.29 u, so u within 3 ulp of b, times F'(b))."""
     fa, da, sa, efa, eda, esa, lza = node_a
     fb, db, sb, efb, edb, esb, lzb = node_b
     h = b - a

@@ -26,9 +26,10 @@ __all__ = ["RDPLedger"]
 _TABLE_MIN_ELEMENTS = 512
 _TABLE_AFTER = 30_000
 _SERIES_ROUND_UNITS = 5
-#: Rounds per evaluation of the ledger (one :func:`rdp_sgm` call each), fewer where their evaluation would exceed
-#: _LEDGER_EVAL_BYTES: the accounting evaluates its elements in sub-batches of similar noise, so a round's RDP can
-#: differ in its last bits with the rounds evaluated beside it, and a ledger's results would depend on its buffering.
+#: Rounds per evaluation of the ledger (one :func:`~otagym.accounting.sgm.rdp_sgm` call each), fewer where their
+#: evaluation would exceed _LEDGER_EVAL_BYTES: the accounting evaluates its elements in sub-batches of similar noise, so
+#: a round's RDP can differ in its last bits with the rounds evaluated beside it, and a ledger's results would depend on
+#: its buffering.
 _LEDGER_BLOCK = 128
 #: Memory budgets (bytes): one block's evaluation (~ 4 arrays of elements x orders), and the buffer of noise
 #: multipliers beyond one block.
@@ -56,21 +57,21 @@ def _refuse_invalid_noise(sigma: NDArray) -> None:
 class RDPLedger:
     """Running RDP totals at a grid of orders, batched, composing a different noise multiplier every round.
 
-    A ledger with integer orders and at most :data:`_TABLE_MAX_RATES` distinct sampling rates in (0, 1) adds each
-    round at once from tables of the RDP curves (:class:`_CurveTable`, built once per sampling rate and order grid in a
-    process, 0.1-1.5 s): a few multiply-adds per element and order, each value a certified upper bound on eq. (9),
-    within 1e-12 of it for q in [1e-3, 0.9] (tested against mpmath). A large one (at least
-    :data:`_TABLE_MIN_ELEMENTS` elements) does so from its first round; a smaller one sums the series until that has
-    cost about a table's build (:data:`_TABLE_AFTER`), then tabulates. Any other
-    ledger sums the series (:func:`rdp_sgm`):
+    A ledger with integer orders and at most :data:`~otagym.accounting.tables._TABLE_MAX_RATES` distinct sampling rates
+    in (0, 1) adds each round at once from tables of the RDP curves (:class:`~otagym.accounting.tables._CurveTable`,
+    built once per sampling rate and order grid in a process, 0.1-1.5 s): a few multiply-adds per element and order,
+    each value a certified upper bound on eq. (9), within 1e-12 of it for q in [1e-3, 0.9] (tested against mpmath). A
+    large one (at least :data:`_TABLE_MIN_ELEMENTS` elements) does so from its first round; a smaller one sums the
+    series until that has cost about a table's build (:data:`_TABLE_AFTER`), then tabulates. Any other ledger sums the
+    series (:func:`~otagym.accounting.sgm.rdp_sgm`):
 
     ``record`` is O(1): it writes the round's noise multipliers into a buffer, grown as rounds arrive up to ``chunk``
     rounds; buffered rounds are folded into the totals in blocks of :data:`_LEDGER_BLOCK` consecutive rounds (one
-    vectorised :func:`rdp_sgm` call each; fewer where a block's evaluation would exceed :data:`_LEDGER_EVAL_BYTES`)
-    when the buffer is full, and the rest when ``rdp`` is read or rows are reset. The blocks do not depend on
-    ``chunk``, so neither do the results, to the bit. Memory: the totals, O(batch x orders), and the buffer,
-    O(batch x min(rounds, chunk)) within :data:`_LEDGER_BUFFER_BYTES` (at least one block), whatever the number of
-    rounds -- no history list (see :func:`_ledger_sizes`).
+    vectorised :func:`~otagym.accounting.sgm.rdp_sgm` call each; fewer where a block's evaluation would exceed
+    :data:`_LEDGER_EVAL_BYTES`) when the buffer is full, and the rest when ``rdp`` is read or rows are reset. The
+    blocks do not depend on ``chunk``, so neither do the results, to the bit. Memory: the totals, O(batch x orders),
+    and the buffer, O(batch x min(rounds, chunk)) within :data:`_LEDGER_BUFFER_BYTES` (at least one block), whatever
+    the number of rounds -- no history list (see :func:`_ledger_sizes`).
 
     Args:
         q: sampling rates, shape ``batch_shape`` (e.g. ``(n_envs, n_classes)``), in [0, 1].
@@ -139,7 +140,7 @@ class RDPLedger:
         return self._totals
 
     def epsilon(self, delta: float) -> tuple[NDArray, NDArray]:
-        """(eps, best order) of the totals at ``delta`` via :func:`rdp_to_dp`."""
+        """(eps, best order) of the totals at ``delta`` via :func:`~otagym.accounting.conversion.rdp_to_dp`."""
         return rdp_to_dp(self.rdp, self.orders, delta)
 
     def reset(self, mask: ArrayLike | None = None) -> None:

@@ -18,17 +18,18 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
     """RDP of one round of the Sampled Gaussian Mechanism, batched.
 
     Integer orders use eq. (9) (Lemma 1 of the AdaScale paper), all orders from one shared set of exponentials per
-    element (:func:`_log_s_int`), raised by a bound on its rounding error: an upper bound on the exact RDP, 5e-15
-    above it typically, ~1e-12 where the terms near k = alpha take over, up to 2e-11 near q = 1 (where k lambda +
-    alpha log(1-q) cancels). Fractional orders use the series of Mironov, Talwar & Zhang
-    (2019, Sec. 3.3; Opacus's ``_compute_log_a_frac``) rearranged to sum A - 1, with its alternating tail summed by
-    Cohen-Rodriguez Villegas-Zagier and every rounding and truncation error bounded (:func:`_rdp_frac_upper`): the
-    value returned is an upper bound on the exact RDP, never below it -- typically 1e-13 above it, up to
-    ~1e-13 sigma^2 / (alpha - 1) above where |q - 1/2| < ~1/sigma (float64 cancellation); where that bound is looser
-    than 2^-30 the chord of (alpha - 1) RDP between the integer orders around alpha (it is convex in alpha,
-    :func:`_chord_upper`) is taken if smaller. Values below the smallest float are rounded up to it.
-    Edge cases follow Opacus: ``q == 0`` -> 0; ``noise_multiplier == 0`` -> inf; ``q == 1`` -> alpha / (2 sigma^2)
-    (rounded up at fractional orders); ``noise_multiplier == inf`` -> 0.
+    element (:func:`~otagym.accounting.integer._log_s_int`), raised by a bound on its rounding error: an upper bound on
+    the exact RDP, 5e-15 above it typically, ~1e-12 where the terms near k = alpha take over, up to 2e-11 near q = 1
+    (where k lambda + alpha log(1-q) cancels). Fractional orders use the series of Mironov, Talwar & Zhang (2019, Sec.
+    3.3; Opacus's ``_compute_log_a_frac``) rearranged to sum A - 1, with its alternating tail summed by Cohen-Rodriguez
+    Villegas-Zagier and every rounding and truncation error bounded
+    (:func:`~otagym.accounting.fractional._rdp_frac_upper`): the value returned is an upper bound on the exact RDP,
+    never below it -- typically 1e-13 above it, up to ~1e-13 sigma^2 / (alpha - 1) above where |q - 1/2| < ~1/sigma
+    (float64 cancellation); where that bound is looser than 2^-30 the chord of (alpha - 1) RDP between the integer
+    orders around alpha (it is convex in alpha, :func:`~otagym.accounting.fractional._chord_upper`) is taken if smaller.
+    Values below the smallest float are rounded up to it. Edge cases follow Opacus: ``q == 0`` -> 0;
+    ``noise_multiplier == 0`` -> inf; ``q == 1`` -> alpha / (2 sigma^2) (rounded up at fractional orders);
+    ``noise_multiplier == inf`` -> 0.
 
     Args:
         q: Poisson sampling rate(s) in [0, 1].
