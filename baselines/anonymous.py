@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from otagym.anonymous import Accounting, AnonymousScenario, noise_multiplier, round_rdp, sample_batches
 from otagym.accounting import DEFAULT_ORDERS, rdp_to_dp
+from otagym.anonymous import Accounting, AnonymousScenario, noise_multiplier, round_rdp, sample_batches
 
 __all__ = ["BatchEpisodes", "calibrate_sigma", "ConstantSigma", "CalibratedSigma", "PaperSetting"]
 

@@ -25,8 +25,8 @@ from baselines.evaluation import normalized_score, reference_leakage, run_policy
 from baselines.policies import EqualAlloc
 from baselines.compare import POLICIES, PolicySpec
 from baselines.references import TRAIN_SEEDS, BestConstant, DualPrice, UniformRandom
-from otagym.env import OTAPrivacyVectorEnv
 from otagym.accounting import DEFAULT_ORDERS
+from otagym.env import OTAPrivacyVectorEnv
 from otagym.tasks import TASKS, sample_realisation, task_scenario
 from otagym.tasks import normalized_score as task_normalized_score
 

@@ -18,9 +18,9 @@ from numpy.typing import NDArray
 
 from baselines.core import Policy
 from baselines.policies import OfflineOptimal
+from otagym.accounting import DEFAULT_ORDERS, RDPLedger
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
-from otagym.accounting import DEFAULT_ORDERS, RDPLedger
 from otagym.receive_scaling import ReceiveScalingModel, Scenario
 
 __all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario",
