@@ -29,7 +29,7 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
-from otagym.privacy import DEFAULT_ORDERS, OPACUS_ORDERS, RDPLedger, rdp_sgm
+from otagym.accounting import DEFAULT_ORDERS, OPACUS_ORDERS, RDPLedger, rdp_sgm
 from otagym.tasks import TASKS
 
 #: The benchmark task whose settings (budget mode, price action, nu drawn per episode, no ledger) a row times.

@@ -115,7 +115,7 @@ def run_worker(pythonpath: Path, quick: bool, what: str = "steps") -> object:
 def cores(quick: bool) -> list[tuple[str, float, float]]:
     """(what, one core us, all cores us) of the compiled round and ledger, in this process."""
     from otagym import OTAPrivacyVectorEnv, jit
-    from otagym.privacy import RDPLedger
+    from otagym.accounting import RDPLedger
 
     rep = 3 if quick else 7
     rows: list[tuple[str, float, float]] = []

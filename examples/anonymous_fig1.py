@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from otagym._io import save_figure
+from otagym.accounting import OPACUS_ORDERS, rdp_sgm
 from otagym.anonymous import advanced_composition_curve, composed_epsilon, device_level_rdp, rdp_to_dp_lemma2
-from otagym.privacy import OPACUS_ORDERS, rdp_sgm
 
 RATES = (1.0, 0.5, 0.1, 0.01)
 DELTA = 1e-5

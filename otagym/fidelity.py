@@ -22,13 +22,12 @@ from typing import Any, Callable, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from otagym.datasets import DATASET_NAMES
 from otagym.validation import Integer, OfType, OneOf, Spec
 
 __all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "TrainingRuns", "fork_safe_torch"]
 
 Fidelity = Literal["analytic", "train"]
-#: Datasets of the training fidelity (their models: :data:`otagym.training.federation.DATASETS`).
-DATASET_NAMES = ("digits", "mnist", "cifar10")
 #: Step info of the training fidelity: the round's training loss, and the latest evaluation (every ``eval_every``
 #: rounds and at the last; ``evaluated_round`` = the round after which it was taken, -1 = the initial model);
 #: ``diverged`` (1.0 once the model diverged and stopped training: see ``otagym.training.Engine``).

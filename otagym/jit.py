@@ -1,6 +1,7 @@
 """The compiled-kernel runtime of otagym (numba): the options every kernel is compiled with, its on-disk cache keyed
 on the source of every kernel module, and the dispatch of a round's kernel (one core or all, without numba's typing
-of every call). The accounting (:mod:`otagym.privacy`) and the schemes' cores use it; nothing here is a formula.
+of every call). The accounting (:mod:`otagym.accounting`) and the schemes' cores use it; nothing here is a
+formula.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def specialised(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
 #: The otagym modules that may hold compiled kernels, as glob patterns relative to the package. A kernel inlines the
 #: kernels it calls from the other modules, while numba keys a cached kernel on its own module's source only:
 #: :func:`_share_cache_key` keys every one on all of these.
-KERNEL_MODULES = ("privacy.py", "accounting/*.py", "receive_scaling.py", "receive_scaling_env.py", "schemes/*/*.py")
+KERNEL_MODULES = ("accounting/*.py", "receive_scaling.py", "receive_scaling_env.py", "schemes/*/*.py")
 
 
 def _share_cache_key() -> None:

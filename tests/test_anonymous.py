@@ -17,11 +17,11 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from baselines import CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
 from baselines.anonymous.policies import BatchEpisodes
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.accounting import OPACUS_ORDERS, rdp_sgm, rdp_to_dp
 from otagym.anonymous import (advanced_composition, advanced_composition_curve, clip_gradients, composed_epsilon,
                               device_level_rdp, gaussian_epsilon, get_anonymous_scenario, noise_multiplier,
                               over_the_air, participation_from_threshold, per_device_noise_var, rdp_theorem1,
                               received_noise_var, round_rdp, theorem1_conditions, threshold_for_participation)
-from otagym.privacy import OPACUS_ORDERS, rdp_sgm, rdp_to_dp
 
 DELTA = 1e-5
 
@@ -251,7 +251,7 @@ def test_vector_env_of_one_is_the_single_env():
 def test_env_rounds_follow_the_protocol_and_the_accounting_is_opacus():
     """Over 64 x 40 rounds: E[a(t)] = N p and E[b_t] = N p n q (within 4.5 standard errors); the noise at the server is
     sigma^2 whenever someone transmits; every round's RDP equals Opacus's at rate p q and sigma b_t / (2L), and the
-    episode's eps is otagym.privacy.rdp_to_dp of their sums."""
+    episode's eps is otagym.accounting.rdp_to_dp of their sums."""
     s = get_anonymous_scenario(num_devices=30, participation=0.3, sampling_rate=0.2, dataset_size=50, clip_norm=2.0,
                                num_rounds=40)
     venv = OTAPrivacyVectorEnv(64, s, scheme="anonymous", action_type="sigma", dp_orders=(2, 8, 32))

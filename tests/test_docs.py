@@ -185,8 +185,8 @@ def test_rst_table_without_header():
 
 
 def test_roles_become_code_spans():
-    assert hook.rst_to_md(":class:`~otagym.env.OTAPrivacyEnv` and :func:`otagym.privacy.rdp_sgm`") == (
-        "`OTAPrivacyEnv` and `otagym.privacy.rdp_sgm`")
+    assert hook.rst_to_md(":class:`~otagym.env.OTAPrivacyEnv` and :func:`otagym.accounting.rdp_sgm`") == (
+        "`OTAPrivacyEnv` and `otagym.accounting.rdp_sgm`")
 
 
 def test_indexed_items_splits_entries_and_notes():

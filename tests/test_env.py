@@ -13,7 +13,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import otagym
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
-from otagym.privacy import DEFAULT_ORDERS
+from otagym.accounting import DEFAULT_ORDERS
 
 SHORT = dict(num_rounds=40)
 

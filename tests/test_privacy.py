@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from opacus.accountants.analysis import rdp as opacus_rdp
 from scipy import optimize, stats
 
-from otagym.privacy import (
+from otagym.accounting import (
     DEFAULT_ORDERS,
     RDPLedger,
     SGMCurve,
@@ -440,7 +440,7 @@ def test_default_order_grid_is_a_valid_bound_within_its_documented_tightness():
 def test_accounting_edges_raise_or_stay_valid():
     """Issue 9, class 4: rdp_to_dp refuses negative RDP and never returns a negative epsilon; the ledger checks q at
     construction. Opacus's fractional series returns a negative RDP where ours lies between the integer orders."""
-    from otagym.privacy import RDPLedger, rdp_sgm, rdp_to_dp
+    from otagym.accounting import RDPLedger, rdp_sgm, rdp_to_dp
 
     assert opacus_rdp.compute_rdp(q=0.3, noise_multiplier=50.0, steps=1, orders=[100.5])[0] < 0
     got = rdp_sgm(q=0.3, noise_multiplier=50.0, orders=[100.0, 100.5, 101.0])
@@ -462,3 +462,19 @@ def test_fractional_orders_lie_between_integer_orders(log_q, log_sigma, order):
     q, sigma = 10.0**log_q, 10.0**log_sigma
     lo, mid, hi = rdp_sgm(q=q, noise_multiplier=sigma, orders=[order, order + 0.5, order + 1])
     assert lo * (1 - 1e-9) - 1e-15 <= mid <= hi * (1 + 1e-9) + 1e-15
+
+
+def test_the_old_privacy_module_warns_and_reexports_the_accounting():
+    """``otagym.privacy`` (deprecated) warns, naming ``otagym.accounting``, and gives the same objects: its public
+    names and the compiled curve functions under their old private names."""
+    import importlib
+
+    import otagym.accounting as accounting
+    import otagym.privacy as privacy
+    from otagym.accounting.curve import curve_derivatives, curve_log_a
+
+    with pytest.warns(DeprecationWarning, match="otagym.accounting"):
+        importlib.reload(privacy)
+    assert set(privacy.__all__) == set(accounting.__all__)
+    assert all(getattr(privacy, name) is getattr(accounting, name) for name in privacy.__all__)
+    assert privacy._curve_log_a is curve_log_a and privacy._curve_derivatives is curve_derivatives

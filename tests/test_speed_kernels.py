@@ -8,15 +8,17 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from otagym import OTAPrivacyVectorEnv, jit, privacy
-from otagym.privacy import DEFAULT_ORDERS, RDPLedger, _curve_table, _LedgerTables, rdp_sgm
+import otagym.accounting.ledger as ledger_module
+from otagym import OTAPrivacyVectorEnv, jit
+from otagym.accounting import DEFAULT_ORDERS, RDPLedger, rdp_sgm
+from otagym.accounting.tables import _curve_table, _LedgerTables
 
 ORDERS = np.asarray(DEFAULT_ORDERS, dtype=float)
 
 
 def table_round(q: float, sigma: np.ndarray) -> np.ndarray:
     """One round's RDP at DEFAULT_ORDERS of each noise multiplier, from the tables of sampling rate q."""
-    tables = _LedgerTables.build(np.full(privacy._TABLE_MIN_ELEMENTS, q), ORDERS)
+    tables = _LedgerTables.build(np.full(ledger_module._TABLE_MIN_ELEMENTS, q), ORDERS)
     assert tables is not None
     tables = type(tables)(**{**tables.__dict__, "group": np.zeros(sigma.size, dtype=np.int64)})
     totals = np.zeros((sigma.size, ORDERS.size))
@@ -85,7 +87,7 @@ def test_a_small_ledger_tabulates_once_the_series_has_cost_a_tables_build(monkey
     the tables: its totals stay within 1e-12 above the series' sums (never below), an invalid round still raises naming
     the parameter and leaves the totals as they were, and a ledger that cannot tabulate (a fractional order) keeps the
     series."""
-    monkeypatch.setattr(privacy, "_TABLE_AFTER", 150)
+    monkeypatch.setattr(ledger_module, "_TABLE_AFTER", 150)
     q = np.full(10, 0.01)
     sigmas = np.random.default_rng(3).uniform(0.5, 5.0, size=(40, 10))
     ledger = RDPLedger(q)

@@ -7,7 +7,7 @@ from typing import Any
 
 from baselines.anonymous.policies import CalibratedSigma, PaperSetting
 from baselines.benchmark import ConstantAction, RandomAction, SchemeBenchmark, best_constant_action
-from otagym.privacy import DEFAULT_ORDERS
+from otagym.accounting import DEFAULT_ORDERS
 from otagym.tasks import TASKS
 
 __all__ = ["AnonymousBenchmark", "BENCHMARK"]

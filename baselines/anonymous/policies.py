@@ -7,7 +7,7 @@ scenario only, never the round's a(t) or b_t.
 
 * :class:`ConstantSigma`: a given sigma every round.
 * :class:`CalibratedSigma`: the constant sigma with which an episode meets a target (eps, delta) with a given
-  confidence (:func:`calibrate_sigma`, bisection on log sigma through the SGM accountant of :mod:`otagym.privacy`).
+  confidence (:func:`calibrate_sigma`, bisection on log sigma through the SGM accountant of :mod:`otagym.accounting`).
 * :class:`PaperSetting`: the setting of the paper's Fig. 1, sigma' = 1 at the expected batch.
 """
 
@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from otagym.accounting import DEFAULT_ORDERS, rdp_to_dp
 from otagym.anonymous import Accounting, AnonymousScenario, noise_multiplier, round_rdp, sample_batches
-from otagym.privacy import DEFAULT_ORDERS, rdp_to_dp
 
 __all__ = ["BatchEpisodes", "calibrate_sigma", "ConstantSigma", "CalibratedSigma", "PaperSetting"]
 

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from baselines.receive_scaling.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
-from otagym.privacy import tail_bound_budget
+from otagym.accounting import tail_bound_budget
 from otagym.receive_scaling import (BUDGET_ACTIONS, UNIT_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost,
                                     normalized_x, spend_cost)
 from otagym.receive_scaling_env import Rounds

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from otagym.fidelity import DATASET_NAMES
+from otagym.datasets import DATASET_NAMES
 from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition
 from otagym.training.fedsgd import FedSGD
 from otagym.training.models import CifarResNet, DigitsCNN, MnistCNN, num_parameters

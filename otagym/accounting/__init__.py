@@ -1,0 +1,42 @@
+"""Privacy accounting: pure, array-first functions and a thin running ledger.
+
+Everything here is batched: ``q`` and ``noise_multiplier`` broadcast against each other (any leading shape, e.g.
+envs x devices), and ``orders`` adds a trailing axis when it is a sequence.
+
+Modules (each module's docstring cites the equations it implements):
+
+* :mod:`~otagym.accounting.orders`: the order grids (:data:`DEFAULT_ORDERS`, :data:`OPACUS_ORDERS`), the spec of an
+  ``orders`` argument (:data:`ORDERS`, :data:`DP_ORDERS`), the checks of q, sigma and orders.
+* :mod:`~otagym.accounting.sgm`: :func:`rdp_sgm`, the RDP of one round of the Sampled Gaussian Mechanism: edge cases,
+  then :mod:`~otagym.accounting.integer` (eq. (9) at integer orders, in log space) and
+  :mod:`~otagym.accounting.fractional` (the certified series of Mironov, Talwar & Zhang at fractional orders), both
+  upper bounds under the rounding model of :mod:`~otagym.accounting.rounding`.
+* :mod:`~otagym.accounting.conversion`: :func:`rdp_to_dp`, RDP -> (eps, delta)-DP by eq. (6).
+* :mod:`~otagym.accounting.tail_bound`: Liu & Simeone's ``R_dp(eps, delta)``.
+* :mod:`~otagym.accounting.curve`: :class:`SGMCurve` and the compiled eq. (9) at one order
+  (:func:`~otagym.accounting.curve.curve_log_a`, :func:`~otagym.accounting.curve.curve_derivatives`) that the
+  environments' round kernels call.
+* :mod:`~otagym.accounting.tables` (with :mod:`~otagym.accounting.interpolation`): tabulated curves for large ledgers.
+* :mod:`~otagym.accounting.ledger`: :class:`RDPLedger`, running totals over rounds.
+"""
+
+from otagym.accounting.conversion import rdp_to_dp
+from otagym.accounting.curve import SGMCurve
+from otagym.accounting.ledger import RDPLedger
+from otagym.accounting.orders import DEFAULT_ORDERS, DP_ORDERS, OPACUS_ORDERS, ORDERS
+from otagym.accounting.sgm import rdp_sgm
+from otagym.accounting.tail_bound import tail_bound_budget, tail_bound_c_inverse, tail_bound_epsilon
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "OPACUS_ORDERS",
+    "ORDERS",
+    "DP_ORDERS",
+    "SGMCurve",
+    "RDPLedger",
+    "rdp_sgm",
+    "rdp_to_dp",
+    "tail_bound_budget",
+    "tail_bound_epsilon",
+    "tail_bound_c_inverse",
+]
