@@ -478,3 +478,24 @@ def test_the_old_privacy_module_warns_and_reexports_the_accounting():
     assert set(privacy.__all__) == set(accounting.__all__)
     assert all(getattr(privacy, name) is getattr(accounting, name) for name in privacy.__all__)
     assert privacy._curve_log_a is curve_log_a and privacy._curve_derivatives is curve_derivatives
+
+
+@pytest.mark.parametrize("sigma", [1.4e154, 1e160, 1e300])
+@pytest.mark.parametrize("q", [0.01, 1.0])
+def test_a_noise_multiplier_whose_square_overflows_gets_an_upper_bound_not_nan(q, sigma):
+    """1/sigma^2 underflows to 0 above sigma ~ 1.3e154, where eq. (9) took the log of 0 (NaN) and q = 1 gave 0, below
+    the exact RDP: the full Gaussian's alpha / (2 sigma^2), at least the smallest float, bounds it (mpmath)."""
+    orders = [2, 3, 2.5]
+    got = rdp_sgm(q=q, noise_multiplier=sigma, orders=orders)
+    assert np.all(np.isfinite(got)) and np.all(got > 0)
+    smallest = mp.mpf(np.nextafter(0.0, 1.0))
+    with mp.workdps(60):
+        u = 1 / mp.mpf(sigma) ** 2
+        for order, value in zip(orders, got):
+            gaussian = order * u / 2  # the full Gaussian's RDP, at least the subsampled one's
+            if order == int(order) and q < 1:  # eq. (9) exactly
+                a = mp.fsum(mp.binomial(order, k) * (1 - mp.mpf(q)) ** (order - k) * mp.mpf(q) ** k
+                            * mp.exp((k * k - k) * u / 2) for k in range(int(order) + 1))
+                assert mp.mpf(value) >= mp.log(a) / (order - 1)
+            assert gaussian <= mp.mpf(value) or q < 1
+            assert mp.mpf(value) <= gaussian * (1 + 1e-12) + 4 * smallest  # subnormals: a few units of the last place

@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.accounting.fractional import _rdp_frac
 from otagym.accounting.integer import _rdp_int
 from otagym.accounting.orders import _validate_orders, _validate_q_sigma
-from otagym.accounting.rounding import _U
+from otagym.accounting.rounding import _SMALLEST, _U
 
 __all__ = ["rdp_sgm"]
 
@@ -63,8 +63,9 @@ def rdp_sgm(*, q: ArrayLike, noise_multiplier: ArrayLike, orders: ArrayLike) -> 
 
 def _edge_cases(q: NDArray, sigma: NDArray, orders: NDArray, is_int: NDArray) -> tuple[NDArray, NDArray, NDArray]:
     """The RDP of the edge cases, in Opacus's order of precedence (q == 0: 0; sigma == 0: inf; sigma == inf: 0;
-    q == 1: alpha u / 2, rounded up at fractional orders; 1/sigma^2 overflowing to inf: inf), for flat ``q`` and
-    ``sigma`` at ``orders`` (``is_int``: which are integers).
+    q == 1: alpha u / 2, rounded up at fractional orders; 1/sigma^2 overflowing to inf: inf; 1/sigma^2 underflowing
+    to 0 for a finite sigma: alpha / (2 sigma^2), the full Gaussian's RDP, which bounds the subsampled one, rounded up
+    and at least the smallest float), for flat ``q`` and ``sigma`` at ``orders`` (``is_int``: which are integers).
 
     Returns:
         ``(rdp, u, generic)``: the RDP, shape (elements, orders), zero where ``generic``; u = 1/sigma^2; which elements
@@ -84,7 +85,10 @@ def _edge_cases(q: NDArray, sigma: NDArray, orders: NDArray, is_int: NDArray) ->
     # 1/sigma^2 overflowing to inf (sigma < ~1e-154) is "no privacy" too.
     overflow = generic & np.isinf(u)
     out[overflow] = np.inf
-    generic &= ~overflow
+    underflow = (generic | full_q) & (u == 0)  # sigma > ~1.3e154: eq. (9) would take the log of 0
+    gaussian = orders[None, :] / 2 / sigma[underflow, None] / sigma[underflow, None]
+    out[underflow] = np.maximum(np.nextafter(gaussian * (1 + 4 * _U), np.inf), _SMALLEST)
+    generic &= ~(overflow | underflow)
     return out, u, generic
 
 
