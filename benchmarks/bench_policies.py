@@ -25,7 +25,7 @@ from baselines import AdaScale, OfflineOptimal, sample_realisations
 from baselines.benchmark import play_episodes
 from baselines.compare import DEFAULT_POLICIES, PolicySpec, compare, evaluate_cells
 from otagym import get_scenario
-from otagym.receive_scaling import ReceiveScalingModel
+from otagym.schemes.receive_scaling import ReceiveScalingModel
 from otagym.tasks import TASKS, task_scenario
 
 #: The model and task of the trained-model timing.

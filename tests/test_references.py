@@ -13,7 +13,7 @@ from baselines.policies import AdaScale, Budgeted
 from baselines.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
                                   OnlineOptimal, best_constant_action, tune_on_training)
 from otagym.channel import mean_channel_gain
-from otagym.receive_scaling import ReceiveScalingModel, get_scenario
+from otagym.schemes.receive_scaling import ReceiveScalingModel, get_scenario
 
 
 def test_seed_ranges_are_disjoint():

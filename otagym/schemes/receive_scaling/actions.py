@@ -64,10 +64,10 @@ class ActionSettings(NamedTuple):
 ACTION_ARGS: dict[str, Spec] = {
     "reward_mode": OneOf(get_args(RewardMode), optional=True),
     "action_type": OneOf(get_args(ActionType), optional=True),
-    "x_min_ratio": Real(X_FLOOR_RATIO, 1.0, high_open=True),
     "budget_multiplier_max": Real(1.0, PHYSICAL_RANGE[1], low_open=True),
     "price_decades": Real(0.0, 30.0, low_open=True),
     "price_buffer_sd": Real(0.0, 100.0),
+    "x_min_ratio": Real(X_FLOOR_RATIO, 1.0, high_open=True),
 }
 #: Their names, and the defaults of those that have one (the core's signature uses these).
 ACTION_KEYS = tuple(ACTION_ARGS)
@@ -93,7 +93,7 @@ def action_semantics(env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (the others are ignored): validated, the
     defaults filled in and the modes resolved (:func:`resolve_modes`)."""
     given = {k: v for k, v in (env_kwargs or {}).items() if k in ACTION_ARGS}
-    args = check_args(ACTION_ARGS, **{**ACTION_DEFAULTS, **given})
+    args = check_args(ACTION_ARGS, **{k: given.get(k, ACTION_DEFAULTS[k]) for k in ACTION_KEYS})
     args["reward_mode"], args["action_type"] = resolve_modes(args["reward_mode"], args["action_type"])
     return args
 
