@@ -8,9 +8,9 @@ policy computes in float32) and ARS can train it further. One implementation of 
 and the torch policy.
 
 The features of an observation of M devices (read by name from its layout,
-:class:`otagym.schemes.receive_scaling.observation.ObservationLayout`): 1, z, z^2, h, p, t, z h, z p, z t, with z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this
-round's weakest channel against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets
-nu, the terms 1, z, z^2 give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"``
+:class:`otagym.schemes.receive_scaling.observation.ObservationLayout`): 1, z, z^2, h, p, t, z h, z p, z t, with
+z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this round's weakest channel
+against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets nu, the terms 1, z, z^2 give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"``
 feature set (:data:`FEATURE_SETS`) adds h^2, h^3 and z h^2: on the constrained tasks the best spend is a
 threshold-and-saturate function of the channel (nothing below a threshold, then a spend that levels off), which the
 line through h cannot follow.
@@ -55,7 +55,8 @@ def price_features(obs: Array, features: str = "price") -> Array:
     if features not in FEATURE_SETS:
         raise ValueError(f"features must be one of {sorted(FEATURE_SETS)}; got {features!r}")
     layout = ObservationLayout.of_size(obs.shape[-1])
-    z, h, p, t = obs[..., layout.log_nu], obs[..., layout.channel], obs[..., layout.fair_share], obs[..., layout.progress]
+    z, h = obs[..., layout.log_nu], obs[..., layout.channel]
+    p, t = obs[..., layout.fair_share], obs[..., layout.progress]
     xp = torch if isinstance(obs, torch.Tensor) else np
     columns = [xp.ones_like(z), z, z * z, h, p, t, z * h, z * p, z * t]
     if features == "cubic":
@@ -128,7 +129,7 @@ class LinearPricePolicy(ARSPolicy):
 class ObservedOnlineOptimal:
     """The price action of :class:`baselines.references.OnlineOptimalAction` computed from receive-scaling
     observations alone, for policies that see nothing else: each row's nu, placement, round, budget left and channel
-    are read back from the observation (docs/environment/receive-scaling.md#observation), the programme of its nu and
+    are read back from the observation by its layout's names, the programme of its nu and
     placement is solved at its first round (:func:`~baselines.references.solve_online_optimal`, about 0.5 s at T =
     500; cached, so the rounds after it and a replayed realisation cost a table look-up) and the round's price action
     is :func:`~baselines.references.online_optimal_price_action`'s. The observation is float32, so the decision is
@@ -154,7 +155,8 @@ class ObservedOnlineOptimal:
         if semantics["reward_mode"] != "budget" or semantics["action_type"] != "price":
             raise ValueError("env_kwargs: OnlineOptimal's action is the budget mode's price action; got "
                              f"reward_mode={semantics['reward_mode']!r}, action_type={semantics['action_type']!r}")
-        self.model, self.num_rounds, self.block = ReceiveScalingModel(scenario), scenario.num_rounds, block_rounds(scenario)
+        self.model, self.num_rounds = ReceiveScalingModel(scenario), scenario.num_rounds
+        self.block = block_rounds(scenario)
         self.log10_nu_ref = log10_nu_ref(scenario.nu_grid, env_kwargs.get("nu_range"))
         self.price_decades, self.buffer_sd = semantics["price_decades"], semantics["price_buffer_sd"]
         self.snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # E[s_m] / E|h_m|^2

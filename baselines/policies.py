@@ -182,7 +182,8 @@ class OfflineOptimal(_PolicyBase):
     every online policy at the same nu.
 
     The round's minimiser is a receive scaling ``eta*(mu)`` that does not depend on the channel, capped by the power
-    limit (:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.price_receive_scaling`): ``eta_t = min(eta*, x_max
+    limit (:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.price_receive_scaling`):
+    ``eta_t = min(eta*, x_max
     h_min,t^2)``. So the dual search is one for a common water level eta, and it is solved exactly: bisection on
     log eta (the mean cost decreases in eta) finds which rounds sit at the power limit, and the closed form
     eta = d sigma_n^2 |S| / (nu T + d sigma_n^2 sum_{t in S} 1/(x_max h_t^2)) over the other rounds S gives eta;

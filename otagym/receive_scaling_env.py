@@ -7,5 +7,5 @@ from otagym.schemes.receive_scaling import OBS_BOUND, ActionType, RewardMode, Ro
 
 __all__ = ["Rounds", "ActionType", "RewardMode", "OBS_BOUND"]
 
-warnings.warn("otagym.receive_scaling_env is deprecated: import from otagym.schemes.receive_scaling", DeprecationWarning,
-              stacklevel=2)
+warnings.warn("otagym.receive_scaling_env is deprecated: import from otagym.schemes.receive_scaling",
+              DeprecationWarning, stacklevel=2)

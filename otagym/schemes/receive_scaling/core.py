@@ -153,7 +153,8 @@ class ReceiveScalingCore:
             raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is required "
                              "with reward_mode='lagrangian'; got None. reward_mode='budget' needs no lambda.")
         if reward_mode != "lagrangian" and reward_lambda is not None:
-            raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got reward_mode={reward_mode!r}")
+            raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got "
+                             f"reward_mode={reward_mode!r}")
         nu_range = args["nu_range"]
         if nu_range is not None and nu_range[0] > nu_range[1]:
             raise ValueError(f"nu_range must be (low, high) with low <= high; got {nu_range}")
@@ -313,11 +314,11 @@ class ReceiveScalingCore:
     def decide(self, action: ArrayLike) -> tuple[NDArray, NDArray]:
         """``(x_t, c_t)`` for each env from the action, validated.
 
-        * price, share: c_t = :func:`~otagym.schemes.receive_scaling.actions.budget_action_cost` (capped at the budget left R_t; the
-          last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
+        * price, share: c_t = :func:`~otagym.schemes.receive_scaling.actions.budget_action_cost` (capped at the
+          budget left R_t; the last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
         * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
-        * spend: c_t = :func:`~otagym.schemes.receive_scaling.actions.spend_cost` = nu (10^(1 + a) - 1) / 9, a in [-1, 1] (a = 0 is
-          EqualAlloc), x_t = the x with c_t(x) = c_t.
+        * spend: c_t = :func:`~otagym.schemes.receive_scaling.actions.spend_cost` = nu (10^(1 + a) - 1) / 9,
+          a in [-1, 1] (a = 0 is EqualAlloc), x_t = the x with c_t(x) = c_t.
         * x: x in [1e-12 x_max, x_max]. * eta: x = eta / h_min,t^2 clipped to [1e-12 x_max, x_max].
         x must be >= 1e-12 x_max (the floor of the analytic policies' search; below it the convergence cost
         overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max. An eta is

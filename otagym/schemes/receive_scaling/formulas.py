@@ -1,8 +1,8 @@
 """Receive scaling (model A, the AdaScale paper: Kalarde et al., *Privacy Enhancement in Over-the-Air Federated
 Learning via Adaptive Receive Scaling*, §IV-V) -- the per-round formulas, compiled.
 
-Notation (the AdaScale paper's): eta_t receive scaling, h_min,t = min_m |h_m,t| / k_m, x_t = eta_t / h_min,t^2 (eq. (23)),
-x_max = P_max d M^2 / G^2, 0 < x_t <= x_max (eq. (24)).
+Notation (the AdaScale paper's): eta_t receive scaling, h_min,t = min_m |h_m,t| / k_m, x_t = eta_t / h_min,t^2
+(eq. (23)), x_max = P_max d M^2 / G^2, 0 < x_t <= x_max (eq. (24)).
 
 Each formula of one element is a compiled scalar function (numba, :data:`otagym.jit.JIT`) reading the scenario's
 constants from one :class:`ModelArrays`; :class:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel` and the

@@ -165,7 +165,8 @@ class ReceiveScalingModel:
     def stationary_headroom(self, nu: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
         """E[L_t under EqualAlloc] - E[L_t at the stationary water level of spend nu] per round: the expected gap
         per round between EqualAlloc and the best schedule of one eta (the offline optimum's form), the unit of the
-        budget-mode reward (see :class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`). Positive: water-filling beats equal
+        budget-mode reward (see :class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`). Positive:
+        water-filling beats equal
         spending by Jensen's inequality unless the channel is constant; floored at 1e-6 of EqualAlloc's leakage so
         that a degenerate placement cannot give an infinite reward."""
         equal = self.expected_equal_alloc_leakage(nu, mean_h_min2)

@@ -1,6 +1,6 @@
 """Receive scaling -- the channel law's integrals: the quadrature rules of the expectations over h_min^2 ~ Exponential
-and the table of the stationary water level (:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.stationary_level`),
-built once at import."""
+and the table of the stationary water level
+(:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.stationary_level`), built once at import."""
 
 from __future__ import annotations
 
