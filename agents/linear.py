@@ -10,10 +10,11 @@ and the torch policy.
 The features of an observation of M devices (read by name from its layout,
 :class:`otagym.schemes.receive_scaling.observation.ObservationLayout`): 1, z, z^2, h, p, t, z h, z p, z t, with
 z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this round's weakest channel
-against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets nu, the terms 1, z, z^2 give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"``
-feature set (:data:`FEATURE_SETS`) adds h^2, h^3 and z h^2: on the constrained tasks the best spend is a
-threshold-and-saturate function of the channel (nothing below a threshold, then a spend that levels off), which the
-line through h cannot follow.
+against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets nu, the terms 1, z, z^2
+give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"`` feature set
+(:data:`FEATURE_SETS`) adds h^2, h^3 and z h^2: on the constrained tasks the best spend is a threshold-and-saturate
+function of the channel (nothing below a threshold, then a spend that levels off), which the line through h cannot
+follow.
 
 :class:`OnlineOptimalResidualPolicy` adds the same linear term to a base, the action of ``OnlineOptimal`` (the
 dynamic programme over the budget left, docs/rl.md §6) computed from the observation alone
