@@ -7,13 +7,14 @@ linear layer, so ``ARS.load("model.zip")`` plays it with ``predict`` (the search
 policy computes in float32) and ARS can train it further. One implementation of the features serves the numpy search
 and the torch policy.
 
-The features of an observation of M devices (layout: docs/environment/receive-scaling.md#observation): 1, z, z^2, h,
-p, t, z h, z p, z t, with z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this
-round's weakest channel against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets
-nu, the terms 1, z, z^2 give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"``
-feature set (:data:`FEATURE_SETS`) adds h^2, h^3 and z h^2: on the constrained tasks the best spend is a
-threshold-and-saturate function of the channel (nothing below a threshold, then a spend that levels off), which the
-line through h cannot follow.
+The features of an observation of M devices (read by name from its layout,
+:class:`otagym.schemes.receive_scaling.observation.ObservationLayout`): 1, z, z^2, h, p, t, z h, z p, z t, with
+z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this round's weakest channel
+against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets nu, the terms 1, z, z^2
+give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"`` feature set
+(:data:`FEATURE_SETS`) adds h^2, h^3 and z h^2: on the constrained tasks the best spend is a threshold-and-saturate
+function of the channel (nothing below a threshold, then a spend that levels off), which the line through h cannot
+follow.
 
 :class:`OnlineOptimalResidualPolicy` adds the same linear term to a base, the action of ``OnlineOptimal`` (the
 dynamic programme over the budget left, docs/rl.md §6) computed from the observation alone
@@ -34,6 +35,7 @@ from sb3_contrib.ars.policies import ARSPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from baselines.receive_scaling.policies import ActionPolicy
+from otagym.schemes.receive_scaling.observation import ObservationLayout
 
 __all__ = ["FEATURES", "FEATURE_SETS", "LinearFeaturePolicy", "LinearPricePolicy", "linear_term", "feature_set",
            "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
@@ -48,20 +50,14 @@ FEATURE_SETS = {"price": FEATURES, "cubic": FEATURES + ("h^2", "h^3", "z h^2")}
 Array = TypeVar("Array", np.ndarray, torch.Tensor)
 
 
-def _num_devices(obs_dim: int) -> int:
-    """M of a receive-scaling observation of ``obs_dim`` = 3M + 6 entries."""
-    if obs_dim < 9 or (obs_dim - 6) % 3:
-        raise ValueError(f"observation width must be 3M + 6 with M >= 1 (a receive-scaling observation); got {obs_dim}")
-    return (obs_dim - 6) // 3
-
-
 def price_features(obs: Array, features: str = "price") -> Array:
     """(..., F) features of observations (..., 3M + 6) (``features``: a name of :data:`FEATURE_SETS`, F its length);
     numpy arrays or torch tensors."""
     if features not in FEATURE_SETS:
         raise ValueError(f"features must be one of {sorted(FEATURE_SETS)}; got {features!r}")
-    m = _num_devices(obs.shape[-1])
-    z, h, p, t = obs[..., 2 * m + 4], obs[..., 2 * m], obs[..., 2 * m + 3], obs[..., 2 * m + 1]
+    layout = ObservationLayout.of_size(obs.shape[-1])
+    z, h = obs[..., layout.log_nu], obs[..., layout.channel]
+    p, t = obs[..., layout.fair_share], obs[..., layout.progress]
     xp = torch if isinstance(obs, torch.Tensor) else np
     columns = [xp.ones_like(z), z, z * z, h, p, t, z * h, z * p, z * t]
     if features == "cubic":
@@ -101,7 +97,7 @@ class PriceFeatures(BaseFeaturesExtractor):
     """SB3 features extractor of :func:`price_features` with the set ``features`` (no parameters)."""
 
     def __init__(self, observation_space: spaces.Box, features: str = "price") -> None:
-        _num_devices(observation_space.shape[-1])
+        ObservationLayout.of_size(observation_space.shape[-1])
         super().__init__(observation_space, features_dim=len(FEATURE_SETS[features]))
         self.features = features
 
@@ -134,7 +130,7 @@ class LinearPricePolicy(ARSPolicy):
 class ObservedOnlineOptimal:
     """The price action of :class:`baselines.references.OnlineOptimalAction` computed from receive-scaling
     observations alone, for policies that see nothing else: each row's nu, placement, round, budget left and channel
-    are read back from the observation (docs/environment/receive-scaling.md#observation), the programme of its nu and
+    are read back from the observation by its layout's names, the programme of its nu and
     placement is solved at its first round (:func:`~baselines.references.solve_online_optimal`, about 0.5 s at T =
     500; cached, so the rounds after it and a replayed realisation cost a table look-up) and the round's price action
     is :func:`~baselines.references.online_optimal_price_action`'s. The observation is float32, so the decision is
@@ -146,34 +142,40 @@ class ObservedOnlineOptimal:
     """
 
     def __init__(self, env_kwargs: dict[str, Any]) -> None:
-        from otagym import OTAPrivacyEnv
+        from otagym.schemes import get_scheme
+        from otagym.schemes.receive_scaling import ReceiveScalingModel, ReceiveScalingScenario
+        from otagym.schemes.receive_scaling.actions import action_semantics
+        from otagym.schemes.receive_scaling.observation import block_rounds, log10_nu_ref
 
-        env = OTAPrivacyEnv(**env_kwargs)
-        rounds = env.rounds
-        if env.scheme != "receive_scaling":
-            raise ValueError(f"env_kwargs: OnlineOptimal is a receive-scaling policy; got scheme={env.scheme!r}")
-        if rounds.reward_mode != "budget" or rounds.action_type != "price":
+        scheme = get_scheme(env_kwargs.get("scheme", "receive_scaling"))
+        overrides = {k: v for k, v in env_kwargs.items() if k not in (*scheme.env_args, "scheme", "scenario")}
+        scenario = scheme.scenario(env_kwargs.get("scenario"), **overrides)
+        if not isinstance(scenario, ReceiveScalingScenario):
+            raise ValueError(f"env_kwargs: OnlineOptimal is a receive-scaling policy; got scheme={scheme.name!r}")
+        semantics = action_semantics(env_kwargs)
+        if semantics["reward_mode"] != "budget" or semantics["action_type"] != "price":
             raise ValueError("env_kwargs: OnlineOptimal's action is the budget mode's price action; got "
-                             f"reward_mode={rounds.reward_mode!r}, action_type={rounds.action_type!r}")
-        self.model, self.num_rounds, self.block = rounds.model, env.scenario.num_rounds, rounds.block_rounds
-        self.log10_nu_ref, self.price_decades = rounds.log10_nu_ref, rounds.price_decades
-        self.buffer_sd = rounds.price_buffer_sd
+                             f"reward_mode={semantics['reward_mode']!r}, action_type={semantics['action_type']!r}")
+        self.model, self.num_rounds = ReceiveScalingModel(scenario), scenario.num_rounds
+        self.block = block_rounds(scenario)
+        self.log10_nu_ref = log10_nu_ref(scenario.nu_grid, env_kwargs.get("nu_range"))
+        self.price_decades, self.buffer_sd = semantics["price_decades"], semantics["price_buffer_sd"]
         self.snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # E[s_m] / E|h_m|^2
-        self.obs_dim = rounds.obs_dim
+        self.layout = ObservationLayout.of(scenario.num_devices)
 
     def __call__(self, observation: NDArray) -> NDArray:
         """a_OO (N,) of observations (N, 3M + 6)."""
         from baselines.receive_scaling.references import online_optimal_price_action, solve_online_optimal
 
         obs = np.atleast_2d(np.asarray(observation, dtype=float))
-        if obs.shape[-1] != self.obs_dim:
-            raise ValueError(f"observation width must be {self.obs_dim} (the env's); got {obs.shape[-1]}")
-        m, big_t = (self.obs_dim - 6) // 3, self.num_rounds
-        nu = 10.0 ** (obs[:, 2 * m + 4] + self.log10_nu_ref)
-        mean = self.model.expected_h_min2(10.0 ** obs[:, m:2 * m] / (nu[:, None] * self.snr_scale))
-        h = 10.0 ** obs[:, 2 * m] * mean
-        t = np.minimum(np.rint(obs[:, 2 * m + 1] * big_t).astype(np.int64), big_t - 1)
-        left = np.maximum(obs[:, 2 * m + 2], 0.0) * nu * big_t
+        lay, big_t = self.layout, self.num_rounds
+        if obs.shape[-1] != lay.size:
+            raise ValueError(f"observation width must be {lay.size} (the env's); got {obs.shape[-1]}")
+        nu = 10.0 ** (obs[:, lay.log_nu] + self.log10_nu_ref)
+        mean = self.model.expected_h_min2(10.0 ** obs[:, lay.slices()["placement"]] / (nu[:, None] * self.snr_scale))
+        h = 10.0 ** obs[:, lay.channel] * mean
+        t = np.minimum(np.rint(obs[:, lay.progress] * big_t).astype(np.int64), big_t - 1)
+        left = np.maximum(obs[:, lay.budget_left], 0.0) * nu * big_t
         prices = solve_online_optimal(self.model, nu, mean, big_t, block=self.block)
         return online_optimal_price_action(self.model, prices, left, h, t, self.block, big_t, mean,
                                            self.price_decades, self.buffer_sd)

@@ -18,8 +18,9 @@ from sb3_contrib import ARS, TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
 from baselines.receive_scaling.policies import ActionPolicy
+from otagym.schemes.receive_scaling.observation import LAYOUT_VERSION
 
-__all__ = ["AgentPolicy", "ALGO_CLASSES", "load_model", "run_metadata"]
+__all__ = ["AgentPolicy", "ALGO_CLASSES", "load_model", "run_metadata", "check_observation_layout"]
 
 #: Algorithm classes by the names ``otagym train`` uses, and ARS: the class of the linear price policies that
 #: ``benchmarks/crn_search.py`` ships (:mod:`agents.linear`).
@@ -33,6 +34,7 @@ def load_model(path: str | Path):
     if not path.is_file():
         raise FileNotFoundError(f"no trained model at {path} (expected an SB3 .zip written by `otagym train`)")
     meta = run_metadata(path)
+    check_observation_layout(meta, path)
     every = list(dict.fromkeys(ALGO_CLASSES.values()))
     order = [ALGO_CLASSES[meta["algo"]]] if meta.get("algo") in ALGO_CLASSES else every
     errors = []
@@ -42,6 +44,17 @@ def load_model(path: str | Path):
         except Exception as err:  # noqa: BLE001 - SB3 raises several types for a class mismatch
             errors.append(f"{cls.__name__}: {err}")
     raise ValueError(f"{path} is not a model of {', '.join(cls.__name__ for cls in order)}: {errors}")
+
+
+def check_observation_layout(meta: dict[str, Any], path: str | Path) -> None:
+    """Refuse (``ValueError``) a model whose ``run.json`` (``meta``) records an observation layout other than the
+    current one (:data:`otagym.schemes.receive_scaling.observation.LAYOUT_VERSION`): it would read other entries than
+    those it was trained on. A run.json without ``observation_layout`` was written before layouts were versioned, on
+    the current layout (every shipped model was)."""
+    layout = meta.get("observation_layout", LAYOUT_VERSION)
+    if layout != LAYOUT_VERSION:
+        raise ValueError(f"{path} was trained on observation layout {layout!r}, not this otagym's {LAYOUT_VERSION!r}: "
+                         "retrain it (or play it with the otagym version it was trained with)")
 
 
 def run_metadata(model_path: Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from baselines.receive_scaling.compare import DEFAULT_POLICIES, PolicySpec, comp
 from benchmarks.bench_env import best_of
 from benchmarks.zoo import ZOO
 from otagym import get_scenario
-from otagym.receive_scaling import ReceiveScalingModel
+from otagym.schemes.receive_scaling import ReceiveScalingModel
 from otagym.tasks import TASKS, task_scenario
 
 #: The model and task of the trained-model timing.

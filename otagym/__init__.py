@@ -13,7 +13,7 @@ from gymnasium.envs.registration import register, registry
 from otagym.anonymous import ANONYMOUS_PRESETS, AnonymousScenario, get_anonymous_scenario
 from otagym.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
-from otagym.receive_scaling import PRESETS, Scenario, get_scenario
+from otagym.schemes.receive_scaling import PRESETS, Scenario, get_scenario
 from otagym.tasks import TASKS, register_tasks
 
 __all__ = ["OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scenario", "PRESETS", "get_scenario", "ENV_ID", "CDPBScenario",

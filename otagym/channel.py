@@ -99,7 +99,7 @@ class ChannelModel:
     @classmethod
     def from_scenario(cls, s: Any) -> "ChannelModel":
         """The channel of a scenario with placement and fading fields (model A's
-        :class:`~otagym.receive_scaling.Scenario`)."""
+        :class:`~otagym.schemes.receive_scaling.scenario.Scenario`)."""
         return cls(s.num_devices, s.distance_min_m, s.distance_max_m, s.distances_m, s.fading,
                    s.coherence_rounds, s.correlation)
 

@@ -50,7 +50,7 @@ def specialised(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
 #: The otagym modules that may hold compiled kernels, as glob patterns relative to the package. A kernel inlines the
 #: kernels it calls from the other modules, while numba keys a cached kernel on its own module's source only:
 #: :func:`_share_cache_key` keys every one on all of these.
-KERNEL_MODULES = ("accounting/*.py", "receive_scaling.py", "receive_scaling_env.py", "schemes/*/*.py")
+KERNEL_MODULES = ("accounting/*.py", "schemes/*/*.py")
 
 
 def _share_cache_key() -> None:

@@ -8,7 +8,7 @@ from baselines import (AdaScale, EqualAlloc, EstimFuture, LiuSimeone, LyapunovDP
                        calibrate, minimize_round, run_policy, sample_realisations)
 from baselines.receive_scaling.compare import POLICIES, compare, evaluate_cell, evaluate_cells, save
 from otagym import OTAPrivacyEnv, get_scenario
-from otagym.receive_scaling import ReceiveScalingModel
+from otagym.schemes.receive_scaling import ReceiveScalingModel
 
 MNIST = get_scenario("paper-mnist")
 SHORT = get_scenario("paper-mnist", num_rounds=150)

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from otagym.channel import ChannelModel, mean_channel_gain, path_loss_db
-from otagym.receive_scaling import get_scenario
+from otagym.schemes.receive_scaling import get_scenario
 
 
 def test_cost231_hata_numbers():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import otagym  # noqa: F401 - registers the tasks
-from otagym.receive_scaling import ReceiveScalingModel
+from otagym.schemes.receive_scaling import ReceiveScalingModel
 from otagym.tasks import TASKS
 
 pytestmark = pytest.mark.slow  # full episodes through every client: CI runs it, the unit lane skips it

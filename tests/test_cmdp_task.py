@@ -12,7 +12,7 @@ from scipy import integrate
 import otagym  # noqa: F401 - registers the tasks
 from baselines.benchmark import references, task_scores, task_scores_and_costs
 from baselines.receive_scaling.references import BestConstant, DualPrice
-from otagym.receive_scaling import ReceiveScalingModel, price_spend, spend_cost
+from otagym.schemes.receive_scaling import ReceiveScalingModel, price_spend, spend_cost
 from otagym.tasks import TASKS, reference_scores, task_scenario
 from test_tasks import plain_loop_scores
 

@@ -10,7 +10,7 @@ import pytest
 from baselines.receive_scaling.evaluation import run_policy, sample_realisations
 from baselines.receive_scaling.references import _Constant
 from otagym import OTAPrivacyEnv
-from otagym.receive_scaling import get_scenario
+from otagym.schemes.receive_scaling import get_scenario
 
 pytest.importorskip("rliable")
 pytest.importorskip("stable_baselines3")

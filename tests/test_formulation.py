@@ -8,8 +8,8 @@ from gymnasium.vector import AutoresetMode
 from scipy import stats
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv, get_scenario
-from otagym.receive_scaling_env import OBS_BOUND
-from otagym.receive_scaling import ReceiveScalingModel, budget_action_cost
+from otagym.schemes.receive_scaling import OBS_BOUND
+from otagym.schemes.receive_scaling import ReceiveScalingModel, budget_action_cost
 
 
 def _episode(venv, actions_fn, seed=0, options=None):
@@ -226,7 +226,7 @@ def test_price_action_plays_the_minimiser_of_the_rounds_lagrangian():
     the levels by bisection on the closed-form mean spend, cv by scipy quadrature of E[c^2], independently."""
     from scipy import integrate, optimize, special
 
-    from otagym.receive_scaling import cost_slope_of_leakage, minimize_round
+    from otagym.schemes.receive_scaling import cost_slope_of_leakage, minimize_round
 
     env = OTAPrivacyEnv(num_rounds=40, dp_orders=None, num_devices=3, batch_size=(30, 60, 90),
                         dataset_size=(6000, 6000, 3000))

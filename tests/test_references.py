@@ -13,7 +13,7 @@ from baselines.receive_scaling.policies import AdaScale, Budgeted
 from baselines.receive_scaling.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
                                   OnlineOptimal, tune_on_training, tuned_constant_action)
 from otagym.channel import mean_channel_gain
-from otagym.receive_scaling import ReceiveScalingModel, get_scenario
+from otagym.schemes.receive_scaling import ReceiveScalingModel, get_scenario
 
 
 def test_seed_ranges_are_disjoint():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from otagym.receive_scaling import Scenario, dbm_to_w, get_scenario
+from otagym.schemes.receive_scaling import Scenario, dbm_to_w, get_scenario
 
 
 def test_paper_mnist_numbers():

@@ -10,7 +10,7 @@ from gymnasium.vector import AutoresetMode
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.accounting import RDPLedger
 from otagym.cdpb import CDPBScenario, sum_of_others
-from otagym.receive_scaling import Scenario, get_scenario
+from otagym.schemes.receive_scaling import Scenario, get_scenario
 
 
 @pytest.mark.parametrize("field,value,error", [

@@ -30,7 +30,7 @@ from baselines.receive_scaling.policies import (AdaScale, EqualAlloc, EstimFutur
 from baselines.receive_scaling.references import AdaScaleTrained, BestConstant, OnlineOptimal
 from baselines.report import ci95, policy_colour, readable, write_rows
 from otagym._io import save_figure
-from otagym.receive_scaling import Scenario, get_scenario
+from otagym.schemes.receive_scaling import Scenario, get_scenario
 
 __all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "evaluate_cell", "evaluate_cells", "summarize",
            "reference_leakage",

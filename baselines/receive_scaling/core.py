@@ -1,5 +1,5 @@
 """The policy protocol of the analytic policies (model A), and the convex per-round solver they share, which lives
-with the model's formulas in :mod:`otagym.receive_scaling` (the env's price action uses it too)."""
+with the model's formulas in :mod:`otagym.schemes.receive_scaling` (the env's price action uses it too)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
 
-from otagym.receive_scaling import X_FLOOR_RATIO, Scenario, cost_slope_of_leakage, minimize_round, solve_increasing
+from otagym.schemes.receive_scaling import X_FLOOR_RATIO, Scenario, cost_slope_of_leakage, minimize_round, solve_increasing
 
 __all__ = ["Policy", "minimize_round", "solve_increasing", "cost_slope_of_leakage", "X_FLOOR_RATIO"]
 

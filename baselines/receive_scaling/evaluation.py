@@ -21,7 +21,7 @@ from baselines.receive_scaling.policies import OfflineOptimal
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.accounting import DEFAULT_ORDERS, RDPLedger
-from otagym.receive_scaling import ReceiveScalingModel, Scenario
+from otagym.schemes.receive_scaling import ReceiveScalingModel, Scenario
 
 __all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario",
            "leakage_score", "reference_leakage"]

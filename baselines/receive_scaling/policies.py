@@ -17,9 +17,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from baselines.receive_scaling.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
 from otagym.accounting import tail_bound_budget
-from otagym.receive_scaling import (BUDGET_ACTIONS, UNIT_ACTIONS, ReceiveScalingModel, Scenario, budget_action_cost,
-                                    normalized_x, spend_cost)
-from otagym.receive_scaling_env import Rounds
+from otagym.schemes.receive_scaling import ReceiveScalingModel, Scenario
+from otagym.schemes.receive_scaling.actions import (ACTION_CODES, ACTION_KEYS, BUDGET_ACTIONS, UNIT_ACTIONS,
+                                                    ActionSettings, decode_actions)
+from otagym.schemes.receive_scaling.actions import action_semantics as _action_semantics
 
 __all__ = ["FullPower", "EqualAlloc", "AdaScale", "LyapunovDPP", "EstimFuture", "OfflineOptimal", "LiuSimeone",
            "LyapunovDPBudget", "ActionPolicy", "Budgeted", "ACTION_KEYS", "action_semantics"]
@@ -98,7 +99,7 @@ class AdaScale(_QueuePolicy):
         min_x  V L_t(x) + Q_t c_t(x) + 1/2 c_t(x)^2  over 0 < x <= x_max,
 
     (convex for integer alpha, Prop. 1) by safeguarded Newton on its derivative
-    (:func:`~otagym.receive_scaling.minimize_round`), then update the queue by (29).
+    (:func:`~otagym.schemes.receive_scaling.solver.minimize_round`), then update the queue by (29).
 
     The solver is warm-started at the previous round's receive scaling eta_{t-1} = x_{t-1} h_min,t-1^2 (x = eta /
     h_min,t^2): the leakage depends on eta alone (eq. (25)), so the minimiser in eta moves only with Q_t and the power
@@ -141,13 +142,13 @@ class LyapunovDPP(_QueuePolicy):
 class EstimFuture(_PolicyBase):
     """EstimFuture (§VII): each round, solve the convex problem (28) over the remaining rounds with the remaining
     budget B = nu T - sum_{tau<t} c_tau, replacing every unknown future h_min^2 by its MMSE estimate E[h_min^2]
-    (closed form, :meth:`~otagym.receive_scaling.ReceiveScalingModel.expected_h_min2`).
+    (closed form, :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.expected_h_min2`).
 
     All estimated future rounds are identical, so by convexity they share the budget equally; the round's problem is
     then one-dimensional in the current round's cost z in [0, B]: min_z L_t(x(z)) + n L_hat(x_hat((B - z)/n)). Its
     optimum equalises the leakage saved per unit of cost, S = -dL/dc = L'(x) x^2 / K, now and in the estimated future:
     psi = log S_t(x_t) - log S_hat(x_hat) = 0, increasing in x_t on [x(B), x_max], solved by safeguarded Newton
-    (:func:`~otagym.receive_scaling.solve_increasing`; d log S / d log x = x L''/L' + 2, and
+    (:func:`~otagym.schemes.receive_scaling.solver.solve_increasing`; d log S / d log x = x L''/L' + 2, and
     d log x_hat / d log x_t = -x_hat K_t / (n K_hat x_t)).
     """
 
@@ -181,7 +182,8 @@ class OfflineOptimal(_PolicyBase):
     every online policy at the same nu.
 
     The round's minimiser is a receive scaling ``eta*(mu)`` that does not depend on the channel, capped by the power
-    limit (:meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`): ``eta_t = min(eta*, x_max
+    limit (:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.price_receive_scaling`):
+    ``eta_t = min(eta*, x_max
     h_min,t^2)``. So the dual search is one for a common water level eta, and it is solved exactly: bisection on
     log eta (the mean cost decreases in eta) finds which rounds sit at the power limit, and the closed form
     eta = d sigma_n^2 |S| / (nu T + d sigma_n^2 sum_{t in S} 1/(x_max h_t^2)) over the other rounds S gives eta;
@@ -325,27 +327,19 @@ class LyapunovDPBudget(_DPBudget):
         return x
 
 
-#: Env keyword arguments that decide what an action means (:class:`otagym.receive_scaling_env.Rounds` resolves their
-#: defaults).
-ACTION_KEYS = ("reward_mode", "action_type", "budget_multiplier_max", "price_decades", "price_buffer_sd",
-               "x_min_ratio")
-
-
 def action_semantics(scenario: Scenario, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (defaults and validation included); {}
-    for another scheme's scenario, whose actions a trained model plays in its own env."""
+    """The :data:`ACTION_KEYS` as the env resolves them from ``env_kwargs`` (defaults and validation included,
+    :func:`otagym.schemes.receive_scaling.actions.action_semantics`); {} for another scheme's scenario, whose actions a
+    trained model plays in its own env."""
     if not isinstance(scenario, Scenario):
         return {}
-    given = {k: v for k, v in (env_kwargs or {}).items() if k in ACTION_KEYS}
-    rounds = Rounds(scenario, 1, dp_orders=None, **given)
-    return {k: getattr(rounds, k) for k in ACTION_KEYS}
+    return _action_semantics(env_kwargs)
 
 
 class ActionPolicy(_PolicyBase):
     """A policy that chooses the env's own action a in [-1, 1] (``price``, ``share``, ``normalized`` or ``spend``) and
-    plays it as x_t through the same pure functions as the env: :func:`~otagym.receive_scaling.budget_action_cost`
-    or :func:`~otagym.receive_scaling.spend_cost` then the closed-form x(c), :func:`~otagym.receive_scaling.normalized_x`
-    for the normalised action, keeping the budget ledger
+    plays it as x_t through the env's own decoder (:func:`~otagym.schemes.receive_scaling.actions.decode_actions`, the
+    compiled function the round calls), keeping the budget ledger
     R_t = nu T - sum c_tau as the env does. Subclasses implement :meth:`action` (observation and info -> a).
 
     Args:
@@ -389,19 +383,12 @@ class ActionPolicy(_PolicyBase):
         a = np.asarray(self.action(observation, info), dtype=float)
         a = np.clip(a.reshape(h.shape) if a.size == h.size else np.broadcast_to(a, h.shape), -1.0, 1.0)
         big_t = self.scenario.num_rounds
-        if self.action_type in BUDGET_ACTIONS:
-            cost = budget_action_cost(self.model, self.action_type, a, h, self.nu * big_t - self.cost_sum,
-                                      big_t - self.t,
-                                      mean_h_min2=self.model.expected_h_min2(info["mean_channel_gain"]),
-                                      multiplier_max=self.multiplier_max, price_decades=self.price_decades,
-                                      buffer_sd=self.price_buffer_sd)
-            x = self.model.x_for_cost(cost, h)
-        elif self.action_type == "spend":
-            cost = spend_cost(a, self.nu)
-            x = self.model.x_for_cost(cost, h)
-        else:
-            x = normalized_x(a, self.model.x_max, self.x_min_ratio)
-            cost = self.model.convergence_cost(x, h)
+        budget = self.action_type in BUDGET_ACTIONS  # only the budget actions read the channel law
+        mean = self.model.expected_h_min2(info["mean_channel_gain"]) if budget else 1.0
+        settings = ActionSettings(ACTION_CODES[self.action_type], float(self.x_min_ratio), float(self.multiplier_max),
+                                  float(self.price_decades), float(self.price_buffer_sd))
+        x, cost = decode_actions(self.model, settings, a, h, nu=self.nu, remaining=self.nu * big_t - self.cost_sum,
+                                 rounds_left=big_t - self.t, mean_h_min2=mean)
         self.cost_sum = self.cost_sum + cost
         self.t += 1
         return x

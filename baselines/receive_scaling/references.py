@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
 from baselines.receive_scaling.policies import ActionPolicy, AdaScale, Budgeted, _PolicyBase
-from otagym.receive_scaling import (ReceiveScalingModel, Scenario, cost_slope_of_leakage, price_spend,
+from otagym.schemes.receive_scaling import (ReceiveScalingModel, Scenario, cost_slope_of_leakage, price_spend,
                                     reference_price)
 from otagym.tasks import EVALUATION_SEEDS
 
@@ -157,7 +157,7 @@ class AdaScaleTrained(Budgeted):
     rest), so it meets nu on every realisation. ``scale`` fixes v instead; one v per distinct nu.
 
     mu_bar is the price of the stationary water level at nu on the env's placement (nats per unit of convergence
-    cost; :func:`~otagym.receive_scaling.reference_price` without safety stock). AdaScale's round (30) sets the price
+    cost; :func:`~otagym.schemes.receive_scaling.formulas.reference_price` without safety stock). AdaScale's round (30) sets the price
     of cost to (Q_t + c_t) / V, about nu / V in steady state; V = v nu / mu_bar makes that v^-1 mu_bar, so one v
     serves every placement. A single V per nu, as the paper's calibration per realisation would become on unseen
     channels, spends at rates 10x apart across placements, runs out of budget on some and scored -172 at nu = 0.04
@@ -193,7 +193,7 @@ class DualPrice(_PolicyBase):
     """The optimal online policy of problem (28) with its constraint in expectation, E[(1/T) sum_t c_t] <= nu (the
     constrained task's CMDP), under i.i.d. fading: every round plays the minimiser of L_t + mu c_t (as
     ``OfflineOptimal`` does with its realisation's mu) at the one price mu whose expected spend per round under the
-    channel law of the env's placement is nu (:func:`~otagym.receive_scaling.reference_price` without safety stock:
+    channel law of the env's placement is nu (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` without safety stock:
     the mu_bar of :class:`AdaScaleTrained`). No budget ledger: the realised mean cost is nu in expectation only.
 
     Optimal by Lagrangian sufficiency (Everett 1963): the rounds' channels are independent of the actions, so this
@@ -254,7 +254,7 @@ def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2:
     eta = 1/(c/K + 1/g) (eq. (23), (28b)) and a stage's n_s rounds share its spend equally (L(eta(c, g)) is convex in
     c, so equal shares are optimal when g is constant); the last stage spends all of B. Its first-order condition is a
     price: mu = -V'_{s+1}(B - c), and the round plays ``eta = min(eta*(mu), g)`` as OfflineOptimal does (the
-    channel-free ``eta*``, :meth:`~otagym.receive_scaling.ReceiveScalingModel.price_receive_scaling`).
+    channel-free ``eta*``, :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.price_receive_scaling`).
 
     The endogenous-grid method (Carroll 2006) runs backwards on the marginal value lambda_s = -V_s': for each
     post-decision budget A_j the price is mu_j = lambda_{s+1}(A_j) and, on each channel node g_k, the stage spends
@@ -337,7 +337,7 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
                          t: ArrayLike, block: int, num_rounds: int) -> tuple[NDArray, NDArray]:
     """Round ``t`` (an int, or one per env) of the solved programme ``prices`` for each of its N envs:
     ``(spend, price)``, the round's convergence cost c_t and the price mu_t (nats per unit of convergence cost) at
-    which c_t minimises the round's Lagrangian on its channel (so that :func:`~otagym.receive_scaling.price_spend` at
+    which c_t minimises the round's Lagrangian on its channel (so that :func:`~otagym.schemes.receive_scaling.formulas.price_spend` at
     mu_t buys c_t).
 
     With budget left B_t (``remaining``, (N,)) and the full-power level g_t = x_max h_min,t^2, the stage finds the
@@ -376,7 +376,7 @@ def online_optimal_price_action(model: ReceiveScalingModel, prices: OnlinePrices
                                 price_decades: float, buffer_sd: float) -> NDArray:
     """The price action a in [-1, 1] (N,) that plays round ``t`` of the programme (:func:`online_optimal_round`):
     a = log10(mu_t / mu_ref,t) / price_decades, clipped, with mu_ref,t the action's reference
-    (:func:`~otagym.receive_scaling.reference_price` of the budget left, the rounds left and the channel law)."""
+    (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` of the budget left, the rounds left and the channel law)."""
     price = online_optimal_round(model, prices, remaining, h_min2, t, block, num_rounds)[1]
     reference = reference_price(model, np.maximum(remaining, 0.0), num_rounds - np.asarray(t), mean_h_min2,
                                 buffer_sd)
@@ -435,7 +435,7 @@ class OnlineOptimal(_OnlineProgramme, _PolicyBase):
 class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
     """:class:`OnlineOptimal` as the env's price action: a = log10(mu_t / mu_ref,t) / price_decades, clipped to
     [-1, 1], with mu_t the programme's price of the round (:func:`online_optimal_round`) and mu_ref,t the action's
-    reference (:func:`~otagym.receive_scaling.reference_price`). Where mu_t lies within ``price_decades`` of the
+    reference (:func:`~otagym.schemes.receive_scaling.formulas.reference_price`). Where mu_t lies within ``price_decades`` of the
     reference it plays what :class:`OnlineOptimal` plays; the clip is what an agent of the price action can express.
     The base of the residual agents of ``benchmarks/crn_search.py`` (docs/rl.md §9), whose action is this one plus a
     learned correction.

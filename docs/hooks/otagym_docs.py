@@ -318,11 +318,11 @@ def _scheme_pages() -> dict[str, dict[str, Any]]:
     from otagym.anonymous_env import AnonymousRounds
     from otagym.cdpb_env import CDPBRounds
     from otagym.env import OTAPrivacyEnv
-    from otagym.receive_scaling_env import Rounds
+    from otagym.schemes.receive_scaling import ReceiveScalingCore
 
     return {
         "receive_scaling": {
-            "title": "receive scaling (model A)", "core": Rounds, "describe": _paragraphs(_doc(OTAPrivacyEnv), 1),
+            "title": "receive scaling (model A)", "core": ReceiveScalingCore, "describe": _paragraphs(_doc(OTAPrivacyEnv), 1),
             "observation": _receive_scaling_observation, "reward": lambda core: RECEIVE_SCALING_REWARD,
             "start": RECEIVE_SCALING_START, "derivation": "../rl.md", "guide": "../environment/receive-scaling.md",
             "paper": "Kalarde, Liang, Dong, Ahmed & Cheng, *Privacy Enhancement in Over-the-Air Federated Learning "

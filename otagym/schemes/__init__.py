@@ -21,8 +21,7 @@ from otagym.anonymous import ANONYMOUS_PRESETS, AnonymousScenario, get_anonymous
 from otagym.anonymous_env import AnonymousRounds
 from otagym.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
 from otagym.cdpb_env import CDPBRounds
-from otagym.receive_scaling import PRESETS, Scenario, get_scenario
-from otagym.receive_scaling_env import Rounds
+from otagym.schemes.receive_scaling import PRESETS, ReceiveScalingCore, ReceiveScalingScenario, get_scenario
 from otagym.validation import AppliesWith, OneOf, Spec
 
 __all__ = ["Scheme", "DEFAULT_SCHEME", "SchemeInfo", "SCHEMES", "get_scheme", "Core"]
@@ -98,7 +97,7 @@ class SchemeInfo:
 
 #: Every scheme by name, in the order the command line lists them.
 SCHEMES: dict[str, SchemeInfo] = {s.name: s for s in (
-    SchemeInfo("receive_scaling", Scenario, get_scenario, "paper-mnist", PRESETS, Rounds),
+    SchemeInfo("receive_scaling", ReceiveScalingScenario, get_scenario, "paper-mnist", PRESETS, ReceiveScalingCore),
     SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_PRESETS, CDPBRounds),
     SchemeInfo("anonymous", AnonymousScenario, get_anonymous_scenario, "paper-anonymous", ANONYMOUS_PRESETS,
                AnonymousRounds),

@@ -1,0 +1,459 @@
+"""Receive scaling -- the batched core of ``scheme="receive_scaling"`` (model A: channel inversion + receive scaling,
+AdaScale paper §IV-V).
+
+:class:`ReceiveScalingCore` holds N episodes as numpy arrays and steps them with the pure functions of its scheme's
+modules (:mod:`~otagym.schemes.receive_scaling.model`, :mod:`~otagym.schemes.receive_scaling.actions`),
+:mod:`otagym.channel` and :mod:`otagym.accounting`; the single and the vector environment of :mod:`otagym.env` are thin
+shells around it (the single env is the core with N = 1, so the physics exists once). A round is one compiled kernel
+over the envs (:mod:`~otagym.schemes.receive_scaling.kernel`); the observation is another
+(:mod:`~otagym.schemes.receive_scaling.observation`). The channel draws stay numpy's (the generator of the env's seed).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence, get_args
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import ArrayLike, NDArray
+
+from otagym import jit
+from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
+from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
+from otagym.accounting import DEFAULT_ORDERS, DP_ORDERS, RDPLedger
+from otagym.schemes.receive_scaling.actions import (ACTION_ARGS, ACTION_CODES, ACTION_DEFAULTS, ActionSettings,
+                                                    ActionType, RewardMode, action_space, check_actions,
+                                                    decode_actions, resolve_modes)
+from otagym.schemes.receive_scaling.kernel import (EpisodeState, RoundInfo, RoundSettings, channel, play_round,
+                                                   play_round_parallel)
+from otagym.schemes.receive_scaling.model import ReceiveScalingModel
+from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationLayout, block_rounds, log10_nu_ref,
+                                                        observe)
+from otagym.schemes.receive_scaling.scenario import Scenario
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, Real, Spec, action_array,
+                               check_args, option_array, refuse_without_effect, signature_defaults)
+
+__all__ = ["ReceiveScalingCore", "Rounds"]
+
+DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
+
+
+class ReceiveScalingCore:
+    """N independent model-A episodes as arrays; ``step`` advances all of them by one round.
+
+    Args:
+        scenario: the deployment.
+        num_envs: N.
+        reward_mode: the formulation of problem (28) (see :class:`~otagym.env.OTAPrivacyEnv`): ``"budget"`` (the
+            action spends the convergence budget, so (28b) holds by construction), ``"cmdp"`` (reward -L_t, constraint
+            cost in ``info["cost"]``) or ``"lagrangian"`` (reward -(L_t + lambda (c_t - nu)), ``reward_lambda``
+            required).
+            Default: ``"budget"``, or ``"cmdp"`` when ``action_type`` names an x action.
+        action_type: budget mode takes ``"price"`` (default: a in [-1, 1] sets the round's price of convergence
+            cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
+            or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
+            a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
+            see :meth:`decide`), ``"spend"`` (a in [-1, 1] spends c_t = nu (10^(1 + a) - 1) / 9 this round,
+            uncapped: the constrained task's action, whose cost c_t / nu lies in [0, 11]; a = 0 is EqualAlloc),
+            ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t in [0, inf], clipped to [1e-12, 1]
+            x_max h_min,t^2: above, the power limit binds).
+        x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
+        reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
+            dual price mu of (28) at the nu it targets (``baselines.OfflineOptimal`` computes it). No default: no fixed
+            lambda stands for a budget nu (the dual price at nu = 0.04 ranges 0.05-0.40 over channel realisations).
+        budget_multiplier_max: the largest multiple of the fair share one share action spends (> 1); the smallest is
+            its inverse.
+        price_decades: a price action spans mu_ref 10^[-decades, decades] (> 0).
+        price_buffer_sd: the safety stock of the price action's reference, in standard deviations of the remaining
+            rounds' spend (>= 0; see :func:`~otagym.schemes.receive_scaling.formulas.reference_price`).
+        nu_range: ``(low, high)`` draws nu log-uniformly per episode (for one policy serving every nu; nu is observed);
+            ``None`` keeps the scenario's nu. ``reset(options={"nu": ...})`` sets it for one episode either way.
+        dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
+            (the per-round and cumulative RDP at alpha are always reported).
+        fidelity: ``"analytic"`` (the surrogate only) or ``"train"``: every step also trains a real model by FedSGD
+            over the air with the round's eta_t (:mod:`otagym.training`; the scenario's d and n_m follow the model and
+            the data), and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
+        dataset: the data under ``fidelity="train"``: ``"digits"`` (scikit-learn's 8x8 digits, embedded, with
+            ``DigitsCNN``), ``"mnist"`` (the paper's ``MnistCNN``) or ``"cifar10"`` (``CifarResNet``), the last two
+            read from their standard files in ``data_dir``.
+        data_dir: the folder of the MNIST or CIFAR-10 files (nothing is downloaded).
+        data_split: how the devices' data is split under ``fidelity="train"``: ``"iid"`` or ``"classes"`` (2
+            classes per device).
+        data_seed: the seed of the split.
+        eval_every: rounds between evaluations (test loss and accuracy, ||grad f||^2) under ``fidelity="train"``.
+        momentum: of the model update (12) under ``fidelity="train"``.
+        weight_decay: of the model update (12) under ``fidelity="train"``.
+
+    The training arguments (``dataset`` ... ``weight_decay``) apply only under ``fidelity="train"``
+    (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults (else ``ValueError``: no effect).
+    """
+
+    #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
+    ARGS: dict[str, Spec] = {
+        **{k: ACTION_ARGS[k] for k in ("reward_mode", "action_type", "x_min_ratio")},
+        "reward_lambda": Real(0.0, PHYSICAL_RANGE[1], optional=True),
+        **{k: ACTION_ARGS[k] for k in ("budget_multiplier_max", "price_decades", "price_buffer_sd")},
+        "nu_range": Many(POSITIVE, length=2, optional=True),
+        "dp_orders": DP_ORDERS,
+        **TRAINING_ARGS,
+        "momentum": Real(0.0, 1.0, high_open=True),
+        "weight_decay": Real(0.0, 1.0),
+    }
+    #: The env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
+    APPLIES_WITH: dict[str, AppliesWith] = AppliesWith("fidelity", ("train",)).for_each(
+        (*(k for k in TRAINING_ARGS if k != "fidelity"), "momentum", "weight_decay"))
+    #: Batch axis of each ``reset`` option (a single env inserts it; :meth:`option_shapes` has the shapes).
+    OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "leakage_total", "equal_alloc_leakage")
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        num_envs: int,
+        *,
+        reward_mode: RewardMode | None = None,
+        action_type: ActionType | None = None,
+        x_min_ratio: float = ACTION_DEFAULTS["x_min_ratio"],
+        reward_lambda: float | None = None,
+        budget_multiplier_max: float = ACTION_DEFAULTS["budget_multiplier_max"],
+        price_decades: float = ACTION_DEFAULTS["price_decades"],
+        price_buffer_sd: float = ACTION_DEFAULTS["price_buffer_sd"],
+        nu_range: tuple[float, float] | None = None,
+        dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
+        fidelity: Fidelity = "analytic",
+        dataset: str = "digits",
+        data_dir: str | os.PathLike | None = None,
+        data_split: str = "iid",
+        data_seed: int = 0,
+        eval_every: int = 10,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+    ) -> None:
+        args = self._checked_args(reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
+                                  reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
+                                  price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range,
+                                  dp_orders=dp_orders, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
+                                  data_split=data_split, data_seed=data_seed, eval_every=eval_every,
+                                  momentum=momentum, weight_decay=weight_decay)
+        self.num_envs = NUM_ENVS("num_envs", num_envs)
+        self._bind_scenario(scenario, args)
+        self._set_action_semantics(args)
+        self._allocate_episodes(args["dp_orders"])
+
+    @classmethod
+    def _checked_args(cls, **given: Any) -> dict[str, Any]:
+        """The env arguments checked (:attr:`ARGS`, :attr:`APPLIES_WITH`), the modes resolved
+        (:func:`~otagym.schemes.receive_scaling.actions.resolve_modes`) and their combinations checked."""
+        args = check_args(cls.ARGS, **given)
+        refuse_without_effect(args, signature_defaults(ReceiveScalingCore.__init__), cls.APPLIES_WITH)
+        reward_mode, action_type = resolve_modes(args["reward_mode"], args["action_type"])
+        reward_lambda = args["reward_lambda"]
+        if reward_mode == "lagrangian" and reward_lambda is None:
+            raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is required "
+                             "with reward_mode='lagrangian'; got None. reward_mode='budget' needs no lambda.")
+        if reward_mode != "lagrangian" and reward_lambda is not None:
+            raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got "
+                             f"reward_mode={reward_mode!r}")
+        nu_range = args["nu_range"]
+        if nu_range is not None and nu_range[0] > nu_range[1]:
+            raise ValueError(f"nu_range must be (low, high) with low <= high; got {nu_range}")
+        return {**args, "reward_mode": reward_mode, "action_type": action_type}
+
+    def _bind_scenario(self, scenario: Scenario, args: dict[str, Any]) -> None:
+        """The scenario (its d and n_m those of the trained model and data under the training fidelity), its model,
+        channel and the observation's constants."""
+        self.fidelity = args["fidelity"]
+        self._train_args = {"momentum": args["momentum"], "weight_decay": args["weight_decay"]}
+        self.training = TrainingRuns.create(args, scenario.num_devices, self.num_envs, scenario.num_rounds)
+        if self.training is not None:  # the scenario's d and n_m follow the model and the data that are trained
+            fed = self.training.federation
+            scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
+        self.scenario = scenario
+        self.num_rounds = scenario.num_rounds
+        self.model = ReceiveScalingModel(scenario)
+        self.channel = ChannelModel.from_scenario(scenario)
+        self.nu_range = args["nu_range"]
+        #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
+        self.log10_nu_ref = log10_nu_ref(scenario.nu_grid, self.nu_range)
+        self.layout = ObservationLayout.of(scenario.num_devices)
+        self.obs_dim = self.layout.size
+        #: Rounds per fading block (block fading's coherence; 1 otherwise): the last observation entry's period.
+        self.block_rounds = block_rounds(scenario)
+
+    def _set_action_semantics(self, args: dict[str, Any]) -> None:
+        """What an action means (the action arguments) and the round kernel's :class:`RoundSettings`."""
+        self.action_type, self.reward_mode = args["action_type"], args["reward_mode"]
+        self.x_min_ratio, self.reward_lambda = args["x_min_ratio"], args["reward_lambda"]
+        self.budget_multiplier_max = args["budget_multiplier_max"]
+        self.price_decades, self.price_buffer_sd = args["price_decades"], args["price_buffer_sd"]
+        action = ActionSettings(ACTION_CODES[self.action_type], float(self.x_min_ratio),
+                                float(self.budget_multiplier_max), float(self.price_decades),
+                                float(self.price_buffer_sd))
+        self.settings = RoundSettings(float(self.num_rounds), action, self.reward_mode == "lagrangian",
+                                      float(self.reward_lambda or 0.0))
+        #: The round's kernel and its compiled code for the types of :meth:`_round_args` (set at the first step).
+        self._round_kernel: tuple[object, object] = (None, None)
+
+    def _allocate_episodes(self, dp_orders: Sequence[float] | None) -> None:
+        """The episodes' arrays, before the first reset."""
+        n, m, c = self.num_envs, self.scenario.num_devices, self.model.class_q.size
+        self.t = np.zeros(n, dtype=np.int64)
+        self.nu = np.full(n, self.scenario.nu)
+        self.cost_sum = np.zeros(n)
+        self.class_rdp_sum = np.zeros((n, c))
+        self.leak_sum = np.zeros(n)
+        self.equal_alloc_sum = np.zeros(n)
+        self.ledger = (
+            RDPLedger(np.broadcast_to(self.model.class_q, (n, c)), orders=dp_orders) if dp_orders is not None else None
+        )
+        self.distances_m = np.zeros((n, m))
+        self.mean_gain = np.zeros((n, m))
+        self.mean_h_min2 = np.ones(n)
+        self.reward_scale = np.ones(n)
+        self.fading: FadingState | None = None
+        self.gains = np.zeros((n, m))
+        self.h_min2 = np.zeros(n)
+        self.trace: NDArray | None = None
+        self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
+        self._log10_placement = np.zeros((n, m))
+
+    # --- episode boundaries ----------------------------------------------------------------------------------
+    def reset(
+        self,
+        rng: np.random.Generator,
+        mask: NDArray | None = None,
+        *,
+        distances_m: NDArray | None = None,
+        channel_gains: NDArray | None = None,
+        nu: ArrayLike | None = None,
+    ) -> None:
+        """Start new episodes where ``mask`` is True (all if None).
+
+        ``distances_m`` (N, M) fixes the placement; ``channel_gains`` (T, N, M) replays a channel trace |h|^2 for this
+        episode instead of sampling (a full reset only; a later autoreset replays it again with the same placement
+        and nu, so ``mean_channel_gain`` keeps matching the gains); ``nu`` (N,) or a scalar sets this episode's
+        budget (else the scenario's, or a log-uniform draw from ``nu_range``).
+        """
+        rows = np.ones(self.num_envs, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        replay = self._set_trace(channel_gains, mask)
+        self._set_nu(rng, rows, nu, replay)
+        self._place(rng, rows, mask, distances_m, replay)
+        self._start_episodes(rng, rows, mask)
+
+    def _set_trace(self, channel_gains: NDArray | None, mask: NDArray | None) -> bool:
+        """The replayed channel trace (a full reset sets or clears it); whether this reset replays the one kept (an
+        autoreset replays the trace with its placement and nu)."""
+        if channel_gains is not None:
+            if mask is not None:
+                raise ValueError("channel_gains can only be replayed on a full reset")
+            self.trace = option_array("channel_gains", channel_gains, self.option_shapes()["channel_gains"],
+                                      PHYSICAL_RANGE)
+        elif mask is None:
+            self.trace = None
+        return mask is not None and self.trace is not None
+
+    def _set_nu(self, rng: np.random.Generator, rows: NDArray, nu: ArrayLike | None, replay: bool) -> None:
+        """The new episodes' nu: given, else drawn log-uniformly from ``nu_range`` (not on a replay), else kept."""
+        if nu is not None:
+            nu = np.broadcast_to(option_array("nu", nu, self.option_shapes()["nu"], PHYSICAL_RANGE), (self.num_envs,))
+        elif self.nu_range is not None and not replay:
+            lo, hi = np.log(self.nu_range)
+            nu = np.exp(rng.uniform(lo, hi, size=self.num_envs))
+        if nu is not None:
+            self.nu = np.where(rows, nu, self.nu)
+
+    def _place(self, rng: np.random.Generator, rows: NDArray, mask: NDArray | None, distances_m: NDArray | None,
+               replay: bool) -> None:
+        """The new episodes' placement (given, kept on a replay, else drawn), first fading state and the constants of
+        the placement: mean gains, E[h_min^2] and the observed placement."""
+        n = self.num_envs
+        if distances_m is not None:
+            dist = option_array("distances_m", distances_m, self.option_shapes()["distances_m"], DISTANCE_RANGE)
+        else:
+            dist = self.distances_m if replay else self.channel.draw_distances(rng, (n,))
+        fresh = self.channel.initial(rng, (n,))
+        if self.fading is None or mask is None:
+            self.fading = fresh
+            self.distances_m = dist
+        else:
+            self.fading = self.fading.where(rows, fresh)
+            self.distances_m = np.where(rows[:, None], dist, self.distances_m)
+        mean_gain = mean_channel_gain(self.distances_m)  # device-major, as drawn: its sums over devices are numpy's
+        self.mean_h_min2 = self.model.expected_h_min2(mean_gain)
+        self.mean_gain = np.ascontiguousarray(mean_gain)  # the kernels take C-ordered arrays
+        self._log10_placement = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])  # log10(nu E[s_m])
+
+    def _start_episodes(self, rng: np.random.Generator, rows: NDArray, mask: NDArray | None) -> None:
+        """The new episodes' reward unit, running sums, ledger rows, first channel and (training fidelity) fresh
+        models."""
+        self.reward_scale[rows] = self.num_rounds * self.model.stationary_headroom(self.nu[rows],
+                                                                                   self.mean_h_min2[rows])
+        self.t[rows] = 0
+        self.cost_sum[rows] = 0.0
+        self.leak_sum[rows] = 0.0
+        self.equal_alloc_sum[rows] = 0.0
+        self.class_rdp_sum[rows] = 0.0
+        if self.ledger is not None:
+            self.ledger.reset(None if mask is None else rows)
+        self._set_gains()
+        if self.training is not None:  # a fresh model per new episode (FedSGD of §IV-A)
+            s = self.scenario
+            self.training.reset(rng, rows, lambda fed, child: fed.engine(
+                child, s.batch_sizes, s.clip_norm, s.learning_rate, **self._train_args))
+
+    def _set_gains(self) -> None:
+        """The channel of the round about to be played: new arrays (the last step's info keeps the old ones)."""
+        if self.trace is not None:
+            self.gains = self.trace[np.minimum(self.t, self.scenario.num_rounds - 1), np.arange(self.num_envs)]
+            self.h_min2 = self.model.h_min2(self.gains)
+        else:
+            self.gains, self.h_min2 = channel(self.fading.power, self.mean_gain, self.model.inv_k2)
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def decide(self, action: ArrayLike) -> tuple[NDArray, NDArray]:
+        """``(x_t, c_t)`` for each env from the action, validated.
+
+        * price, share: c_t = :func:`~otagym.schemes.receive_scaling.actions.budget_action_cost` (capped at the
+          budget left R_t; the last round spends R_t), x_t = the x with c_t(x) = c_t in closed form.
+        * normalized: x = x_max * x_min_ratio ** ((1 - a) / 2), a in [-1, 1] (log scale; a = 1 is full power).
+        * spend: c_t = :func:`~otagym.schemes.receive_scaling.actions.spend_cost` = nu (10^(1 + a) - 1) / 9,
+          a in [-1, 1] (a = 0 is EqualAlloc), x_t = the x with c_t(x) = c_t.
+        * x: x in [1e-12 x_max, x_max]. * eta: x = eta / h_min,t^2 clipped to [1e-12 x_max, x_max].
+        x must be >= 1e-12 x_max (the floor of the analytic policies' search; below it the convergence cost
+        overflows). An x above x_max by less than 1e-9 relative (rounding in a policy) is clipped to x_max. An eta is
+        clipped to [1e-12 x_max h_min,t^2, x_max h_min,t^2] (above, the power limit binds: every device transmits
+        at P_max), so every action of the closed ``Box(0, inf)`` space is valid, +inf included (NaN is not);
+        ``info["receive_scaling"]`` is the eta played. The round's kernel decides with the same compiled function
+        (:func:`~otagym.schemes.receive_scaling.actions.decide`).
+        """
+        a = self._checked_action(action)
+        return decode_actions(self.model, self.settings.action, a, self.h_min2, nu=self.nu,
+                              remaining=self.nu * self.settings.num_rounds - self.cost_sum,
+                              rounds_left=self.settings.num_rounds - self.t, mean_h_min2=self.mean_h_min2)
+
+    def _checked_action(self, action: ArrayLike) -> NDArray:
+        """The actions as a float vector (N,), each in its action type's range (else ValueError)."""
+        return check_actions(self.action_type, action_array(action, self.num_envs), self.model.x_max)
+
+    # --- the round -------------------------------------------------------------------------------------------
+    def step(self, rng: np.random.Generator, action: ArrayLike) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
+        """One FL round in every env. Returns ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
+
+        The info arrays describe the round just played; episode-end entries (:attr:`EPISODE_END_KEYS`) are present
+        when any env terminated (valid where ``terminated``).
+        """
+        s, n = self.scenario, self.num_envs
+        a = action_array(action, n)
+        out = RoundInfo(np.empty((8, n)), np.empty((2, n, self.model.class_q.size)), np.empty((4, n, s.num_devices)))
+        args = self._round_args(a, out)
+        kernel = play_round_parallel if jit.parallel(n) else play_round
+        if self._round_kernel[0] is not kernel:
+            self._round_kernel = kernel, jit.specialised(kernel, args)
+        ended = self._round_kernel[1](*args)
+        if ended < 0:
+            self._checked_action(a)  # raises, naming the actions out of range
+        if self.ledger is not None:
+            self.ledger.record(out.per_class[1])
+        if self.training is not None:  # the round's FedSGD update with its eta_t
+            noise, eta = s.noise_power_w, out.per_env[1]
+            self.training.round(self.t, lambda i, engine, g: engine.round(g, float(eta[i]), noise).train_loss)
+        info, reward = self._round_info(out), out.per_env[4]
+        if self.training is not None:
+            info.update(self.training.info())
+        terminated = self.t >= s.num_rounds
+        if ended:
+            info["leakage_total"] = self.leak_sum.copy()
+            info["equal_alloc_leakage"] = self.equal_alloc_sum.copy()
+            if self.ledger is not None:
+                eps, order = self.ledger.epsilon(s.delta)
+                dc = self.model.device_class
+                info["dp_epsilon"] = eps[:, dc]
+                info["dp_order"] = order[:, dc]
+        if self.trace is None:
+            self.fading = self.channel.advance(rng, self.fading, self.t)
+        self._set_gains()
+        return reward, terminated, info
+
+    def _round_info(self, out: RoundInfo) -> dict[str, NDArray]:
+        """The info of the round just played, from the kernel's outputs."""
+        x, eta, cost, leak, reward, cost_mean, cost_share, nu = out.per_env
+        return {
+            "round": self.t - 1,
+            "x": x,
+            "receive_scaling": eta,
+            "h_min2": self.h_min2,
+            "channel_gain": self.gains,
+            "noise_multiplier": out.per_device[0],
+            "rdp_round": out.per_device[1],
+            "rdp_cumulative": out.per_device[2],
+            "leakage": leak,
+            "convergence_cost": cost,
+            "convergence_cost_mean": cost_mean,
+            "cost": cost_share,
+            "nu": nu,
+            "transmit_power_w": out.per_device[3],
+        }
+
+    def __getstate__(self) -> dict:
+        """The state to pickle: the compiled round is not picklable, and is found again at the next step."""
+        return {**self.__dict__, "_round_kernel": (None, None)}
+
+    def _round_args(self, actions: NDArray, out: RoundInfo) -> tuple:
+        """The arguments of the round's kernel (:func:`~otagym.schemes.receive_scaling.kernel.play_round`): of the
+        same numba types at every step (float64 C-contiguous arrays made here, by :func:`action_array` and by the
+        channel), as :func:`otagym.jit.specialised` requires."""
+        state = EpisodeState(self.t, self.nu, self.cost_sum, self.leak_sum, self.equal_alloc_sum, self.class_rdp_sum,
+                             self.gains, self.h_min2, self.mean_h_min2, self.reward_scale)
+        return actions, self.settings, self.model.arrays, self.model.device_class, state, out
+
+    def observation_space(self) -> spaces.Box:
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)
+
+    def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """The shapes each ``reset`` option takes (N envs, M devices, T rounds): ``distances_m`` (N, M),
+        ``channel_gains`` (T, N, M), ``nu`` () or (N,). The single env takes them less the batch axis
+        (:attr:`OPTION_AXES`)."""
+        n, m, big_t = self.num_envs, self.scenario.num_devices, self.scenario.num_rounds
+        return {"distances_m": ((n, m),), "channel_gains": ((big_t, n, m),), "nu": ((), (n,))}
+
+    def action_space(self) -> spaces.Box:
+        return action_space(self.action_type, self.model.x_max)
+
+    def observation(self) -> NDArray:
+        """Observations (N, 3M + 6), float32, each entry clipped to [-10, 10], laid out as
+        :class:`~otagym.schemes.receive_scaling.observation.ObservationLayout` says (see
+        :class:`otagym.env.OTAPrivacyEnv`)."""
+        out = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
+        return observe(self.gains, self.mean_gain, self._log10_placement, self.h_min2, self.mean_h_min2, self.t,
+                       self.num_rounds, self.nu, self.cost_sum, self.class_rdp_sum, self.model.device_class,
+                       self.model.class_device, self.log10_nu_ref, self.block_rounds, self.layout, out)
+
+    def reset_info(self) -> dict[str, NDArray]:
+        """Constants of the new episodes that policies may use (nu, placement, mean gains) and the first channel;
+        under the training fidelity, the initial model's metrics; and :meth:`blank_round_info`. Its keys are those of
+        every ``step``'s info (less :attr:`EPISODE_END_KEYS`)."""
+        return {**self.blank_round_info(), "nu": self.nu.copy(), **self.next_channel_info(),
+                **(self.training.info() if self.training is not None else {})}
+
+    def blank_round_info(self) -> dict[str, NDArray]:
+        """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 elsewhere
+        (nothing played, sent or leaked yet). ``reset``'s info has them so that it has the keys of ``step``'s:
+        Gymnasium's autoreset returns a reset info as a step's, and TorchRL reads one key set for both."""
+        n, m = self.num_envs, self.scenario.num_devices
+        return {"round": self.t - 1,
+                **{k: np.zeros(n) for k in ("x", "receive_scaling", "h_min2", "leakage", "convergence_cost",
+                                            "convergence_cost_mean", "cost")},
+                **{k: np.zeros((n, m)) for k in ("channel_gain", "noise_multiplier", "rdp_round", "rdp_cumulative",
+                                                 "transmit_power_w")}}
+
+    def next_channel_info(self) -> dict[str, NDArray]:
+        """The channel of the round the next action applies to, in float64 (the observation has it log-scaled), and
+        the placement it comes from. Every ``reset`` info key is also a ``step`` info key (TorchRL relies on it)."""
+        return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy(),
+                "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
+
+
+
+#: The name under which :class:`ReceiveScalingCore` was introduced.
+Rounds = ReceiveScalingCore

@@ -1,0 +1,140 @@
+"""Receive scaling -- the round, compiled: one kernel for every N (the single env is N = 1).
+
+:func:`play_round` plays one round of every env (the action's (x_t, c_t) by :func:`~.actions.decide`, eq. (9) per
+device class, the reward and the info, from the model's compiled formulas), on one core or
+(:data:`otagym.jit.PARALLEL_FROM`) on all (:func:`play_round_parallel`). Its arguments are named tuples:
+:class:`RoundSettings` (the env's constants), :class:`EpisodeState` (the running arrays, updated in place) and
+:class:`RoundInfo` (the outputs). The channel draws stay numpy's; :func:`channel` turns them into gains.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+from numpy.typing import NDArray
+
+from otagym.jit import JIT, JIT_NO_ALLOC
+from otagym.accounting.curve import curve_log_a
+from otagym.schemes.receive_scaling.actions import ActionSettings, decide, valid_actions
+from otagym.schemes.receive_scaling.formulas import ModelArrays, _h_min2, _leakage, _x_for_cost
+
+__all__ = ["RoundSettings", "EpisodeState", "RoundInfo", "play_round", "play_round_parallel", "channel"]
+
+
+class RoundSettings(NamedTuple):
+    """The constants of an env's rounds."""
+
+    num_rounds: float  # T (a float, as the budget nu T it enters)
+    action: ActionSettings  # what an action means
+    lagrangian: bool  # reward_mode="lagrangian": the reward charges reward_lambda (c_t - nu)
+    reward_lambda: float  # lambda of the lagrangian reward (0 in the other modes)
+
+
+class EpisodeState(NamedTuple):
+    """The N episodes' running arrays, which the round updates in place, and the round's channel."""
+
+    t: NDArray  # (N,) int64, rounds played
+    nu: NDArray  # (N,) the budget per round
+    cost_sum: NDArray  # (N,) sum of c_t
+    leak_sum: NDArray  # (N,) sum of L_t
+    equal_alloc_sum: NDArray  # (N,) sum of EqualAlloc's L_t on the same channels
+    class_rdp_sum: NDArray  # (N, C) cumulative RDP at alpha per device class
+    gains: NDArray  # (N, M) |h_m,t|^2 of the round
+    h_min2: NDArray  # (N,) h_min,t^2 of the round
+    mean_h_min2: NDArray  # (N,) E[h_min^2] of the placement
+    reward_scale: NDArray  # (N,) the reward's unit (T times the stationary headroom)
+
+
+class RoundInfo(NamedTuple):
+    """The round's outputs, one row per quantity."""
+
+    per_env: NDArray  # (8, N) x, eta, c_t, L_t, reward, mean c, c_t / nu, nu
+    per_class: NDArray  # (2, N, C) RDP at alpha and noise multiplier per device class
+    per_device: NDArray  # (4, N, M) noise multiplier, RDP, cumulative RDP, transmit power (eq. (14)) per device
+
+
+@njit(inline="always", **JIT_NO_ALLOC)
+def _play(i: int, actions: NDArray, settings: RoundSettings, mdl: ModelArrays, device_class: NDArray,
+          state: EpisodeState, info: RoundInfo) -> None:
+    """One round of env i (the whole of the core's ``step`` but the channel draw): its action's (x_t, c_t), eta_t,
+    each class's RDP (eq. (9)) and noise multiplier, L_t, EqualAlloc's L_t on the same channel, the reward, the running
+    sums, and the round's info (:class:`RoundInfo`)."""
+    big_t, nu, out, out_class = settings.num_rounds, state.nu, info.per_env, info.per_class
+    h = state.h_min2[i]
+    x, cost = decide(actions[i], h, nu[i], nu[i] * big_t - state.cost_sum[i], big_t - state.t[i],
+                     state.mean_h_min2[i], settings.action, mdl)
+    eta = x * h
+    leak = 0.0
+    for c in range(mdl.counts.size):
+        u = eta * mdl.u_per_eta[c]
+        rdp = curve_log_a(u, mdl.log_w[c], mdl.tri) / (mdl.order - 1)
+        out_class[0, i, c] = rdp
+        out_class[1, i, c] = u ** -0.5  # u > 0: x > 0 and h_min^2 > 0
+        leak += rdp * mdl.counts[c]
+    # the exogenous baseline: EqualAlloc's leakage on this round's channel, which no action changes
+    equal_alloc = _leakage(_x_for_cost(nu[i], h, mdl.cost_scale, mdl.x_max) * h, mdl)
+    if settings.lagrangian:
+        reward = -(leak - equal_alloc + settings.reward_lambda * (cost - nu[i])) / state.reward_scale[i]
+    else:
+        reward = -(leak - equal_alloc) / state.reward_scale[i]
+    for c in range(mdl.counts.size):
+        state.class_rdp_sum[i, c] += out_class[0, i, c]
+    state.cost_sum[i] += cost
+    state.leak_sum[i] += leak
+    state.equal_alloc_sum[i] += equal_alloc
+    state.t[i] += 1
+    out[0, i], out[1, i], out[2, i], out[3, i], out[4, i] = x, eta, cost, leak, reward
+    out[5, i], out[6, i], out[7, i] = state.cost_sum[i] / state.t[i], cost / nu[i], nu[i]
+    out_device = info.per_device
+    for m in range(device_class.size):
+        c = device_class[m]
+        out_device[0, i, m] = out_class[1, i, c]
+        out_device[1, i, m] = out_class[0, i, c]
+        out_device[2, i, m] = state.class_rdp_sum[i, c]
+        out_device[3, i, m] = eta / state.gains[i, m] * mdl.power_coeff[m]
+
+
+@njit(**JIT_NO_ALLOC)
+def play_round(actions: NDArray, settings: RoundSettings, mdl: ModelArrays, device_class: NDArray,
+               state: EpisodeState, info: RoundInfo) -> int:
+    """:func:`_play` for every env, one after another, if every action is valid: the number of envs whose episode
+    ended (T rounds played), or -1 if an action is out of range (nothing played)."""
+    if not valid_actions(settings.action.code, actions, mdl.x_max):
+        return -1
+    for i in range(actions.size):
+        _play(i, actions, settings, mdl, device_class, state, info)
+    return _ended(state.t, settings.num_rounds)
+
+
+@njit(parallel=True, **JIT_NO_ALLOC)
+def play_round_parallel(actions: NDArray, settings: RoundSettings, mdl: ModelArrays, device_class: NDArray,
+                        state: EpisodeState, info: RoundInfo) -> int:
+    """:func:`play_round` over all cores."""
+    if not valid_actions(settings.action.code, actions, mdl.x_max):
+        return -1
+    for i in prange(actions.size):
+        _play(i, actions, settings, mdl, device_class, state, info)
+    return _ended(state.t, settings.num_rounds)
+
+
+@njit(**JIT_NO_ALLOC)
+def _ended(t: NDArray, big_t: float) -> int:
+    """How many episodes have played their T rounds."""
+    ended = 0
+    for ti in t:
+        ended += ti >= big_t
+    return ended
+
+
+@njit(**JIT)
+def channel(power: NDArray, mean_gain: NDArray, inv_k2: NDArray) -> tuple[NDArray, NDArray]:
+    """The gains |h_m|^2 = g_m E|h_m|^2 (N, M) of normalised fading powers ``power`` and h_min^2 (N,) of each env."""
+    gains = np.empty(mean_gain.shape)
+    h_min2 = np.empty(mean_gain.shape[0])
+    for i in range(gains.shape[0]):
+        for m in range(gains.shape[1]):
+            gains[i, m] = power[i, m] * mean_gain[i, m]
+        h_min2[i] = _h_min2(gains[i], inv_k2)
+    return gains, h_min2
