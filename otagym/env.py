@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
-from otagym.schemes import Core, Scheme, get_scheme
+from otagym.schemes import DEFAULT_SCHEME, Core, Scheme, get_scheme
 from otagym.validation import Integer, OfType, check_args, real_array
 
 __all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds", "warn_if_not_the_task"]
@@ -110,7 +110,7 @@ def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,
     given = dict(kwargs)
     if render_mode is not None:
         given["render_mode"] = render_mode
-    if not (isinstance(scheme, str) and scheme == "receive_scaling"):
+    if not (isinstance(scheme, str) and scheme == DEFAULT_SCHEME):
         given["scheme"] = scheme
     both = sorted(set(config) & set(given))
     if both:
@@ -121,7 +121,7 @@ def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,
     if isinstance(inner, Mapping):
         raise TypeError(f"scenario in an env config mapping must be a preset name, a Scenario or None; got a mapping "
                         f"({inner!r}): put its keys in the outer mapping")
-    return inner, config.pop("render_mode", None), config.pop("scheme", "receive_scaling"), config
+    return inner, config.pop("render_mode", None), config.pop("scheme", DEFAULT_SCHEME), config
 
 
 def _reset_options(rounds: Core, options: Mapping[str, Any] | None, single: bool) -> dict[str, Any]:
@@ -238,7 +238,7 @@ class OTAPrivacyEnv(_TaskSpec, gym.Env[NDArray[np.float32], NDArray]):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(self, scenario: Any = None, render_mode: str | None = None, *, scheme: Scheme = "receive_scaling",
+    def __init__(self, scenario: Any = None, render_mode: str | None = None, *, scheme: Scheme = DEFAULT_SCHEME,
                  **kwargs: Any):
         scenario, render_mode, scheme, kwargs = _env_config_arguments(scenario, render_mode, scheme, kwargs)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -354,7 +354,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}  # the default; instances: their own
 
     def __init__(self, num_envs: int = 8, scenario: Any = None, render_mode: str | None = None, *,
-                 scheme: Scheme = "receive_scaling", max_episode_steps: int | None = None,
+                 scheme: Scheme = DEFAULT_SCHEME, max_episode_steps: int | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
