@@ -8,7 +8,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
-from otagym.cdpb import CDPBScenario, sum_of_others
+from otagym.schemes.cdpb import CDPBScenario, sum_of_others
 from otagym.privacy import RDPLedger
 from otagym.receive_scaling import Scenario, get_scenario
 
