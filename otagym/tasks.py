@@ -177,9 +177,10 @@ def _benchmark(name: str, settings: Mapping[str, Any], summary: str, **task: Any
 
 def _scheme_task_kwargs(scheme: str) -> dict[str, Any]:
     """The kwargs of a task of ``scheme``: the scheme's name and its :attr:`~otagym.schemes.SchemeInfo.task_settings`
-    (CDPB's: :data:`otagym.schemes.cdpb.TASK_SETTINGS`; anonymous OTA's: :data:`otagym.schemes.anonymous.TASK_SETTINGS`,
-    where the reasons for each number are)."""
+    (CDPB's: :data:`otagym.schemes.cdpb.scenario.TASK_SETTINGS`; anonymous OTA's:
+    :data:`otagym.schemes.anonymous.scenario.TASK_SETTINGS`, where the reasons for each number are)."""
     return {"scheme": scheme, **get_scheme(scheme).task_settings}
+
 
 #: The registered tasks by id.
 TASKS: dict[str, Task] = {t.id: t for t in (
