@@ -23,7 +23,8 @@ from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
 from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, RhoActionType, action_space,
                                          action_to_rho)
-from otagym.schemes.cdpb.formulas import convergence_term, participation_probability, round_powers, round_rdp
+from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, participation_probability, round_powers,
+                                          round_rdp)
 from otagym.schemes.cdpb.observation import CDPBObservation, entry_names, observation_space, write_observation
 from otagym.schemes.cdpb.scenario import CDPBScenario
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Integer, OneOf, Real, Spec,
@@ -264,7 +265,26 @@ class CDPBCore:
         reward = -(s.lambda_convergence * 6.0 * term / tau**2 + s.lambda_privacy * (after - before)) / self.reward_scale
         self.t += 1
         gamma = 6.0 * self.term_sum / (self.t * self.t)  # convergence error after t rounds (6 mean B / t)
-        info: dict[str, NDArray] = {
+        info = self._round_info(rho, pw, term, q, rdp, gamma, (before, after))
+        if self.training is not None:
+            info.update(self.training.info())
+        self.last_reliable = k_t / k
+        self.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
+        terminated = self.t >= s.num_rounds
+        if self.rdp_orders_sum is not None and terminated.any():
+            eps, order = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
+            info["dp_epsilon"], info["dp_order"] = eps, order
+        self.fading = self.channel.advance(rng, self.fading, self.t)
+        self._draw_round_state(rng)
+        return reward, terminated, info
+
+    def _round_info(self, rho: NDArray, pw: RoundPowers, term: NDArray, q: NDArray, rdp: dict[str, NDArray],
+                    gamma: NDArray, worst_rdp: tuple[NDArray, NDArray]) -> dict[str, NDArray]:
+        """``step``'s info about the round just played (``worst_rdp``: the worst client's cumulative RDP under the
+        scenario's accounting before and after it)."""
+        s, tau, (before, after) = self.scenario, self.scenario.num_rounds, worst_rdp
+        k_t = pw.num_reliable
+        return {
             "round": self.t - 1,
             "rho": rho,
             "h_threshold": rho * s.grad_bound**2 / s.power_max_w,
@@ -289,17 +309,6 @@ class CDPBCore:
             "utility": s.lambda_convergence * gamma + s.lambda_privacy * after,
             "cost": tau * (after - before) / s.epsilon_max,
         }
-        if self.training is not None:
-            info.update(self.training.info())
-        self.last_reliable = k_t / k
-        self.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
-        terminated = self.t >= s.num_rounds
-        if self.rdp_orders_sum is not None and terminated.any():
-            eps, order = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
-            info["dp_epsilon"], info["dp_order"] = eps, order
-        self.fading = self.channel.advance(rng, self.fading, self.t)
-        self._draw_round_state(rng)
-        return reward, terminated, info
 
     def observation(self) -> NDArray:
         """Observations (N, entries), float32, in the layout of :mod:`otagym.schemes.cdpb.observation` (its entry
