@@ -8,7 +8,7 @@ policy computes in float32) and ARS can train it further. One implementation of 
 and the torch policy.
 
 The features of an observation of M devices (read by name from its layout,
-:class:`otagym.schemes.receive_scaling.observation.ObservationLayout`): 1, z, z^2, h, p, t, z h, z p, z t, with
+:class:`otagym.schemes.receive_scaling.observation.ObservationOffsets`): 1, z, z^2, h, p, t, z h, z p, z t, with
 z = log10 nu - log10 nu_ref (the observed budget), h = log10(h_min^2 / E[h_min^2]) (this round's weakest channel
 against its mean), p = log1p(budget left per round / nu) and t = t / T. With three budgets nu, the terms 1, z, z^2
 give each its own constant; theta = 0 is the action's reference, a = 0. The ``"cubic"`` feature set
@@ -35,7 +35,7 @@ from sb3_contrib.ars.policies import ARSPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from baselines.receive_scaling.policies import ActionPolicy
-from otagym.schemes.receive_scaling.observation import ObservationLayout
+from otagym.schemes.receive_scaling.observation import ObservationOffsets
 
 __all__ = ["FEATURES", "FEATURE_SETS", "LinearFeaturePolicy", "LinearPricePolicy", "linear_term", "feature_set",
            "ObservedOnlineOptimal", "OnlineOptimalResidualPolicy", "PriceFeatures",
@@ -55,7 +55,7 @@ def price_features(obs: Array, features: str = "price") -> Array:
     numpy arrays or torch tensors."""
     if features not in FEATURE_SETS:
         raise ValueError(f"features must be one of {sorted(FEATURE_SETS)}; got {features!r}")
-    layout = ObservationLayout.of_size(obs.shape[-1])
+    layout = ObservationOffsets.of_size(obs.shape[-1])
     z, h = obs[..., layout.log_nu], obs[..., layout.channel]
     p, t = obs[..., layout.fair_share], obs[..., layout.progress]
     xp = torch if isinstance(obs, torch.Tensor) else np
@@ -97,7 +97,7 @@ class PriceFeatures(BaseFeaturesExtractor):
     """SB3 features extractor of :func:`price_features` with the set ``features`` (no parameters)."""
 
     def __init__(self, observation_space: spaces.Box, features: str = "price") -> None:
-        ObservationLayout.of_size(observation_space.shape[-1])
+        ObservationOffsets.of_size(observation_space.shape[-1])
         super().__init__(observation_space, features_dim=len(FEATURE_SETS[features]))
         self.features = features
 
@@ -161,7 +161,7 @@ class ObservedOnlineOptimal:
         self.log10_nu_ref = log10_nu_ref(scenario.nu_grid, env_kwargs.get("nu_range"))
         self.price_decades, self.buffer_sd = semantics["price_decades"], semantics["price_buffer_sd"]
         self.snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # E[s_m] / E|h_m|^2
-        self.layout = ObservationLayout.of(scenario.num_devices)
+        self.layout = ObservationOffsets.of(scenario.num_devices)
 
     def __call__(self, observation: NDArray) -> NDArray:
         """a_OO (N,) of observations (N, 3M + 6)."""

@@ -18,7 +18,7 @@ from sb3_contrib import ARS, TRPO
 from stable_baselines3 import PPO, SAC, TD3
 
 from baselines.receive_scaling.policies import ActionPolicy
-from otagym.schemes.receive_scaling.observation import LAYOUT_VERSION
+from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 
 __all__ = ["AgentPolicy", "ALGO_CLASSES", "load_model", "run_metadata", "check_observation_layout"]
 
@@ -47,13 +47,15 @@ def load_model(path: str | Path):
 
 
 def check_observation_layout(meta: dict[str, Any], path: str | Path) -> None:
-    """Refuse (``ValueError``) a model whose ``run.json`` (``meta``) records an observation layout other than the
-    current one (:data:`otagym.schemes.receive_scaling.observation.LAYOUT_VERSION`): it would read other entries than
+    """Refuse (``ValueError``) a model whose ``run.json`` (``meta``) records an observation layout other than its
+    scheme's current one (:attr:`otagym.schemes.SchemeInfo.observation_layout`): it would read other entries than
     those it was trained on. A run.json without ``observation_layout`` was written before layouts were versioned, on
     the current layout (every shipped model was)."""
-    layout = meta.get("observation_layout", LAYOUT_VERSION)
-    if layout != LAYOUT_VERSION:
-        raise ValueError(f"{path} was trained on observation layout {layout!r}, not this otagym's {LAYOUT_VERSION!r}: "
+    scheme = (meta.get("env_kwargs") or {}).get("scheme", DEFAULT_SCHEME)
+    current = SCHEMES[scheme].observation_layout.version if scheme in SCHEMES else None
+    layout = meta.get("observation_layout", current)
+    if layout != current:
+        raise ValueError(f"{path} was trained on observation layout {layout!r}, not this otagym's {current!r}: "
                          "retrain it (or play it with the otagym version it was trained with)")
 
 

@@ -10,8 +10,8 @@ no plugin entry points (the ``gymnasium.envs`` group was dropped in 1.0), so tha
 
 from gymnasium.envs.registration import register, registry
 
-from otagym.anonymous import ANONYMOUS_PRESETS, AnonymousScenario, get_anonymous_scenario
-from otagym.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
+from otagym.schemes.anonymous import ANONYMOUS_PRESETS, AnonymousScenario, get_anonymous_scenario
+from otagym.schemes.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.schemes.receive_scaling import PRESETS, Scenario, get_scenario
 from otagym.tasks import TASKS, register_tasks

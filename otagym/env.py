@@ -4,7 +4,7 @@ one federated-learning round.
 Both classes are thin shells around a scheme's batched core (:func:`make_rounds`), which holds N episodes as numpy
 arrays and steps them with the scheme's pure functions; the single env is the core with N = 1, so the physics exists
 once. The default scheme is model A (:class:`otagym.receive_scaling_env.Rounds`: channel inversion + receive scaling,
-AdaScale paper §IV-V).
+AdaScale paper §IV-V); :class:`OTAPrivacyEnv` points to each scheme's page.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
-from otagym.schemes import Core, Scheme, get_scheme
+from otagym.schemes import DEFAULT_SCHEME, Core, Scheme, get_scheme
 from otagym.validation import Integer, OfType, check_args, real_array
 
 __all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds", "warn_if_not_the_task"]
@@ -110,7 +110,7 @@ def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,
     given = dict(kwargs)
     if render_mode is not None:
         given["render_mode"] = render_mode
-    if not (isinstance(scheme, str) and scheme == "receive_scaling"):
+    if not (isinstance(scheme, str) and scheme == DEFAULT_SCHEME):
         given["scheme"] = scheme
     both = sorted(set(config) & set(given))
     if both:
@@ -121,7 +121,7 @@ def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,
     if isinstance(inner, Mapping):
         raise TypeError(f"scenario in an env config mapping must be a preset name, a Scenario or None; got a mapping "
                         f"({inner!r}): put its keys in the outer mapping")
-    return inner, config.pop("render_mode", None), config.pop("scheme", "receive_scaling"), config
+    return inner, config.pop("render_mode", None), config.pop("scheme", DEFAULT_SCHEME), config
 
 
 def _reset_options(rounds: Core, options: Mapping[str, Any] | None, single: bool) -> dict[str, Any]:
@@ -148,97 +148,42 @@ def _single_option(name: str, value: Any, shapes: tuple[tuple[int, ...], ...], a
 
 
 class OTAPrivacyEnv(_TaskSpec, gym.Env[NDArray[np.float32], NDArray]):
-    """Privacy-aware receive scaling in over-the-air federated learning (model A of the AdaScale paper).
+    """One over-the-air federated-learning deployment of any registered scheme: each step is one FL round.
 
-    Each step is one FedSGD round: M devices invert their Rayleigh channels and transmit clipped, Poisson-batched
-    gradients; the server picks its receive scaling eta_t = x_t h_min,t^2 (eq. (23)). The receiver noise is the
-    privacy noise: device m's noise multiplier is sigma_m,t = M B_m sigma_n / (sqrt(2 x_t) G h_min,t) (eq. (25)) and
-    the round leaks rho_alpha(q_m, sigma_m,t) RDP (eq. (9)); the convergence surrogate of the round is
-    c_t = d sigma_n^2 / h_min,t^2 (1/x_t - 1/x_max) and problem (28) is min sum_t L_t s.t. (1/T) sum_t c_t <= nu.
+The env is a shell: the scheme's batched core (:data:`otagym.schemes.SCHEMES`, built by :func:`make_rounds` with
+N = 1) holds the episode and defines the observation, the action, the reward, ``info`` and the ``reset`` options.
+Each scheme's page says what they are:
 
-    Observation (``Box(-10, 10, (3M+6,), float32)``, every entry clipped to [-10, 10]), for the round about to be
-    played; s_m = |h_m|^2 x_max / (k_m^2 d sigma_n^2) is device m's channel quality at full power, R_t = nu T -
-    sum_{tau<t} c_tau the convergence budget left:
+* ``scheme="receive_scaling"`` (default): receive scaling, model A of the AdaScale paper (the server picks its
+  receive scaling each round under a convergence budget): ``docs/environment/receive-scaling.md``
+  (the site's "Receive scaling (model A)" page) and :class:`otagym.receive_scaling_env.Rounds`.
+* ``scheme="cdpb"``: client-driven power balancing, model B: ``docs/environment/cdpb.md`` and
+  :class:`otagym.schemes.cdpb.core.CDPBCore`.
+* ``scheme="anonymous"``: anonymous over-the-air computation, model C: ``docs/environment/anonymous.md`` and
+  :class:`otagym.schemes.anonymous.core.AnonymousCore`.
 
-    ============  ======================================================================================
-    index         meaning
-    ============  ======================================================================================
-    0..M-1        log10(|h_m,t|^2 / E|h_m|^2): fading of each device (Exponential(1) in law; mean -0.25)
-    M..2M-1       log10(nu E[s_m]): placement; > 0 where EqualAlloc's x is noise- rather than power-limited
-    2M            log10(h_min,t^2 / E[h_min^2]): the round's quality relative to its mean (the driving state)
-    2M+1          t / T
-    2M+2          R_t / (nu T): the fraction of the budget left (1 at the start; clipped at -10 if overspent)
-    2M+3          log1p(R_t / ((T - t) nu)): the fair share of the budget left per round, in units of nu
-    2M+4          log10(nu) - log10(nu_ref), nu_ref the geometric middle of the nu grid (or of ``nu_range``)
-    2M+5..3M+4    log1p(cumulative RDP of each device at alpha)
-    3M+5          rounds left in the current fading block (this one included) / its length: under block fading
-                  the channel stays for that many rounds; 1 under i.i.d. and Gauss-Markov fading
-    ============  ======================================================================================
+``reset``'s info has the keys of a step's (same dtypes and shapes; the last step's episode-end keys, the core's
+``EPISODE_END_KEYS``, aside): ``round`` = -1 and 0 for the other per-round entries (nothing played yet), the
+episode's constants and the next round's channel where the scheme reports them. So a client that reads the key set
+once (TorchRL) keeps it across autoresets. Episodes terminate after the scenario's ``num_rounds`` rounds (the FL run
+ends).
 
-    Formulations (``reward_mode``), with L_t = sum_m rho_alpha(q_m, sigma_m,t) (the summand of objective (28a)),
-    L_t^EA the same for EqualAlloc on this round's channel (c_t = nu) and the per-episode scale H = T x the
-    placement's stationary headroom at nu (placement and nu of the episode, both observed; the scale does not change
-    which policy is optimal). EqualAlloc's return is 0 in every mode:
-
-    ==============  =============================================================================================
-    ``budget``      default. Action a in [-1, 1]: ``price`` (default) plays the round's minimiser of L_t + mu_t c_t
-                    with mu_t = mu_ref,t 100^a; ``share`` spends c_t = m(a) R_t / (T - t), m(a) = 100^a (m(0) = 1
-                    is EqualAlloc). Either is capped at R_t and the last round spends R_t, so (28b) holds with
-                    equality for every policy, and the reward -(L_t - L_t^EA) / H makes the return
-                    -((28a) - (28a) of EqualAlloc) / H.
-    ``cmdp``        action on x (log scale, see below); reward -(L_t - L_t^EA) / H and ``info["cost"]`` = c_t / nu:
-                    the constraint is mean cost <= 1 per step, i.e. an episode cost limit of T (Safety-Gymnasium
-                    style).
-    ``lagrangian``  reward -(L_t - L_t^EA + lambda (c_t - nu)) / H with ``reward_lambda`` required (the dual price
-                    of (28)).
-    ==============  =============================================================================================
-
-    Actions outside budget mode: ``Box(-1, 1, (1,), float32)`` mapped on a log scale to x = x_max * r^((1-a)/2) with
-    r = ``x_min_ratio`` (1e-3), or ``action_type="x"`` (x_t in [1e-12 x_max, x_max]) / ``"eta"`` (eta_t >= 0,
-    clipped to [1e-12, 1] x_max h_min^2), for analytic policies.
-
-    ``info`` (every step): ``round``, ``x``, ``receive_scaling`` (eta), ``h_min2``, ``channel_gain`` (|h_m|^2),
-    ``noise_multiplier`` (M), ``rdp_round`` (M, at alpha), ``rdp_cumulative`` (M), ``leakage`` (L_t),
-    ``convergence_cost`` (c_t), ``convergence_cost_mean`` (average c so far), ``cost`` (c_t / nu), ``nu``,
-    ``transmit_power_w`` (M, eq. (14)); at the last step also ``leakage_total`` (sum_t L_t, objective (28a)),
-    ``equal_alloc_leakage`` (the same sum for EqualAlloc on this episode's channels and nu), ``dp_epsilon`` (M, at
-    delta over all ``dp_orders``) and ``dp_order``; and ``next_channel_gain`` / ``next_h_min2``, the channel of the
-    round the *next* action applies to (float64), and ``mean_channel_gain`` (1/PL_m of the current placement).
-    ``reset``'s info has the keys of a step's (same dtypes and shapes; the last step's episode-end keys aside):
-    ``round`` = -1 and 0 for the other per-round entries (nothing played yet), the constants (``distances_m``,
-    ``mean_channel_gain``, ``nu``) and the next channel. So a client that reads the key set once (TorchRL) keeps it
-    across autoresets.
-
-    Episodes terminate after T = ``scenario.num_rounds`` rounds (the FL run ends; t/T is observed).
-
-    Args:
-        scenario: preset name (``"paper-mnist"``, ``"paper-cifar10"``) or a :class:`~otagym.receive_scaling.Scenario`
-            (under another ``scheme``: one of its presets or its Scenario). A Mapping here (or as the only positional
-            argument) holds keyword arguments, as RLlib passes its ``env_config``: ``OTAPrivacyEnv({"scenario":
-            "paper-cifar10", "num_rounds": 20})``, with optional ``"scenario"``, ``"scheme"`` and ``"render_mode"``
-            keys; keyword arguments beside it are merged, a name given both ways is a TypeError.
-        scheme: a name in :data:`otagym.schemes.SCHEMES`: ``"receive_scaling"`` (default, model A as described here)
-            or another scheme, whose observation, action and keyword arguments its batched core documents.
-        render_mode: ``None``, ``"ansi"`` (a text line per round) or ``"rgb_array"`` (x/x_max, cumulative cost over
-            nu t and mean cumulative RDP over the episode so far, as an image).
-        reward_mode: the formulation (table above), see :class:`~otagym.receive_scaling_env.Rounds`.
-        action_type: what the action is, see :class:`~otagym.receive_scaling_env.Rounds`.
-        x_min_ratio: the smallest x of the normalised action over x_max, see
-            :class:`~otagym.receive_scaling_env.Rounds`.
-        reward_lambda: the dual price of the ``lagrangian`` formulation.
-        budget_multiplier_max: the largest multiple of the fair share one ``share`` action spends.
-        nu_range: (low, high) of the budget drawn log-uniformly per episode, or None.
-        dp_orders: RDP orders of the end-of-episode (eps, delta), or None.
-        **overrides: any :class:`~otagym.receive_scaling.Scenario` field (e.g. ``num_rounds=100, nu=0.02``); anything
-            else is a TypeError.
-
-    ``reset(options=...)`` accepts ``distances_m`` (M,), ``channel_gains`` (T, M) to replay a channel realisation,
-    and ``nu`` (this episode's budget).
+Args:
+    scenario: a preset name of the scheme (:attr:`otagym.schemes.SchemeInfo.presets`; None: its default preset) or
+        its Scenario. A Mapping here (or as the only positional argument) holds keyword arguments, as RLlib passes
+        its ``env_config``: ``OTAPrivacyEnv({"scenario": "paper-cifar10", "num_rounds": 20})``, with optional
+        ``"scenario"``, ``"scheme"`` and ``"render_mode"`` keys; keyword arguments beside it are merged, a name given
+        both ways is a TypeError.
+    render_mode: ``None``, ``"ansi"`` (a text line per round) or ``"rgb_array"`` (the action and the mean cumulative
+        RDP over the episode so far, as an image).
+    scheme: a name in :data:`otagym.schemes.SCHEMES` (default :data:`otagym.schemes.DEFAULT_SCHEME`).
+    **kwargs: the scheme's env arguments (its core's ``ARGS``, documented by the core) and any field of its
+        Scenario (e.g. ``num_rounds=100``); anything else is a TypeError.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(self, scenario: Any = None, render_mode: str | None = None, *, scheme: Scheme = "receive_scaling",
+    def __init__(self, scenario: Any = None, render_mode: str | None = None, *, scheme: Scheme = DEFAULT_SCHEME,
                  **kwargs: Any):
         scenario, render_mode, scheme, kwargs = _env_config_arguments(scenario, render_mode, scheme, kwargs)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -354,7 +299,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}  # the default; instances: their own
 
     def __init__(self, num_envs: int = 8, scenario: Any = None, render_mode: str | None = None, *,
-                 scheme: Scheme = "receive_scaling", max_episode_steps: int | None = None,
+                 scheme: Scheme = DEFAULT_SCHEME, max_episode_steps: int | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs: Any):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")

@@ -17,12 +17,13 @@ its cost limit is worth at most 0); :data:`BENCHMARK_VALIDATION_SEEDS` and :data
 disjoint sets to select and train on. The other tasks are the papers' formulation and sanity tasks.
 
 **Evaluation.** A task is evaluated on its :attr:`Task.eval_seeds` at each of its budgets :attr:`Task.eval_nus`: the
-realisation of a seed is drawn from ``numpy.random.default_rng(seed)`` (receive scaling: as
-:meth:`otagym.channel.ChannelModel.sample_trace` draws it, placement then fading; the other schemes: by their core's
-``sample_realisation``), and any client plays it by resetting its env with :func:`evaluation_options`
-(``env.reset(options=evaluation_options(task_id, nu, seed))``). The score of an episode is paired on its
-realisation, D4RL-style: 100 (R - R_0) / (R_100 - R_0), with R_0 and R_100 the returns of the task's two anchor
-policies (:attr:`Task.anchors`) on the same realisation, stored with the package.
+realisation of a seed is drawn from ``numpy.random.default_rng(seed)`` by the scheme's realisation sampler
+(:attr:`otagym.schemes.SchemeInfo.sample_realisation`; receive scaling: as
+:meth:`otagym.channel.ChannelModel.sample_trace` draws it, placement then fading), and any client plays it by
+resetting its env with :func:`evaluation_options` (``env.reset(options=evaluation_options(task_id, nu, seed))``).
+The score of an episode is paired on its realisation, D4RL-style: 100 (R - R_0) / (R_100 - R_0), with R_0 and R_100
+the returns of the task's two anchor policies (:attr:`Task.anchors`) on the same realisation, stored with the
+package.
 
 * Receive scaling: 0 = EqualAlloc, 100 = OfflineOptimal (the offline optimum, which no online policy reaches), the
   score of the papers' comparisons, 100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal). The env's return in
@@ -62,8 +63,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.channel import ChannelModel
-from otagym.receive_scaling import get_scenario
+from otagym.schemes import DEFAULT_SCHEME, SCHEMES, get_scheme
 
 __all__ = ["Task", "TASKS", "BENCHMARK", "constrained", "EVALUATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS",
            "BENCHMARK_VALIDATION_SEEDS", "BENCHMARK_TRAINING_SEEDS", "COST_TOLERANCE", "REFERENCE_SCORES_PATH",
@@ -89,11 +89,8 @@ COST_TOLERANCE = 1e-6
 #: Where the reference scores are stored with the package.
 REFERENCE_SCORES_PATH = Path(__file__).parent / "data" / "reference_scores.json"
 
-#: The settings every receive-scaling task shares: the paper's MNIST deployment (T = 500), budget mode (constraint
-#: (28b) holds by construction), the price action, one policy for every nu in [0.01, 0.16] (drawn log-uniformly per
-#: episode and observed), no all-order DP ledger (the RDP at alpha is always reported).
-_RECEIVE_SCALING = {"scenario": "paper-mnist", "reward_mode": "budget", "action_type": "price",
-                    "nu_range": (0.01, 0.16), "dp_orders": None}
+#: The settings every receive-scaling task shares (:attr:`otagym.schemes.SchemeInfo.task_settings`).
+_RECEIVE_SCALING = SCHEMES[DEFAULT_SCHEME].task_settings
 
 
 @dataclass(frozen=True)
@@ -136,7 +133,7 @@ class Task:
     @property
     def scheme(self) -> str:
         """The scheme the task's env runs (:data:`otagym.schemes.SCHEMES`)."""
-        return str(self.kwargs.get("scheme", "receive_scaling"))
+        return str(self.kwargs.get("scheme", DEFAULT_SCHEME))
 
     @property
     def constrained(self) -> bool:
@@ -152,16 +149,15 @@ class Task:
 
 def constrained(env_kwargs: Mapping[str, Any]) -> bool:
     """Whether env keyword arguments make a constrained MDP (a policy can break the constraint of ``info["cost"]``):
-    every scheme but receive scaling in budget mode (its default), which meets it by construction."""
-    if str(env_kwargs.get("scheme", "receive_scaling")) != "receive_scaling":
-        return True
-    return env_kwargs.get("reward_mode", "budget") != "budget"
+    every scheme's but those whose formulation meets it by construction (receive scaling in budget mode, its default),
+    as the scheme's :attr:`~otagym.schemes.SchemeInfo.constrained` says."""
+    return get_scheme(env_kwargs.get("scheme", DEFAULT_SCHEME)).constrained(env_kwargs)
 
 
 def _receive_scaling(name: str, settings: Mapping[str, Any], summary: str, **task: Any) -> Task:
     kwargs = {**_RECEIVE_SCALING, **settings}
     return Task(f"otagym/{name}-v{len(task.get('versions', ('v0',))) - 1}", kwargs,
-                get_scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary, **task)
+                SCHEMES[DEFAULT_SCHEME].scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary, **task)
 
 
 #: The constrained receive-scaling tasks' formulation: the CMDP of problem (28), reward -(L_t - L_t^EA)/H and the
@@ -179,22 +175,12 @@ def _benchmark(name: str, settings: Mapping[str, Any], summary: str, **task: Any
     return _receive_scaling(name, {**_CMDP, **settings}, summary, eval_seeds=BENCHMARK_EVALUATION_SEEDS, **task)
 
 
-#: CDPB's task settings: the paper's deployment (K = 100, lambda = (1, 1e-5), gamma-bar = 1e-2, CDPB-i) with the
-#: privacy threshold eps-bar = 1 instead of the paper's 100, tau = 100 rounds, rho linear in the action between
-#: 1e-3 P/W^2 and P/W^2, rewards in units of MaxRho's expected utility G(P/W^2, 100) = 8.17e-3
-#: (:func:`otagym.cdpb.utility`), so that its return is about -1. At eps-bar = 100 no rho comes near the threshold
-#: (an episode spends 0.4% to 1.6% of it); at 1 the threshold binds where G is least (tau eps_1(rho) runs from 0.004
-#: at the least rho to 1.56 at P/W^2, and G is least at rho = 0.39 P/W^2, which spends 1.07): a uniformly random
-#: policy's episode cost is about the limit and the constrained optimum lies on the boundary.
-_CDPB = {"scheme": "cdpb", "scenario": "paper-cdpb", "action_type": "normalized", "dp_orders": None,
-         "reward_scale": 8.17e-3, "epsilon_max": 1.0}
-#: Anonymous OTA's task settings: the paper's Fig. 1 deployment (p q = 0.01, delta = 1e-5), T = 1000 rounds, sigma
-#: log-linear in the action over noise multipliers [2, 20] at the expected batch (where a uniformly random policy's
-#: episode cost is 1.5x the limit: over the env's default [0.1, 100] it is 6,400x, and a Lagrangian multiplier cannot
-#: be tuned across that), the cost of an (8, 1e-5) target, rewards in units of the mid action's expected utility
-#: (0.633, Monte Carlo over 256 episodes), so that its return is about -1.
-_ANONYMOUS = {"scheme": "anonymous", "scenario": "paper-anonymous", "dp_orders": None,
-              "noise_multiplier_range": (2.0, 20.0), "reward_scale": 0.633, "target_epsilon": 8.0}
+def _scheme_task_kwargs(scheme: str) -> dict[str, Any]:
+    """The kwargs of a task of ``scheme``: the scheme's name and its :attr:`~otagym.schemes.SchemeInfo.task_settings`
+    (CDPB's: :data:`otagym.schemes.cdpb.scenario.TASK_SETTINGS`; anonymous OTA's:
+    :data:`otagym.schemes.anonymous.scenario.TASK_SETTINGS`, where the reasons for each number are)."""
+    return {"scheme": scheme, **get_scheme(scheme).task_settings}
+
 
 #: The registered tasks by id.
 TASKS: dict[str, Task] = {t.id: t for t in (
@@ -222,14 +208,14 @@ TASKS: dict[str, Task] = {t.id: t for t in (
                "The constrained task with the raw receive scaling as the action, x on a log scale over [1e-3 x_max, "
                "x_max]: the round's cost depends on the channel, so a constant action meets the constraint only "
                "by spending almost nothing."),
-    Task("otagym/CDPB-v1", _CDPB, 100, (1.0,), "Choose the power-balancing threshold rho of client-driven power "
-         "balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without CSI, within a privacy "
-         "threshold eps <= 1.", budget="epsilon_max", anchors=("MaxRho", "BestConstant"),
+    Task("otagym/CDPB-v1", _scheme_task_kwargs("cdpb"), 100, (1.0,), "Choose the power-balancing threshold rho of "
+         "client-driven power balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without "
+         "CSI, within a privacy threshold eps <= 1.", budget="epsilon_max", anchors=("MaxRho", "BestConstant"),
          versions=("v0: the paper's eps-bar = 100, which no policy comes near (the cost was slack)",
                    "v1: eps-bar = 1, which binds at the best rho")),
-    Task("otagym/AnonymousOTA-v0", _ANONYMOUS, 1000, (8.0,), "Choose the public noise level sigma of anonymous "
-         "over-the-air FL each round to minimise the SGD bound plus 0.01 x RDP, under an (8, 1e-5)-DP cost.",
-         budget="target_epsilon", anchors=("MidAction", "BestConstant")),
+    Task("otagym/AnonymousOTA-v0", _scheme_task_kwargs("anonymous"), 1000, (8.0,), "Choose the public noise level "
+         "sigma of anonymous over-the-air FL each round to minimise the SGD bound plus 0.01 x RDP, under an "
+         "(8, 1e-5)-DP cost.", budget="target_epsilon", anchors=("MidAction", "BestConstant")),
 )}
 
 
@@ -263,22 +249,15 @@ def fading_settings(task_id: str) -> dict[str, Any]:
 
 
 def task_scenario(task_id: str, nu: float | None = None):
-    """The scenario a task's env resolves (its preset with the task's fading; for receive scaling at budget ``nu``
-    if given)."""
+    """The scenario a task's env resolves: its preset with the task's scenario fields (its fading, its thresholds), as
+    :func:`otagym.env.make_rounds` splits them from the env arguments; where the task's budget is the scenario's
+    ``nu`` (receive scaling), at budget ``nu`` if given."""
     task = _task(task_id)
-    if task.scheme != "receive_scaling":
-        return _core(task_id).scenario
-    return get_scenario(task.kwargs["scenario"], **fading_settings(task_id),
-                        **({"nu": float(nu)} if nu is not None else {}))
-
-
-@lru_cache(maxsize=None)
-def _core(task_id: str):
-    from otagym.env import make_rounds
-
-    kwargs = dict(_task(task_id).kwargs)
-    scheme = kwargs.pop("scheme", "receive_scaling")
-    return make_rounds(scheme, kwargs.pop("scenario"), 1, kwargs)
+    info = get_scheme(task.scheme)
+    overrides = {k: v for k, v in task.kwargs.items() if k not in ("scheme", "scenario") and k not in info.env_args}
+    if nu is not None and task.budget == "nu":
+        overrides["nu"] = float(nu)
+    return info.scenario(task.kwargs["scenario"], **overrides)
 
 
 def _check_evaluation(task: Task, nu: float, seed: int) -> None:
@@ -308,12 +287,7 @@ def sample_realisation(task_id: str, seed: int) -> dict[str, NDArray]:
 
 @lru_cache(maxsize=256)
 def _realisation(task_id: str, seed: int) -> dict[str, NDArray]:
-    rng = np.random.default_rng(seed)
-    if _task(task_id).scheme != "receive_scaling":
-        return _core(task_id).sample_realisation(rng)
-    scenario = task_scenario(task_id)
-    distances, gains = ChannelModel.from_scenario(scenario).sample_trace(rng, scenario.num_rounds)
-    return {"distances_m": distances, "channel_gains": gains}
+    return get_scheme(_task(task_id).scheme).sample_realisation(task_scenario(task_id), np.random.default_rng(seed))
 
 
 @lru_cache(maxsize=1)

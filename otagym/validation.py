@@ -1,7 +1,7 @@
 """Arguments checked at the door: one spec per public argument, one error style.
 
-Every field of a scheme's Scenario (:class:`~otagym.schemes.receive_scaling.scenario.Scenario`, :class:`~otagym.cdpb.CDPBScenario`,
-...) declares its spec where it is declared (:func:`arg`), and :func:`check_dataclass` converts them all in
+Every field of a scheme's Scenario (:class:`~otagym.schemes.receive_scaling.scenario.Scenario`,
+:class:`~otagym.schemes.cdpb.scenario.CDPBScenario`, ...) declares its spec where it is declared (:func:`arg`), and :func:`check_dataclass` converts them all in
 ``__post_init__``; the environments' own arguments go through the same specs in their constructors. A value of the
 wrong type raises ``TypeError``, a value of the right type outside its range raises ``ValueError``; both read
 ``"<argument> must be <allowed>; got <value>"``.

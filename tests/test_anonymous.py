@@ -17,11 +17,12 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from baselines import CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
 from baselines.anonymous.policies import BatchEpisodes
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.schemes.anonymous import (advanced_composition, advanced_composition_curve, clip_gradients,
+                                      composed_epsilon, device_level_rdp, gaussian_epsilon, get_anonymous_scenario,
+                                      noise_multiplier, over_the_air, participation_from_threshold,
+                                      per_device_noise_var, rdp_theorem1, received_noise_var, round_rdp,
+                                      theorem1_conditions, threshold_for_participation)
 from otagym.accounting import OPACUS_ORDERS, rdp_sgm, rdp_to_dp
-from otagym.anonymous import (advanced_composition, advanced_composition_curve, clip_gradients, composed_epsilon,
-                              device_level_rdp, gaussian_epsilon, get_anonymous_scenario, noise_multiplier,
-                              over_the_air, participation_from_threshold, per_device_noise_var, rdp_theorem1,
-                              received_noise_var, round_rdp, theorem1_conditions, threshold_for_participation)
 
 DELTA = 1e-5
 

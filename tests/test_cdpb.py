@@ -18,8 +18,9 @@ from baselines.cdpb.policies import (CDPB, GammaBased, minimize_weighted, rho_ga
                             two_stage)
 from baselines.cdpb.compare import compare_cdpb
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
-from otagym.cdpb import (aggregate_over_the_air, expected_num_reliable, expected_noise_var, expected_round_terms,
-                         get_cdpb_scenario, rdp_theorem1, round_powers, round_rdp, utility)
+from otagym.schemes.cdpb import (aggregate_over_the_air, expected_num_reliable, expected_noise_var,
+                                 expected_round_terms, get_cdpb_scenario, rdp_theorem1, round_powers, round_rdp,
+                                 utility)
 
 STRATEGIES = ("noisy", "idle", "mixed")
 

@@ -10,7 +10,7 @@ import pytest
 import otagym
 from otagym.schemes import receive_scaling as rs
 from otagym.schemes.receive_scaling.actions import ACTION_CODES, ActionSettings, decode_actions
-from otagym.schemes.receive_scaling.observation import ENTRIES, LAYOUT_VERSION, ObservationLayout
+from otagym.schemes.receive_scaling.observation import ENTRIES, LAYOUT_VERSION, ObservationOffsets
 
 
 @pytest.mark.parametrize("old, names", [
@@ -52,14 +52,14 @@ def test_the_env_decides_with_the_decoder(action_type):
 
 
 def test_the_layout_names_every_entry_in_order():
-    layout = ObservationLayout.of(10)
+    layout = ObservationOffsets.of(10)
     assert layout._fields == tuple(name for name, _ in ENTRIES)
-    assert layout.size == 36 and layout.num_devices == 10 and ObservationLayout.of_size(36) == layout
+    assert layout.size == 36 and layout.num_devices == 10 and ObservationOffsets.of_size(36) == layout
     spans = list(layout.slices().values())
     assert spans[0].start == 0 and spans[-1].stop == 36
     assert all(a.stop == b.start for a, b in zip(spans, spans[1:]))
     with pytest.raises(ValueError, match="3M \\+ 6"):
-        ObservationLayout.of_size(10)
+        ObservationOffsets.of_size(10)
     env = otagym.OTAPrivacyEnv(num_devices=3, num_rounds=4)
     obs, _ = env.reset(seed=0)
     lay = env.rounds.layout

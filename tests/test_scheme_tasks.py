@@ -16,8 +16,8 @@ import otagym  # noqa: F401 - registers the tasks
 from baselines.benchmark import (ConstantAction, anchor_returns, best_constant_action, episode_returns,
                                  references, task_scores)
 from baselines.cdpb.policies import StageTwo
-from otagym.anonymous import get_anonymous_scenario
-from otagym.cdpb import get_cdpb_scenario, utility
+from otagym.schemes.anonymous import get_anonymous_scenario
+from otagym.schemes.cdpb import get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.tasks import EVALUATION_SEEDS, TASKS, reference_scores
 from test_tasks import plain_loop_scores
@@ -169,7 +169,7 @@ def test_stage_two_is_the_constrained_minimiser_of_g():
     minimiser below the root of tau eps_1(rho) = eps-bar (brentq) where it binds (the task's eps-bar = 1)."""
     from scipy.optimize import brentq
 
-    from otagym.cdpb import expected_round_terms
+    from otagym.schemes.cdpb import expected_round_terms
 
     for eps_bar, binds in ((100.0, False), (1.0, True)):
         s = get_cdpb_scenario("paper-cdpb", num_rounds=100, epsilon_max=eps_bar)

@@ -1,32 +1,55 @@
-"""The scheme registry (issue 11): every scheme is laid out the same way and found by name in one place."""
+"""The scheme registry (issues 11 and 36): every scheme is one package laid out the same way, found by name in one
+place with everything the outer layers need of it."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import sys
+from pathlib import Path
 from typing import get_args
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from otagym import ENV_ID, OTAPrivacyEnv
 from otagym.env import make_rounds
-from otagym.schemes import SCHEMES, Core, Scheme, get_scheme
+from otagym.schemes import DEFAULT_SCHEME, SCHEMES, Core, Scheme, get_scheme
+from otagym.tasks import TASKS, constrained
 
 
 def test_scheme_literal_agrees_with_the_registry():
     assert get_args(Scheme) == tuple(SCHEMES)
+    assert DEFAULT_SCHEME in SCHEMES
     assert all(name == info.name for name, info in SCHEMES.items())
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
-def test_each_scheme_is_its_two_modules(name):
-    """``otagym/<scheme>.py``: the frozen Scenario, its presets and their getter; ``otagym/<scheme>_env.py``: the
-    batched core with the interface the env shells use."""
+def test_each_scheme_is_one_package_of_its_parts(name):
+    """``otagym/schemes/<scheme>/``: ``scenario`` (the frozen Scenario, its presets and their getter, its task
+    settings), ``formulas``, ``actions``, ``observation`` and ``core`` (the batched core with the interface the env
+    shells use, and ``sample_realisation``)."""
     info = SCHEMES[name]
-    # the two modules, or the scheme's package otagym/schemes/<scheme>/ (scenario.py, core.py)
-    assert info.scenario_type.__module__ in (f"otagym.{name}", f"otagym.schemes.{name}.scenario")
-    assert info.get_scenario.__module__ in (f"otagym.{name}", f"otagym.schemes.{name}.scenario")
-    assert info.core.__module__ in (f"otagym.{name}_env", f"otagym.schemes.{name}.core")
+    package = importlib.import_module(f"otagym.schemes.{name}")
+    parts = {part: importlib.import_module(f"{package.__name__}.{part}")
+             for part in ("scenario", "formulas", "actions", "observation", "core")}
+    assert info.scenario_type.__module__ == info.get_scenario.__module__ == parts["scenario"].__name__
+    assert info.core.__module__ == parts["core"].__name__ and info.core.__name__.endswith("Core")
+    assert info.sample_realisation is parts["core"].sample_realisation
+    assert info.task_settings is parts["scenario"].TASK_SETTINGS
+    assert info.observation_layout.version == parts["observation"].LAYOUT_VERSION
+    assert info.observation_layout.version.startswith(f"{name}/")  # a run.json says which scheme's layout it read
+    assert info.observation_layout.entry_names is parts["observation"].entry_names
+    assert parts["actions"].ACTION_TYPES and all(isinstance(a, str) for a in parts["actions"].ACTION_TYPES)
+    for module in parts.values():
+        assert all(hasattr(module, n) for n in module.__all__), module.__name__
+        assert len(Path(module.__file__).read_text().splitlines()) <= 600, module.__name__
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_each_scheme_registers_its_parts(name):
+    info = SCHEMES[name]
     assert dataclasses.is_dataclass(info.scenario_type) and info.scenario_type.__dataclass_params__.frozen
     assert info.presets and all(isinstance(s, info.scenario_type) for s in info.presets.values())
     assert info.scenario() == info.presets[info.default_preset] == info.get_scenario(info.default_preset)
@@ -35,6 +58,104 @@ def test_each_scheme_is_its_two_modules(name):
     assert info.env_args is info.core.ARGS
     methods = [k for k, v in vars(Core).items() if callable(v) and not k.startswith("_")]
     assert all(callable(getattr(info.core, m, None)) for m in methods), methods
+    assert info.task_settings["scenario"] in info.presets
+    assert set(info.task_settings) - {"scenario"} <= set(info.env_args) | {f.name for f in
+                                                                          dataclasses.fields(info.scenario_type)}
+    assert isinstance(info.constrained({}), bool)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_the_realisation_sampler_is_what_a_reset_replays(name):
+    """``sample_realisation(scenario, rng)`` draws a single env's ``reset`` options; a pure function of the
+    scenario, so the same generator state gives the same realisation, and the core's method is the same draw."""
+    info = SCHEMES[name]
+    scenario = info.scenario(num_rounds=3)
+    first = info.sample_realisation(scenario, np.random.default_rng(7))
+    again = info.sample_realisation(scenario, np.random.default_rng(7))
+    assert first.keys() == again.keys() and all(np.array_equal(first[k], again[k]) for k in first)
+    core = make_rounds(name, scenario, 1, {})
+    assert set(first) <= set(core.OPTION_AXES)
+    if hasattr(core, "sample_realisation"):
+        from_core = core.sample_realisation(np.random.default_rng(7))
+        assert all(np.array_equal(first[k], from_core[k]) for k in first)
+    env = OTAPrivacyEnv(scenario, scheme=name)
+    env.reset(seed=0, options=first)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_the_observation_is_written_through_its_named_layout(name):
+    info = SCHEMES[name]
+    core = make_rounds(name, None, 2, {})
+    core.reset(np.random.default_rng(0))
+    names = info.observation_layout.entry_names(core.scenario)
+    assert len(set(names)) == len(names) == core.observation_space().shape[0] == core.observation().shape[1]
+
+
+def test_the_cdpb_layout_adds_its_per_client_blocks():
+    from otagym.schemes.cdpb import observation
+
+    s = SCHEMES["cdpb"].scenario(num_clients=3, csi_feedback=True, client_sampling=0.5)
+    names = observation.entry_names(s)
+    assert names[:len(observation.ENTRIES)] == observation.ENTRIES
+    assert names[len(observation.ENTRIES):] == ("log_channel_gain[0]", "log_channel_gain[1]", "log_channel_gain[2]",
+                                                "sampled[0]", "sampled[1]", "sampled[2]")
+    assert make_rounds("cdpb", s, 1, {}).observation_space().shape == (len(names),)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_the_core_decodes_actions_with_its_schemes_decoder(name, monkeypatch):
+    """A step decodes its action with the scheme's one decoder (``actions.action_to_rho`` / ``action_to_sigma``),
+    which a policy can call without building a core."""
+    info = SCHEMES[name]
+    package = importlib.import_module(f"otagym.schemes.{name}")
+    decoders = [n for n in package.actions.__all__ if n.startswith("action_to_")]
+    assert len(decoders) == 1 and getattr(package, decoders[0]) is getattr(package.actions, decoders[0])
+    calls = []
+    decoder = getattr(package.actions, decoders[0])
+    monkeypatch.setattr(sys.modules[info.core.__module__], decoders[0],
+                        lambda *args, **kwargs: calls.append(kwargs) or decoder(*args, **kwargs))
+    core = make_rounds(name, None, 2, {})
+    core.reset(np.random.default_rng(0))
+    core.step(np.random.default_rng(1), np.zeros((2, 1), dtype=np.float32))
+    assert len(calls) == 1 and calls[0]["action_type"] in package.actions.ACTION_TYPES
+
+
+def test_task_defaults_and_constraint_come_from_the_registry():
+    for task in TASKS.values():
+        info = get_scheme(task.scheme)
+        assert set(info.task_settings) <= set(task.kwargs)
+        assert task.constrained == info.constrained(task.kwargs)
+    assert not constrained({}) and constrained({"reward_mode": "cmdp"})
+    assert constrained({"scheme": "cdpb"}) and constrained({"scheme": "anonymous"})
+
+
+@pytest.mark.parametrize(("old", "new", "names"), [
+    ("otagym.cdpb", "otagym.schemes.cdpb", ("CDPBScenario", "get_cdpb_scenario", "utility", "RHO_FLOOR_RATIO")),
+    ("otagym.cdpb_env", "otagym.schemes.cdpb", ("CDPBRounds", "RhoActionType")),
+    ("otagym.anonymous", "otagym.schemes.anonymous", ("AnonymousScenario", "round_rdp", "sample_batches")),
+    ("otagym.anonymous_env", "otagym.schemes.anonymous", ("AnonymousRounds", "SigmaActionType")),
+    ("otagym.training.cdpb", "otagym.training.power_balancing", ("CDPBTraining", "clip_to_norm")),
+])
+def test_the_old_modules_warn_and_reexport(old, new, names):
+    if old.startswith("otagym.training"):
+        pytest.importorskip("torch")
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
+        module = importlib.import_module(old)
+    assert set(names) <= set(module.__all__)
+    package = importlib.import_module(new)
+    for n in names:
+        ours = {"CDPBRounds": "CDPBCore", "AnonymousRounds": "AnonymousCore"}.get(n, n)
+        assert getattr(module, n) is getattr(package, ours, None) or getattr(module, n) is getattr(
+            importlib.import_module(f"{new}.actions"), n)
+
+
+@pytest.mark.parametrize(("package", "old", "new"), [("otagym.schemes.cdpb", "CDPBRounds", "CDPBCore"),
+                                                     ("otagym.schemes.anonymous", "AnonymousRounds", "AnonymousCore")])
+def test_the_old_core_names_are_deprecated_aliases(package, old, new):
+    module = importlib.import_module(package)
+    with pytest.warns(DeprecationWarning, match=new):
+        assert getattr(module, old) is getattr(module, new)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))

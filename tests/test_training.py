@@ -296,7 +296,7 @@ def test_cdpb_training_applies_the_estimate_18_of_the_clipped_local_updates():
     """Without artificial noise and with a vanishing receiver noise, g_hat_t (18) is the mean of the reliable
     clients' clipped updates: theta_t+1 = theta_t + (1/K_t) sum_k clip(theta_k,L - theta_t, W), computed here
     independently with plain autograd steps."""
-    from otagym.cdpb import get_cdpb_scenario, round_powers
+    from otagym.schemes.cdpb import get_cdpb_scenario, round_powers
     from otagym.training import CDPBTraining, make_federation
 
     s = get_cdpb_scenario("paper-cdpb", num_clients=4, artificial_noise=False, noise_power_w=1e-30, grad_bound=0.05)

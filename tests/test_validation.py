@@ -8,8 +8,8 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.schemes.cdpb import CDPBScenario, sum_of_others
 from otagym.accounting import RDPLedger
-from otagym.cdpb import CDPBScenario, sum_of_others
 from otagym.schemes.receive_scaling import Scenario, get_scenario
 
 

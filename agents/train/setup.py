@@ -22,6 +22,7 @@ from baselines.receive_scaling.policies import action_semantics
 from otagym import ENV_ID
 from otagym._io import remove_stale_temporaries
 from otagym.sb3 import OTAPrivacySB3VecEnv
+from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 from otagym.tasks import TASKS, constrained
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
@@ -249,6 +250,8 @@ def run_record(algo: str, config: str | Path | None, task: str | None, seed: int
         "total_timesteps": total, "env_kwargs": {**settings.env_kwargs, **settings.semantics},
         "hyperparams": json.loads(comparable({k: v for k, v in hp.items() if not callable(v)})),
         "versions": package_versions(), "resumed_from": done_steps,
+        # the observation entries the policy reads (agents.policy refuses a model of another layout)
+        "observation_layout": SCHEMES[settings.env_kwargs.get("scheme", DEFAULT_SCHEME)].observation_layout.version,
     }
 
 

@@ -19,8 +19,9 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from otagym.schemes.anonymous import (Accounting, AnonymousScenario, noise_multiplier, round_rdp,
+                                      sample_batches)
 from otagym.accounting import DEFAULT_ORDERS, rdp_to_dp
-from otagym.anonymous import Accounting, AnonymousScenario, noise_multiplier, round_rdp, sample_batches
 
 __all__ = ["BatchEpisodes", "calibrate_sigma", "ConstantSigma", "CalibratedSigma", "PaperSetting"]
 
@@ -33,8 +34,9 @@ SIGMA_BRACKET = (1e-6, 1e6)
 
 
 class BatchEpisodes:
-    """Simulated episodes of batch sizes b_t (``episodes`` x T draws of :func:`~otagym.anonymous.sample_batches`),
-    stored as the distinct sizes and how often each occurs per episode, so an evaluation computes each RDP once."""
+    """Simulated episodes of batch sizes b_t (``episodes`` x T draws of
+    :func:`~otagym.schemes.anonymous.formulas.sample_batches`), stored as the distinct sizes and how often each
+    occurs per episode, so an evaluation computes each RDP once."""
 
     def __init__(self, s: AnonymousScenario, rng: np.random.Generator, episodes: int = EPISODES) -> None:
         batches = sample_batches(s, rng, (episodes, s.num_rounds))

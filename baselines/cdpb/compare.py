@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode
 from baselines.cdpb.policies import CDPB_POLICIES, CDPB, HminBased
 from baselines.report import policy_colour, readable, write_rows
 from otagym._io import save_figure
-from otagym.cdpb import Accounting, CDPBScenario, get_cdpb_scenario, utility
+from otagym.schemes.cdpb import Accounting, CDPBScenario, get_cdpb_scenario, utility
 from otagym.env import OTAPrivacyVectorEnv
 
 __all__ = ["compare_cdpb", "format_cdpb_table", "save_cdpb", "DEFAULT_CDPB_POLICIES", "CDPB_TABLE_NOTES"]

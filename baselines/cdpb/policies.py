@@ -2,9 +2,10 @@
 Client-Driven Power Balancing*, arXiv:2410.05907, §IV-V): the two-stage optimiser and the paper's baselines.
 
 The planner sees the channel distribution only and works with the expected per-round terms of
-:func:`otagym.cdpb.expected_round_terms` -- the same formulas the environment evaluates on realised channels:
-B(rho) = 4 M^2 G / E[K_t] + E[sigma_q^2] / (E[K_t]^2 rho) and eps_1(rho), the worst client's RDP per round, so that
-G(rho, tau) = lambda_1 6 B(rho) / tau + lambda_2 tau eps_1(rho) (24). ``docs/cdpb.md`` derives and discusses each step.
+:func:`otagym.schemes.cdpb.formulas.expected_round_terms` -- the same formulas the environment evaluates on realised
+channels: B(rho) = 4 M^2 G / E[K_t] + E[sigma_q^2] / (E[K_t]^2 rho) and eps_1(rho), the worst client's RDP per round, so
+that G(rho, tau) = lambda_1 6 B(rho) / tau + lambda_2 tau eps_1(rho) (24). ``docs/cdpb.md`` derives and discusses each
+step.
 
 * Stage I (Lemmas 1-2): T = {tau_gamma,min, ..., tau_eps,max} with tau_gamma,min = ceil(6 B(rho_gamma) / gamma-bar)
   (27) and tau_eps,max = floor(eps-bar / eps_1(rho_eps)), the resolution of (31), whose printed right-hand side
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.cdpb import Accounting, CDPBScenario, expected_num_reliable, expected_round_terms, utility
+from otagym.schemes.cdpb import Accounting, CDPBScenario, expected_num_reliable, expected_round_terms, utility
 
 __all__ = ["CDPBPlan", "StageOne", "rho_gamma_lemma1", "rho_theorem3", "minimize_weighted", "stage_one", "two_stage",
            "CDPB", "StageTwo", "largest_private_rho", "GammaBased", "MaxRho", "HminBased", "ISBased", "NoiseFree",

@@ -200,21 +200,27 @@ def _body(doc: str) -> str:
 # Per-scheme pages (where the prose of each section comes from)
 # --------------------------------------------------------------------------------------------------------------------
 
-def _receive_scaling_observation(scenario: Any) -> str:
-    from otagym.env import OTAPrivacyEnv
+#: The receive-scaling guide, whose "One round" and "Observation" sections the generated pages quote.
+RECEIVE_SCALING_GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "environment",
+                                     "receive-scaling.md")
 
-    lines = _doc(OTAPrivacyEnv).splitlines()
-    found = rst_table_to_md(lines)
-    if found is None:
-        return rst_to_md(_first_paragraph(_doc(OTAPrivacyEnv)))
-    rows, start, _ = found
+
+def _guide_section(path: str, title: str) -> list[str]:
+    """The paragraphs of a Markdown page's ``## title`` section."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return [p.strip() for p in section.strip().split("\n\n") if p.strip()]
+
+
+def _receive_scaling_observation(scenario: Any) -> str:
+    """The guide's observation table with each index also written out for the scenario's M devices."""
+    intro, table = _guide_section(RECEIVE_SCALING_GUIDE, "Observation")[:2]
     m = scenario.num_devices
-    intro = " ".join(" ".join(lines[:start]).split("\n\n")[-1].split())
-    paragraph = next((p for p in "\n".join(lines[:start]).split("\n\n") if p.lstrip().startswith("Observation")), "")
-    intro = " ".join(paragraph.split()) or intro
-    body = [[f"`{_concrete(r[0], {'M': m})}`", f"`{r[0]}`", rst_to_md(r[1])] for r in rows[1:]]
-    return (rst_to_md(intro.rstrip(":")) + f". Here M = {m} devices.\n\n"
-            + md_table(["index", "symbolic", "meaning"], body))
+    rows = [[c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])] for line in table.splitlines()[2:]]
+    body = [[f"`{_concrete(r[0].replace('−', '-'), {'M': m})}`", f"`{r[0]}`", r[1].replace("\\|", "|")]
+            for r in rows]
+    return " ".join(intro.split()) + f" Here M = {m} devices.\n\n" + md_table(["index", "symbolic", "meaning"], body)
 
 
 def _concrete(index: str, symbols: dict[str, int]) -> str:
@@ -235,20 +241,18 @@ def _concrete(index: str, symbols: dict[str, int]) -> str:
         return index
 
 
-def _core_observation(core: type) -> str:
-    doc = _doc(core.observation)
-    first, _, rest = doc.partition("\n\n")
-    parsed = indexed_items(rest)
-    if parsed is None:
-        return rst_to_md(" ".join(doc.split()))
-    intro, items, notes = parsed
-    out = rst_to_md(" ".join(first.split()))
-    if intro:
-        out += " " + rst_to_md(intro)
-    out += "\n\n" + md_table(["index", "meaning"], [[f"`{i}`", rst_to_md(t)] for i, t in items])
-    if notes:
-        out += "\n\n" + rst_to_md(notes)
-    return out
+def _layout_observation(module: Any) -> str:
+    """A scheme's observation from its layout module (``otagym.schemes.<scheme>.observation``): the entry table of its
+    docstring, its notes and the layout version."""
+    lines = _doc(module).splitlines()
+    found = rst_table_to_md(lines)
+    if found is None:
+        return rst_to_md(" ".join(_doc(module).split()))
+    rows, start, end = found
+    body = [[f"`{r[0].strip('`')}`", rst_to_md(r[1])] for r in rows[1:]]
+    notes = " ".join(" ".join(lines[end:]).split())
+    return (md_table(["entry", "meaning"], body) + ("\n\n" + rst_to_md(notes) if notes else "")
+            + f"\n\nLayout version {module.LAYOUT_VERSION} (`{module.__name__}.LAYOUT_VERSION`).")
 
 
 def _paragraphs(doc: str, *which: int) -> str:
@@ -314,30 +318,31 @@ def score_text(task: Any) -> str:
 
 
 def _scheme_pages() -> dict[str, dict[str, Any]]:
-    from otagym import cdpb
-    from otagym.anonymous_env import AnonymousRounds
-    from otagym.cdpb_env import CDPBRounds
-    from otagym.env import OTAPrivacyEnv
     from otagym.schemes.receive_scaling import ReceiveScalingCore
+    from otagym.schemes.anonymous import AnonymousCore
+    from otagym.schemes.anonymous import observation as anonymous_observation
+    from otagym.schemes.cdpb import CDPBCore, formulas
+    from otagym.schemes.cdpb import observation as cdpb_observation
 
     return {
         "receive_scaling": {
-            "title": "receive scaling (model A)", "core": ReceiveScalingCore, "describe": _paragraphs(_doc(OTAPrivacyEnv), 1),
+            "title": "receive scaling (model A)", "core": ReceiveScalingCore,
+            "describe": " ".join(_guide_section(RECEIVE_SCALING_GUIDE, "One round")[0].split()),
             "observation": _receive_scaling_observation, "reward": lambda core: RECEIVE_SCALING_REWARD,
             "start": RECEIVE_SCALING_START, "derivation": "../rl.md", "guide": "../environment/receive-scaling.md",
             "paper": "Kalarde, Liang, Dong, Ahmed & Cheng, *Privacy Enhancement in Over-the-Air Federated Learning "
                      "via Adaptive Receive Scaling* (arXiv:2510.03860, 2025)"},
         "cdpb": {
-            "title": "client-driven power balancing (model B)", "core": CDPBRounds,
-            "describe": _paragraphs(_doc(cdpb), 2),
-            "observation": lambda scenario: _core_observation(CDPBRounds), "reward": _step_reward,
+            "title": "client-driven power balancing (model B)", "core": CDPBCore,
+            "describe": _paragraphs(_doc(formulas), 2),
+            "observation": lambda scenario: _layout_observation(cdpb_observation), "reward": _step_reward,
             "start": CDPB_START, "derivation": "../cdpb.md", "guide": "../environment/cdpb.md",
             "paper": "Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power "
                      "Balancing* (arXiv:2410.05907, 2024)"},
         "anonymous": {
-            "title": "anonymous over-the-air computation (model C)", "core": AnonymousRounds,
-            "describe": _paragraphs(_doc(AnonymousRounds), 1, 2),
-            "observation": lambda scenario: _core_observation(AnonymousRounds), "reward": _step_reward,
+            "title": "anonymous over-the-air computation (model C)", "core": AnonymousCore,
+            "describe": _paragraphs(_doc(AnonymousCore), 1, 2),
+            "observation": lambda scenario: _layout_observation(anonymous_observation), "reward": _step_reward,
             "start": ANONYMOUS_START, "derivation": "../anonymous.md", "guide": "../environment/anonymous.md",
             "paper": "Hasırcıoğlu & Gündüz, *Private Wireless Federated Learning with Anonymous Over-the-Air "
                      "Computation* (IEEE ICASSP 2021)"},

@@ -22,7 +22,7 @@ Imported on demand (torch is optional): ``from otagym.training import FedSGD``. 
   2-classes-per-device partitions; :func:`make_federation` puts a dataset, its split and its model together.
 """
 
-from otagym.training.cdpb import CDPBTraining, clip_to_norm
+from otagym.training.power_balancing import CDPBTraining, clip_to_norm
 from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition, read_idx
 from otagym.training.engine import Engine, full_gradient_norm2, mean_loss_and_accuracy
 from otagym.training.federation import DATASETS, Federation, make_federation

@@ -1,8 +1,9 @@
 """What every scheme's training engine shares: the model and the devices' data, the metrics the env reports
 (training loss, test loss and accuracy, ||grad f(w)||^2), the divergence guard, and the batching of engines.
 
-A scheme's engine (:class:`~otagym.training.fedsgd.FedSGD` for model A, :class:`~otagym.training.cdpb.CDPBTraining`
-for model B) plays its round and moves the weights with :meth:`Engine._apply`; the rest is here, once.
+A scheme's engine (:class:`~otagym.training.fedsgd.FedSGD` for model A,
+:class:`~otagym.training.power_balancing.CDPBTraining` for model B) plays its round and moves the weights with
+:meth:`Engine._apply`; the rest is here, once.
 
 Engines of one architecture on the same data (the envs of a vector env) compute together: the ``*_all``
 class methods take a list of engines and run their models as one stack (:mod:`otagym.training.stacked`); the

@@ -14,20 +14,22 @@ package:
 * :mod:`~otagym.schemes.receive_scaling.core`: :class:`ReceiveScalingCore`, N episodes as arrays.
 """
 
+from otagym.schemes.receive_scaling import observation
 from otagym.schemes.receive_scaling.actions import (BUDGET_ACTIONS, UNIT_ACTIONS, ActionSettings, ActionType,
-                                                    RewardMode, budget_action_cost, decode_actions, normalized_x,
-                                                    spend_cost)
-from otagym.schemes.receive_scaling.core import ReceiveScalingCore, Rounds
+                                                    RewardMode, budget_action_cost, constrained, decode_actions,
+                                                    normalized_x, spend_cost)
+from otagym.schemes.receive_scaling.core import ReceiveScalingCore, Rounds, sample_realisation
 from otagym.schemes.receive_scaling.formulas import (X_FLOOR_RATIO, ModelArrays, cost_slope_of_leakage, price_spend,
                                                      reference_price)
 from otagym.schemes.receive_scaling.model import ReceiveScalingModel
-from otagym.schemes.receive_scaling.observation import LAYOUT_VERSION, OBS_BOUND, ObservationLayout
-from otagym.schemes.receive_scaling.scenario import (PRESETS, ReceiveScalingScenario, Scenario, dbm_to_w,
-                                                     get_scenario, w_to_dbm)
+from otagym.schemes.receive_scaling.observation import LAYOUT_VERSION, OBS_BOUND, ObservationOffsets
+from otagym.schemes.receive_scaling.scenario import (PRESETS, TASK_SETTINGS, ReceiveScalingScenario, Scenario,
+                                                     dbm_to_w, get_scenario, w_to_dbm)
 from otagym.schemes.receive_scaling.solver import minimize_round, solve_increasing
 
 __all__ = ["ReceiveScalingScenario", "Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm",
            "ReceiveScalingModel", "ModelArrays", "X_FLOOR_RATIO", "cost_slope_of_leakage", "reference_price",
            "price_spend", "minimize_round", "solve_increasing", "ActionType", "RewardMode", "BUDGET_ACTIONS",
            "UNIT_ACTIONS", "ActionSettings", "normalized_x", "spend_cost", "budget_action_cost", "decode_actions",
-           "OBS_BOUND", "LAYOUT_VERSION", "ObservationLayout", "ReceiveScalingCore", "Rounds"]
+           "OBS_BOUND", "LAYOUT_VERSION", "ObservationOffsets", "ReceiveScalingCore", "Rounds", "sample_realisation",
+           "constrained", "TASK_SETTINGS", "observation"]

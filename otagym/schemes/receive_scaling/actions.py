@@ -16,7 +16,7 @@ x_t follows from c_t in closed form (the x with c_t(x) = c_t) and c_t from x_t b
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, Literal, Mapping, NamedTuple, get_args
 
 import numpy as np
 from gymnasium import spaces
@@ -30,12 +30,14 @@ from otagym.schemes.receive_scaling.formulas import (X_FLOOR_RATIO, ModelArrays,
 from otagym.schemes.receive_scaling.model import ReceiveScalingModel
 from otagym.validation import PHYSICAL_RANGE, OneOf, Real, Spec, bound, check_args, refuse_entries
 
-__all__ = ["ActionType", "RewardMode", "BUDGET_ACTIONS", "UNIT_ACTIONS", "ACTION_PRICE", "ACTION_SHARE",
+__all__ = ["ActionType", "ACTION_TYPES", "RewardMode", "BUDGET_ACTIONS", "UNIT_ACTIONS", "ACTION_PRICE", "ACTION_SHARE",
            "ACTION_NORMALIZED", "ACTION_X", "ACTION_ETA", "ACTION_SPEND", "ACTION_CODES", "ActionSettings",
            "ACTION_ARGS", "ACTION_KEYS", "resolve_modes", "action_semantics", "normalized_x", "spend_cost",
-           "budget_action_cost", "decide", "decode_actions", "check_actions", "action_space"]
+           "budget_action_cost", "decide", "decode_actions", "check_actions", "action_space", "constrained"]
 
 ActionType = Literal["price", "share", "normalized", "x", "eta", "spend"]
+#: The action types, in the order of their codes.
+ACTION_TYPES: tuple[ActionType, ...] = get_args(ActionType)
 RewardMode = Literal["budget", "cmdp", "lagrangian"]
 
 #: Action types of the budget formulation (see :func:`budget_action_cost`).
@@ -228,3 +230,8 @@ def action_space(action_type: str, x_max: float) -> spaces.Box:
     if action_type == "x":
         return spaces.Box(X_FLOOR_RATIO * x_max, x_max, shape=(1,), dtype=np.float64)
     return spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float64)
+
+
+def constrained(env_kwargs: Mapping[str, Any]) -> bool:
+    """Every formulation but budget mode (the default ``reward_mode``), which meets the budget by construction."""
+    return env_kwargs.get("reward_mode", "budget") != "budget"

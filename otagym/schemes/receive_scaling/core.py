@@ -28,13 +28,13 @@ from otagym.schemes.receive_scaling.actions import (ACTION_ARGS, ACTION_CODES, A
 from otagym.schemes.receive_scaling.kernel import (EpisodeState, RoundInfo, RoundSettings, channel, play_round,
                                                    play_round_parallel)
 from otagym.schemes.receive_scaling.model import ReceiveScalingModel
-from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationLayout, block_rounds, log10_nu_ref,
+from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationOffsets, block_rounds, log10_nu_ref,
                                                         observe)
 from otagym.schemes.receive_scaling.scenario import Scenario
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, Real, Spec, action_array,
                                check_args, option_array, refuse_without_effect, signature_defaults)
 
-__all__ = ["ReceiveScalingCore", "Rounds"]
+__all__ = ["ReceiveScalingCore", "Rounds", "sample_realisation"]
 
 DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
 
@@ -176,7 +176,7 @@ class ReceiveScalingCore:
         self.nu_range = args["nu_range"]
         #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
         self.log10_nu_ref = log10_nu_ref(scenario.nu_grid, self.nu_range)
-        self.layout = ObservationLayout.of(scenario.num_devices)
+        self.layout = ObservationOffsets.of(scenario.num_devices)
         self.obs_dim = self.layout.size
         #: Rounds per fading block (block fading's coherence; 1 otherwise): the last observation entry's period.
         self.block_rounds = block_rounds(scenario)
@@ -422,7 +422,7 @@ class ReceiveScalingCore:
 
     def observation(self) -> NDArray:
         """Observations (N, 3M + 6), float32, each entry clipped to [-10, 10], laid out as
-        :class:`~otagym.schemes.receive_scaling.observation.ObservationLayout` says (see
+        :class:`~otagym.schemes.receive_scaling.observation.ObservationOffsets` says (see
         :class:`otagym.env.OTAPrivacyEnv`)."""
         out = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
         return observe(self.gains, self.mean_gain, self._log10_placement, self.h_min2, self.mean_h_min2, self.t,
@@ -457,3 +457,10 @@ class ReceiveScalingCore:
 
 #: The name under which :class:`ReceiveScalingCore` was introduced.
 Rounds = ReceiveScalingCore
+
+
+def sample_realisation(scenario: Scenario, rng: np.random.Generator) -> dict[str, NDArray]:
+    """A receive-scaling realisation: the placement, then the fading of every round, as
+    :meth:`otagym.channel.ChannelModel.sample_trace` draws them: ``{"distances_m": (M,), "channel_gains": (T, M)}``."""
+    distances, gains = ChannelModel.from_scenario(scenario).sample_trace(rng, scenario.num_rounds)
+    return {"distances_m": distances, "channel_gains": gains}

@@ -1,4 +1,4 @@
-"""Receive scaling -- the observation: one named layout of its entries (:data:`ENTRIES`, :class:`ObservationLayout`),
+"""Receive scaling -- the observation: one named layout of its entries (:data:`ENTRIES`, :class:`ObservationOffsets`),
 versioned (:data:`LAYOUT_VERSION`), which the core writes (:func:`observe`, compiled) and readers such as
 ``agents.linear`` read by name.
 
@@ -32,7 +32,8 @@ from numpy.typing import NDArray
 
 from otagym.jit import JIT_NO_ALLOC
 
-__all__ = ["OBS_BOUND", "LAYOUT_VERSION", "ENTRIES", "ObservationLayout", "log10_nu_ref", "block_rounds", "observe"]
+__all__ = ["OBS_BOUND", "LAYOUT_VERSION", "ENTRIES", "entry_names", "ObservationOffsets", "log10_nu_ref", "block_rounds",
+           "observe"]
 
 #: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
 OBS_BOUND = 10.0
@@ -45,7 +46,14 @@ ENTRIES: tuple[tuple[str, bool], ...] = (
     ("fair_share", False), ("log_nu", False), ("rdp", True), ("block_phase", False))
 
 
-class ObservationLayout(NamedTuple):
+def entry_names(scenario: Any) -> tuple[str, ...]:
+    """The name of every observation entry of ``scenario``, in order (a per-device entry's as ``name[m]``)."""
+    m = scenario.num_devices
+    return tuple(f"{name}[{k}]" if per_device else name for name, per_device in ENTRIES
+                 for k in range(m if per_device else 1))
+
+
+class ObservationOffsets(NamedTuple):
     """Where each entry of :data:`ENTRIES` starts in the observation of M devices (a per-device entry spans M
     indices from there); the compiled observation takes it as an argument."""
 
@@ -60,7 +68,7 @@ class ObservationLayout(NamedTuple):
     block_phase: int
 
     @classmethod
-    def of(cls, num_devices: int) -> "ObservationLayout":
+    def of(cls, num_devices: int) -> "ObservationOffsets":
         """The layout for ``num_devices`` = M devices."""
         starts, at = [], 0
         for _, per_device in ENTRIES:
@@ -69,7 +77,7 @@ class ObservationLayout(NamedTuple):
         return cls(*starts)
 
     @classmethod
-    def of_size(cls, size: int) -> "ObservationLayout":
+    def of_size(cls, size: int) -> "ObservationOffsets":
         """The layout of an observation of ``size`` = 3M + 6 entries (else ``ValueError``)."""
         if size < 9 or (size - 6) % 3:
             raise ValueError(f"observation width must be 3M + 6 with M >= 1 (a receive-scaling observation); got "
@@ -107,7 +115,7 @@ def block_rounds(scenario: Any) -> int:
 @njit(**JIT_NO_ALLOC)
 def observe(gains: NDArray, mean_gain: NDArray, placement: NDArray, h_min2: NDArray, mean_h_min2: NDArray,
             t: NDArray, big_t: int, nu: NDArray, cost_sum: NDArray, class_rdp_sum: NDArray, device_class: NDArray,
-            class_device: NDArray, log10_nu_ref: float, block_rounds: int, layout: ObservationLayout,
+            class_device: NDArray, log10_nu_ref: float, block_rounds: int, layout: ObservationOffsets,
             out: NDArray) -> NDArray:
     """The observations (N, 3M + 6) of N envs into ``out`` (float32), laid out by ``layout``: each entry computed in
     float64 and clipped to [-10, 10] (no float32 overflow), then rounded to float32."""

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from otagym.channel import DISTANCE, FadingFields
 from otagym.validation import POSITIVE, Integer, Many, Real, Text, arg, check_dataclass, from_preset
 
-__all__ = ["ReceiveScalingScenario", "Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm"]
+__all__ = ["ReceiveScalingScenario", "Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm", "TASK_SETTINGS"]
 
 
 def dbm_to_w(dbm: float) -> float:
@@ -160,3 +160,9 @@ def get_scenario(name: str | ReceiveScalingScenario = "paper-mnist", /, **overri
     """A preset by name (``paper-mnist``, ``paper-cifar10``) or a scenario, with validated field overrides."""
     return from_preset(ReceiveScalingScenario, PRESETS, name, overrides)
 
+
+#: The settings every receive-scaling task shares: the paper's MNIST deployment (T = 500), budget mode (constraint
+#: (28b) holds by construction), the price action, one policy for every nu in [0.01, 0.16] (drawn log-uniformly per
+#: episode and observed), no all-order DP ledger (the RDP at alpha is always reported).
+TASK_SETTINGS = {"scenario": "paper-mnist", "reward_mode": "budget", "action_type": "price",
+                 "nu_range": (0.01, 0.16), "dp_orders": None}

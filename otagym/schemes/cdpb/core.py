@@ -1,0 +1,358 @@
+"""The batched core of ``scheme="cdpb"`` (model B, client-driven power balancing: Kim, Seo & Choi,
+*Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power Balancing*, arXiv:2410.05907; equation and
+algorithm numbers below are the paper's).
+
+:class:`CDPBCore` holds N episodes as arrays and steps them with the pure functions of
+:mod:`otagym.schemes.cdpb.formulas`, decodes actions with :func:`~otagym.schemes.cdpb.actions.action_to_rho` and
+writes observations through :mod:`otagym.schemes.cdpb.observation`; the single and the vector environment of
+:mod:`otagym.env` are thin shells around it (the single env is N = 1). :func:`sample_realisation` draws a whole
+channel realisation of a scenario, as an episode draws it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+
+from otagym.channel import ChannelModel, FadingState
+from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
+from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, RhoActionType, action_space,
+                                         action_to_rho)
+from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, participation_probability, round_powers,
+                                          round_rdp)
+from otagym.schemes.cdpb.observation import CDPBObservation, entry_names, observation_space, write_observation
+from otagym.schemes.cdpb.scenario import CDPBScenario
+from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Integer, OneOf, Real, Spec,
+                               check_args, option_array, refuse_without_effect, signature_defaults)
+
+__all__ = ["CDPBCore", "sample_realisation", "channel_model"]
+
+
+def channel_model(s: CDPBScenario) -> ChannelModel:
+    """The fading of the K clients' power gains, normalised (E = 1; the gain of client k is this times E[h_k])."""
+    return ChannelModel(s.num_clients, 1.0, 1.0, None, s.fading, s.coherence_rounds, s.correlation)
+
+
+def sample_realisation(s: CDPBScenario, rng: np.random.Generator) -> dict[str, NDArray]:
+    """A whole channel realisation of scenario ``s`` for one env as ``reset`` options (less the batch axis):
+    ``{"channel_gains": (T, K)}``, the power gains h_k,t drawn by the same ``initial``/``advance`` steps as an
+    episode."""
+    channel, mean_gain = channel_model(s), s.mean_gain
+    state = channel.initial(rng)
+    gains = np.empty((s.num_rounds, s.num_clients))
+    for t in range(s.num_rounds):
+        gains[t] = state.power * mean_gain
+        state = channel.advance(rng, state, t + 1)
+    return {"channel_gains": gains}
+
+
+class CDPBCore:
+    """N independent CDPB episodes as arrays; ``step`` plays one OTA-FL round (Algorithm 1) in each.
+
+    Args:
+        scenario: the deployment (:class:`~otagym.schemes.cdpb.scenario.CDPBScenario`).
+        num_envs: N.
+        action_type: ``"normalized"`` (a in [-1, 1] -> rho = rho_max (r + (1 - r)(a + 1)/2), linear, r =
+            ``rho_min_ratio``) or ``"rho"`` (rho in [0, P/W^2] directly, the closed action space; a rho below
+            :data:`~otagym.schemes.cdpb.actions.RHO_FLOOR_RATIO` P/W^2, 0 included, is played as that floor, and
+            ``info["rho"]`` is the rho played; :func:`~otagym.schemes.cdpb.actions.action_to_rho` decodes both).
+        rho_min_ratio: rho(a = -1) / rho_max, in [1e-12, 1) (:data:`~otagym.schemes.cdpb.actions.RHO_FLOOR_RATIO`:
+            rho = 0 would
+            make every client reliable and silent, and the estimate's noise infinite).
+        dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
+            off (the per-round RDP at alpha under both accountings is always reported).
+        fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
+            (:class:`otagym.receive_scaling_env.Rounds`): under ``"train"`` each round also runs Algorithm 1 on a real
+            model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d
+            follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training arguments below apply
+            only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults.
+        dataset: ``"digits"`` (default), ``"mnist"`` or ``"cifar10"``, as for model A.
+        data_dir: the folder of the MNIST or CIFAR-10 files, as for model A.
+        data_split: ``"iid"`` (default) or ``"classes"`` (2 classes per client), as for model A.
+        data_seed: the seed of the data split, as for model A.
+        eval_every: rounds between evaluations of the model (test loss and accuracy), as for model A.
+        local_steps: L, full-batch gradient steps per round on each reliable client under ``fidelity="train"``.
+        local_learning_rate: the step size of those local steps.
+        reward_scale: the reward is the round's share of -G divided by this (> 0, utility units): 1 keeps -G (24) as
+            the return; a benchmark task sets its reference policy's expected G, so that its return is about -1.
+
+    ``info["cost"]`` is the round's share of the privacy budget (25c), T (E_t - E_t-1) / eps-bar with E_t the worst
+    client's cumulative RDP at alpha: an episode's cost is T E_T / eps-bar, at most T exactly when (25c) holds (a mean
+    cost of at most 1 per round, as model A's ``info["cost"]``).
+    ``reset(options={"channel_gains": (T, N, K)})`` replays a channel realisation (power gains h_k,t, W/W), on a full
+    reset; a later autoreset replays it again. Coins of ``strategy="mixed"`` and client sampling still come from the
+    env's generator.
+    """
+
+    #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
+    ARGS: dict[str, Spec] = {
+        "action_type": OneOf(ACTION_TYPES),
+        "rho_min_ratio": Real(RHO_FLOOR_RATIO, 1.0, high_open=True),
+        "dp_orders": DP_ORDERS,
+        **TRAINING_ARGS,
+        "local_steps": Integer(1, 10_000),
+        "local_learning_rate": Real(0.0, PHYSICAL_RANGE[1], low_open=True),
+        "reward_scale": POSITIVE,
+    }
+    #: The env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
+    APPLIES_WITH: dict[str, AppliesWith] = AppliesWith("fidelity", ("train",)).for_each(
+        (*(k for k in TRAINING_ARGS if k != "fidelity"), "local_steps", "local_learning_rate"))
+    #: Batch axis of each ``reset`` option (a single env inserts it).
+    OPTION_AXES: dict[str, int] = {"channel_gains": 1}
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
+
+    def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = NORMALIZED,
+                 rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
+                 fidelity: Fidelity = "analytic", dataset: str = "digits", data_dir: str | os.PathLike | None = None,
+                 data_split: str = "iid", data_seed: int = 0, eval_every: int = 10, local_steps: int = 1,
+                 local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
+        args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
+                          fidelity=fidelity, dataset=dataset, data_dir=data_dir, data_split=data_split,
+                          data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
+                          local_learning_rate=local_learning_rate, reward_scale=reward_scale)
+        self.reward_scale = args["reward_scale"]
+        refuse_without_effect(args, signature_defaults(CDPBCore.__init__), self.APPLIES_WITH)
+        action_type, rho_min_ratio, dp_orders = args["action_type"], args["rho_min_ratio"], args["dp_orders"]
+        num_envs = NUM_ENVS("num_envs", num_envs)
+        self.fidelity = args["fidelity"]
+        self._local = {"local_steps": args["local_steps"], "learning_rate": args["local_learning_rate"]}
+        self.training = TrainingRuns.create(args, scenario.num_clients, num_envs, scenario.num_rounds)
+        if self.training is not None:  # the powers spread over the d coordinates of the model that is trained
+            scenario = scenario.replace(model_dim=self.training.federation.model_dim)
+        if scenario.noise_power_w == 0 and not (scenario.strategy == "noisy" and scenario.artificial_noise
+                                                and scenario.num_clients >= 2 and scenario.client_sampling == 1):
+            raise ValueError(
+                "CDPBScenario.noise_power_w must be > 0 for the environment unless every round has privacy noise "
+                "without it (strategy='noisy', artificial_noise=True, num_clients >= 2, client_sampling=1): else a "
+                "round in which no other client sends noise leaks infinite RDP; got noise_power_w=0")
+        s = self.scenario = scenario
+        self.num_envs = n = num_envs
+        self.num_rounds = s.num_rounds
+        self.action_type = action_type
+        self.rho_min_ratio = float(rho_min_ratio)
+        k = s.num_clients
+        self.channel = channel_model(s)
+        self.mean_gain = s.mean_gain
+        self.dp_orders = None if dp_orders is None else np.asarray(dp_orders, dtype=float)
+        self.obs_dim = len(entry_names(s))
+        self.t = np.zeros(n, dtype=np.int64)
+        self.term_sum = np.zeros(n)
+        self.rdp_sum = {acc: np.zeros((n, k)) for acc in ("sgm", "theorem1")}
+        self.rdp_orders_sum = None if self.dp_orders is None else np.zeros((n, k, self.dp_orders.size))
+        self.last_reliable = np.zeros(n)
+        self.last_noise_var = np.zeros(n)
+        self.fading: FadingState | None = None
+        self.gains = np.zeros((n, k))
+        self.trace: NDArray | None = None
+        self.sampled = np.ones((n, k), dtype=bool)
+        self._noise_ref = k * s.power_max_w * float(self.mean_gain.mean())
+
+    # --- spaces ----------------------------------------------------------------------------------------------
+    def observation_space(self) -> spaces.Box:
+        return observation_space(self.scenario)
+
+    def action_space(self) -> spaces.Box:
+        return action_space(self.action_type, self.scenario.rho_max)
+
+    def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """The shapes of each ``reset`` option: ``channel_gains`` (T, N, K)."""
+        return {"channel_gains": ((self.num_rounds, self.num_envs, self.scenario.num_clients),)}
+
+    # --- episode boundaries ----------------------------------------------------------------------------------
+    def reset(self, rng: np.random.Generator, mask: NDArray | None = None, *,
+              channel_gains: NDArray | None = None) -> None:
+        """Start new episodes where ``mask`` is True (all if None); ``channel_gains`` (T, N, K) replays the power
+        gains h_k,t of a realisation (a full reset only; an autoreset replays it again)."""
+        n = self.num_envs
+        rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if channel_gains is not None:
+            if mask is not None:
+                raise ValueError("channel_gains can only be replayed on a full reset")
+            self.trace = option_array("channel_gains", channel_gains, self.option_shapes()["channel_gains"],
+                                       PHYSICAL_RANGE)
+        elif mask is None:
+            self.trace = None
+        fresh = self.channel.initial(rng, (n,))
+        self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
+        self.t[rows] = 0
+        self.term_sum[rows] = 0.0
+        for acc in self.rdp_sum.values():
+            acc[rows] = 0.0
+        if self.rdp_orders_sum is not None:
+            self.rdp_orders_sum[rows] = 0.0
+        self.last_reliable[rows] = 0.0
+        self.last_noise_var[rows] = 0.0
+        self._draw_round_state(rng, rows)
+        if self.training is not None:  # a fresh model per new episode (Algorithm 1)
+            from otagym.training import CDPBTraining
+
+            w, local = self.scenario.grad_bound, self._local
+            self.training.reset(rng, rows, lambda fed, child: CDPBTraining(
+                fed.fresh_model(child), fed.device_data, w, local["local_steps"], local["learning_rate"],
+                test_data=fed.test_data))
+
+    def _draw_round_state(self, rng: np.random.Generator, rows: NDArray | None = None) -> None:
+        if self.trace is None:
+            self.gains = self.fading.power * self.mean_gain
+        else:
+            self.gains = self.trace[np.minimum(self.t, self.num_rounds - 1), np.arange(self.num_envs)]
+        s = self.scenario
+        if s.client_sampling < 1.0:
+            fresh = rng.random((s.num_clients, self.num_envs)).T < s.client_sampling
+            self.sampled = fresh if rows is None else np.where(rows[:, None], fresh, self.sampled)
+
+    def sample_realisation(self, rng: np.random.Generator) -> dict[str, NDArray]:
+        """:func:`sample_realisation` of the core's scenario."""
+        return sample_realisation(self.scenario, rng)
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def action_to_rho(self, action: NDArray) -> NDArray:
+        """rho for each env from the action, validated (:func:`~otagym.schemes.cdpb.actions.action_to_rho` with the
+        core's action type and range)."""
+        return action_to_rho(action, self.num_envs, action_type=self.action_type, rho_max=self.scenario.rho_max,
+                             rho_min_ratio=self.rho_min_ratio)
+
+    def participation(self, rho: NDArray, reliable: NDArray) -> NDArray:
+        """The sampling rate the accountant may use per client (N, K): p_k(rho) times the client sampling rate when
+        the server cannot see who transmits and fading is i.i.d. over rounds; the realised 0/1 participation with CSI
+        feedback; 1 for correlated fading (participation is then not independent across rounds: no amplification)."""
+        s = self.scenario
+        if s.csi_feedback:
+            return reliable.astype(float)
+        if s.fading != "iid":
+            return np.ones(reliable.shape)
+        return s.client_sampling * participation_probability(s, rho)
+
+    # --- the round -------------------------------------------------------------------------------------------
+    def step(self, rng: np.random.Generator, action: NDArray) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
+        """One round in every env: ``(reward (N,), terminated (N,), info arrays)``; the caller builds obs.
+
+        reward = -(lambda_1 * 6 B_t / tau^2 + lambda_2 (max_k E_k,t - max_k E_k,t-1)) / ``reward_scale``, with E the
+        cumulative RDP of the scenario's accounting, so the return of an episode of tau rounds is -G (24) /
+        ``reward_scale`` with gamma = 6 mean(B)/tau.
+        """
+        s = self.scenario
+        rho = self.action_to_rho(action)
+        k = s.num_clients
+        if s.strategy == "mixed":
+            coins = rng.random((k, self.num_envs)).T < s.portion
+        else:
+            coins = np.full((self.num_envs, k), s.strategy == "noisy")
+        pw = round_powers(s, rho, self.gains, coins, None if s.client_sampling == 1.0 else self.sampled)
+        k_t = pw.num_reliable
+        term = convergence_term(s, k_t, pw.noise_var, rho)
+        q = self.participation(rho, pw.reliable)
+        total = pw.noise_var[:, None]
+        others = pw.noise_var_others(s.noise_power_w)
+        rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
+        before = self.rdp_sum[s.accounting].max(axis=-1)
+        for acc, r in rdp.items():
+            self.rdp_sum[acc] += r
+        after = self.rdp_sum[s.accounting].max(axis=-1)
+        if self.rdp_orders_sum is not None:
+            self.rdp_orders_sum += round_rdp(s, rho, q, others, total, accounting="sgm", orders=self.dp_orders)
+        self.term_sum += term
+        if self.training is not None:  # the round of Algorithm 1 on the real model, with these channels and powers
+            gains = self.gains
+            self.training.round(self.t + 1, lambda i, engine, g: engine.round(g, s, float(rho[i]), gains[i],
+                                                                              pw.row(i)))
+        tau = s.num_rounds
+        reward = -(s.lambda_convergence * 6.0 * term / tau**2 + s.lambda_privacy * (after - before)) / self.reward_scale
+        self.t += 1
+        gamma = 6.0 * self.term_sum / (self.t * self.t)  # convergence error after t rounds (6 mean B / t)
+        info = self._round_info(rho, pw, term, q, rdp, gamma, (before, after))
+        if self.training is not None:
+            info.update(self.training.info())
+        self.last_reliable = k_t / k
+        self.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
+        terminated = self.t >= s.num_rounds
+        if self.rdp_orders_sum is not None and terminated.any():
+            eps, order = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
+            info["dp_epsilon"], info["dp_order"] = eps, order
+        self.fading = self.channel.advance(rng, self.fading, self.t)
+        self._draw_round_state(rng)
+        return reward, terminated, info
+
+    def _round_info(self, rho: NDArray, pw: RoundPowers, term: NDArray, q: NDArray, rdp: dict[str, NDArray],
+                    gamma: NDArray, worst_rdp: tuple[NDArray, NDArray]) -> dict[str, NDArray]:
+        """``step``'s info about the round just played (``worst_rdp``: the worst client's cumulative RDP under the
+        scenario's accounting before and after it)."""
+        s, tau, (before, after) = self.scenario, self.scenario.num_rounds, worst_rdp
+        k_t = pw.num_reliable
+        return {
+            "round": self.t - 1,
+            "rho": rho,
+            "h_threshold": rho * s.grad_bound**2 / s.power_max_w,
+            "channel_gain": self.gains,
+            "reliable": pw.reliable,
+            "num_reliable": k_t,
+            "sends_noise": pw.sends_noise,
+            "transmit_power_w": pw.transmit_power_w,
+            "signal_power_w": pw.signal_power_w,
+            "noise_power_w": pw.noise_power_w,
+            "noise_var": pw.noise_var,
+            "estimate_noise_var": pw.noise_var / (rho * np.maximum(k_t, 1) ** 2),
+            "convergence_term": term,
+            "gamma": gamma,
+            "participation": q,
+            "rdp_round": rdp[s.accounting],
+            "rdp_cumulative": self.rdp_sum[s.accounting].copy(),
+            "rdp_round_sgm": rdp["sgm"],
+            "rdp_round_theorem1": rdp["theorem1"],
+            "epsilon_sgm": self.rdp_sum["sgm"].max(axis=-1),
+            "epsilon_theorem1": self.rdp_sum["theorem1"].max(axis=-1),
+            "utility": s.lambda_convergence * gamma + s.lambda_privacy * after,
+            "cost": tau * (after - before) / s.epsilon_max,
+        }
+
+    def observation(self) -> NDArray:
+        """Observations (N, entries), float32, in the layout of :mod:`otagym.schemes.cdpb.observation` (its entry
+        names: :func:`~otagym.schemes.cdpb.observation.entry_names`)."""
+        s = self.scenario
+        log_gain = sampled = None
+        if s.csi_feedback:
+            with np.errstate(divide="ignore"):  # a zero gain only from a replayed realisation; clipped when written
+                log_gain = np.log10(self.gains / self.mean_gain)
+            if s.client_sampling < 1.0:
+                sampled = self.sampled.astype(float)
+        return write_observation(CDPBObservation(
+            round_fraction=self.t / s.num_rounds,
+            reliable_share=self.last_reliable,
+            log_noise_var=np.where(self.last_noise_var > 0,
+                                   np.log10(np.maximum(self.last_noise_var / self._noise_ref, 1e-300)), 0.0),
+            log_convergence=np.log10(1.0 + 6.0 * self.term_sum / (s.num_rounds**2 * s.gamma_max)),
+            log_privacy=np.log10(1.0 + self.rdp_sum[s.accounting].max(axis=-1) / s.epsilon_max),
+            log_channel_gain=log_gain, sampled=sampled))
+
+    def reset_info(self) -> dict[str, NDArray]:
+        """:meth:`next_channel_info` (the mean gains; with CSI feedback the first round's channel), under the training
+        fidelity the initial model's metrics, and :meth:`blank_round_info`. Its keys are those of every ``step``'s
+        info (less :attr:`EPISODE_END_KEYS`)."""
+        return {**self.blank_round_info(), **self.next_channel_info(),
+                **(self.training.info() if self.training is not None else {})}
+
+    def blank_round_info(self) -> dict[str, NDArray]:
+        """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 (False)
+        elsewhere, for ``reset``'s info (:meth:`otagym.receive_scaling_env.Rounds.blank_round_info` says why)."""
+        n, k = self.num_envs, self.scenario.num_clients
+        return {"round": self.t - 1, "num_reliable": np.zeros(n, dtype=np.int64),
+                **{key: np.zeros((n, k), dtype=bool) for key in ("reliable", "sends_noise")},
+                **{key: np.zeros(n) for key in ("rho", "h_threshold", "noise_var", "estimate_noise_var",
+                                                "convergence_term", "gamma", "epsilon_sgm", "epsilon_theorem1",
+                                                "utility", "cost")},
+                **{key: np.zeros((n, k)) for key in ("channel_gain", "transmit_power_w", "signal_power_w",
+                                                     "noise_power_w", "participation", "rdp_round", "rdp_cumulative",
+                                                     "rdp_round_sgm", "rdp_round_theorem1")}}
+
+    def next_channel_info(self) -> dict[str, NDArray]:
+        """What the server knows of the round the next action applies to: the clients' mean gains E[h_k] (the channel
+        distribution) and, with ``csi_feedback``, their gains (and the sampled clients)."""
+        info = {"mean_channel_gain": np.broadcast_to(self.mean_gain, (self.num_envs, self.mean_gain.size)).copy()}
+        if self.scenario.csi_feedback:
+            info.update(next_channel_gain=self.gains.copy(), next_sampled=self.sampled.copy())
+        return info
