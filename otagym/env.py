@@ -3,7 +3,7 @@ one federated-learning round.
 
 Both classes are thin shells around a scheme's batched core (:func:`make_rounds`), which holds N episodes as numpy
 arrays and steps them with the scheme's pure functions; the single env is the core with N = 1, so the physics exists
-once. The default scheme is model A (:class:`otagym.receive_scaling_env.Rounds`: channel inversion + receive scaling,
+once. The default scheme is model A (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`: channel inversion + receive scaling,
 AdaScale paper §IV-V); :class:`OTAPrivacyEnv` points to each scheme's page.
 """
 
@@ -156,7 +156,7 @@ Each scheme's page says what they are:
 
 * ``scheme="receive_scaling"`` (default): receive scaling, model A of the AdaScale paper (the server picks its
   receive scaling each round under a convergence budget): ``docs/environment/receive-scaling.md``
-  (the site's "Receive scaling (model A)" page) and :class:`otagym.receive_scaling_env.Rounds`.
+  (the site's "Receive scaling (model A)" page) and :class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`.
 * ``scheme="cdpb"``: client-driven power balancing, model B: ``docs/environment/cdpb.md`` and
   :class:`otagym.schemes.cdpb.core.CDPBCore`.
 * ``scheme="anonymous"``: anonymous over-the-air computation, model C: ``docs/environment/anonymous.md`` and

@@ -142,7 +142,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
 
 
 def _episode_epsilon(model: ReceiveScalingModel, sigma: NDArray, delta: float) -> NDArray:
-    """Each env's eps at ``delta`` over :data:`~otagym.privacy.DEFAULT_ORDERS` (the env's end-of-episode report),
+    """Each env's eps at ``delta`` over :data:`~otagym.accounting.DEFAULT_ORDERS` (the env's end-of-episode report),
     mean over devices, from its noise multipliers ``sigma`` (T, N, classes); env by env, so that an env's eps does not
     depend on the envs batched with it (the accounting evaluates its elements in sub-batches of similar noise)."""
     eps = np.empty(sigma.shape[1])

@@ -247,7 +247,7 @@ class OfflineOptimal(_PolicyBase):
 
 class _DPBudget(_PolicyBase):
     """A DP budget eps_budget at delta through the Gaussian tail bound of Liu & Simeone
-    (:func:`~otagym.privacy.tail_bound_budget`): sum_t r_t^2 / 2 <= R_dp(eps, delta), with r_t^2 = 1/sigma_m,t^2 =
+    (:func:`~otagym.accounting.tail_bound_budget`): sum_t r_t^2 / 2 <= R_dp(eps, delta), with r_t^2 = 1/sigma_m,t^2 =
     eta_t u_m (no subsampling credit, as in [20] and [23] of the AdaScale paper); the binding device has the largest
     u_m = 2 G^2 / (M^2 B_m^2 sigma_n^2). So the budget is one on sum_t eta_t <= 2 R_dp / u_max."""
 

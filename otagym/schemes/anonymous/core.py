@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from otagym.channel import ChannelModel, FadingState
-from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.accounting import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
 from otagym.schemes.anonymous.actions import (ACTION_TYPES, NORMALIZED, SigmaActionType, action_space,
                                               action_to_sigma, sigma_range)
 from otagym.schemes.anonymous.formulas import (convergence_bound, convergence_term, noise_multiplier,
@@ -272,7 +272,7 @@ class AnonymousCore:
 
     def blank_round_info(self) -> dict[str, NDArray]:
         """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 (False)
-        elsewhere, for ``reset``'s info (:meth:`otagym.receive_scaling_env.Rounds.blank_round_info` says why)."""
+        elsewhere, for ``reset``'s info (:meth:`otagym.schemes.receive_scaling.core.ReceiveScalingCore.blank_round_info` says why)."""
         n = self.num_envs
         return {"round": self.t - 1, "participating": np.zeros((n, self.scenario.num_devices), dtype=bool),
                 **{k: np.zeros(n, dtype=np.int64) for k in ("participants", "batch_size")},

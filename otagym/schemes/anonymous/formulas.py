@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.privacy import rdp_sgm, rdp_to_dp
+from otagym.accounting import rdp_sgm, rdp_to_dp
 
 if TYPE_CHECKING:  # the scenario's properties use this module's formulas
     from otagym.schemes.anonymous.scenario import Accounting, AnonymousScenario
@@ -236,7 +236,7 @@ def theorem1_conditions(order: ArrayLike, rate: ArrayLike, noise_mult: ArrayLike
 def rdp_to_dp_lemma2(rdp: ArrayLike, orders: ArrayLike, delta: float) -> tuple[NDArray, NDArray]:
     """(eps, best order) by Lemma 2: eps = min_alpha rdp_alpha + log(1/delta) / (alpha - 1) (orders on the last axis).
 
-    The paper's conversion (Mironov 2017, Prop. 3). ``otagym.privacy.rdp_to_dp`` (eq. (6) of Moradi Kalarde et al.,
+    The paper's conversion (Mironov 2017, Prop. 3). ``otagym.accounting.rdp_to_dp`` (eq. (6) of Moradi Kalarde et al.,
     *Privacy Enhancement in Over-the-Air Federated Learning via Adaptive Receive Scaling*; Opacus's current
     conversion) is lower by log(alpha/(alpha-1)) + log(alpha)/(alpha-1) at every order; the env reports it.
     """
@@ -251,7 +251,7 @@ def rdp_to_dp_lemma2(rdp: ArrayLike, orders: ArrayLike, delta: float) -> tuple[N
 def composed_epsilon(rounds: ArrayLike, rate: ArrayLike, noise_mult: ArrayLike, *, delta: float,
                      orders: ArrayLike, lemma2: bool = True) -> NDArray:
     """eps after T rounds of the SGM at (rate, sigma') (Lemma 3: the RDP adds up; §IV-D's "process to compute"),
-    minimised over ``orders``; ``lemma2=False`` converts with eq. (6) (``otagym.privacy.rdp_to_dp``).
+    minimised over ``orders``; ``lemma2=False`` converts with eq. (6) (``otagym.accounting.rdp_to_dp``).
     Shape: broadcast(rounds, rate, noise_mult)."""
     per_round = rdp_sgm(q=rate, noise_multiplier=noise_mult, orders=orders)
     total = np.asarray(rounds, dtype=float)[..., None] * per_round

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from otagym.channel import ChannelModel, FadingState
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
-from otagym.privacy import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.accounting import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
 from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, RhoActionType, action_space,
                                          action_to_rho)
 from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, participation_probability, round_powers,
@@ -67,7 +67,7 @@ class CDPBCore:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
         fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
-            (:class:`otagym.receive_scaling_env.Rounds`): under ``"train"`` each round also runs Algorithm 1 on a real
+            (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs Algorithm 1 on a real
             model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d
             follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training arguments below apply
             only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults.
@@ -338,7 +338,7 @@ class CDPBCore:
 
     def blank_round_info(self) -> dict[str, NDArray]:
         """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 (False)
-        elsewhere, for ``reset``'s info (:meth:`otagym.receive_scaling_env.Rounds.blank_round_info` says why)."""
+        elsewhere, for ``reset``'s info (:meth:`otagym.schemes.receive_scaling.core.ReceiveScalingCore.blank_round_info` says why)."""
         n, k = self.num_envs, self.scenario.num_clients
         return {"round": self.t - 1, "num_reliable": np.zeros(n, dtype=np.int64),
                 **{key: np.zeros((n, k), dtype=bool) for key in ("reliable", "sends_noise")},

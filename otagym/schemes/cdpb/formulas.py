@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.privacy import rdp_sgm
+from otagym.accounting import rdp_sgm
 from otagym.schemes.cdpb.scenario import Accounting, CDPBScenario
 
 __all__ = [
