@@ -241,18 +241,26 @@ def _concrete(index: str, symbols: dict[str, int]) -> str:
         return index
 
 
-def _layout_observation(module: Any) -> str:
+def _layout_observation(module: Any, scenario: Any) -> str:
     """A scheme's observation from its layout module (``otagym.schemes.<scheme>.observation``): the entry table of its
-    docstring, its notes and the layout version."""
+    docstring with each entry's indices in the scenario's observation (``module.entry_names(scenario)``; an entry the
+    scenario does not have is left out), its notes and the layout version."""
     lines = _doc(module).splitlines()
     found = rst_table_to_md(lines)
     if found is None:
         return rst_to_md(" ".join(_doc(module).split()))
     rows, start, end = found
-    body = [[f"`{r[0].strip('`')}`", rst_to_md(r[1])] for r in rows[1:]]
+    names = module.entry_names(scenario)
+    body = []
+    for row in rows[1:]:
+        entry = row[0].strip("`")
+        at = [i for i, n in enumerate(names) if n == entry or n.startswith(entry + "[")]
+        if at:
+            index = f"{at[0]}" if len(at) == 1 else f"{at[0]}..{at[-1]}"
+            body.append([f"`{index}`", f"`{entry}`", rst_to_md(row[1])])
     notes = " ".join(" ".join(lines[end:]).split())
-    return (md_table(["entry", "meaning"], body) + ("\n\n" + rst_to_md(notes) if notes else "")
-            + f"\n\nLayout version {module.LAYOUT_VERSION} (`{module.__name__}.LAYOUT_VERSION`).")
+    return (md_table(["index", "entry", "meaning"], body) + ("\n\n" + rst_to_md(notes) if notes else "")
+            + f"\n\nLayout version `{module.LAYOUT_VERSION}` (`{module.__name__}.LAYOUT_VERSION`).")
 
 
 def _paragraphs(doc: str, *which: int) -> str:
@@ -335,14 +343,14 @@ def _scheme_pages() -> dict[str, dict[str, Any]]:
         "cdpb": {
             "title": "client-driven power balancing (model B)", "core": CDPBCore,
             "describe": _paragraphs(_doc(formulas), 2),
-            "observation": lambda scenario: _layout_observation(cdpb_observation), "reward": _step_reward,
+            "observation": lambda scenario: _layout_observation(cdpb_observation, scenario), "reward": _step_reward,
             "start": CDPB_START, "derivation": "../cdpb.md", "guide": "../environment/cdpb.md",
             "paper": "Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power "
                      "Balancing* (arXiv:2410.05907, 2024)"},
         "anonymous": {
             "title": "anonymous over-the-air computation (model C)", "core": AnonymousCore,
             "describe": _paragraphs(_doc(AnonymousCore), 1, 2),
-            "observation": lambda scenario: _layout_observation(anonymous_observation), "reward": _step_reward,
+            "observation": lambda scenario: _layout_observation(anonymous_observation, scenario), "reward": _step_reward,
             "start": ANONYMOUS_START, "derivation": "../anonymous.md", "guide": "../environment/anonymous.md",
             "paper": "Hasırcıoğlu & Gündüz, *Private Wireless Federated Learning with Anonymous Over-the-Air "
                      "Computation* (IEEE ICASSP 2021)"},
