@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines import compare as compare_module
+from baselines.receive_scaling import compare as compare_module
 from baselines.receive_scaling.compare import format_table, save, summarize
 from baselines.report import POLICY_COLOURS, policy_colour, readable
 from otagym.cli import commands as cli

@@ -104,10 +104,14 @@ def test_the_cdpb_layout_adds_its_per_client_blocks():
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
 def test_the_core_decodes_actions_with_its_schemes_decoder(name, monkeypatch):
-    """A step decodes its action with the scheme's one decoder (``actions.action_to_rho`` / ``action_to_sigma``),
+    """A step decodes its action with the scheme's one decoder (``actions.action_to_rho`` / ``action_to_sigma``; receive
+    scaling: the compiled ``actions.decide``, which its round kernel inlines and ``decode_actions`` applies to arrays),
     which a policy can call without building a core."""
     info = SCHEMES[name]
     package = importlib.import_module(f"otagym.schemes.{name}")
+    if hasattr(package, "kernel"):  # a compiled round: its kernel calls the decoder, not Python
+        assert package.kernel.decide is package.actions.decide
+        return
     decoders = [n for n in package.actions.__all__ if n.startswith("action_to_")]
     assert len(decoders) == 1 and getattr(package, decoders[0]) is getattr(package.actions, decoders[0])
     calls = []
