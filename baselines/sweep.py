@@ -16,6 +16,7 @@ env (:class:`EpisodeSweep`), their privacy budget fixed by the scenario.
 from __future__ import annotations
 
 import importlib
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -144,9 +145,10 @@ class EpisodeSweep(SchemeSweep):
     other channels. The policy is built and planned once per batch (its plan depends on the scenario only).
 
     A cell's result: ``return`` (the episode return), ``cost`` (the sum of ``info["cost"]`` where the env reports
-    one), ``rounds_played`` (the episode's length: the cell's rounds, or the policy's own horizon where it plans one), ``rdp`` (the worst device's
-    cumulative RDP at alpha under the scenario's accounting, nats), ``epsilon`` and ``dp_order`` (the worst device's
-    eps at the scenario's delta and its best RDP order), and :attr:`columns`; ``wall_s``.
+    one), ``rounds_played`` (the episode's length: the cell's rounds, or the policy's own horizon where it plans
+    one), ``rdp`` (the worst device's cumulative RDP at alpha under the scenario's accounting, nats), ``epsilon`` and
+    ``dp_order`` (the worst device's eps at the scenario's delta and its best RDP order), :attr:`columns`, ``wall_s``
+    (the batch's wall time over its cells) and, under the training fidelity, ``accuracy`` (the last test accuracy).
     """
 
     #: The env arguments of every cell (the action the policies play).
@@ -158,8 +160,8 @@ class EpisodeSweep(SchemeSweep):
 
     @property
     def result_columns(self) -> tuple[str, ...]:  # type: ignore[override]
-        return ("return", "cost", "rounds_played", "rdp", "epsilon", "dp_order", *self.columns.final, *self.columns.means,
-                "accuracy")
+        return ("return", "cost", "rounds_played", "rdp", "epsilon", "dp_order", *self.columns.final,
+                *self.columns.means, "accuracy")
 
     def policy_names(self) -> list[str]:
         return list(self.policies)
@@ -180,8 +182,6 @@ class EpisodeSweep(SchemeSweep):
 
     def run_cells(self, scenario: Any, cells: Sequence[Mapping[str, Any]], *,
                   trained: Callable[[np.ndarray], Any] | None = None) -> list[CellResult]:
-        import time
-
         start = time.perf_counter()
         cell = cells[0]
         spec = self.policies[cell["policy"]["policy"]]

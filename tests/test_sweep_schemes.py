@@ -114,3 +114,10 @@ def test_receive_scaling_cell_keys_are_unchanged():
                     "seeds": [0, 1]})
     assert p.keys == ("bb0eacd34cc52106b73a315e", "03236077efcd36242e79f762", "a7622a445a90187e47d50d3a",
                       "0adc0f966c698adff92c8f6c")
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[1].glob("examples/sweep_*.yaml")),
+                         ids=lambda p: p.name)
+def test_the_example_configs_plan(path):
+    p = sweep.plan(sweep.load_config(path))
+    assert p.cells and len(set(p.keys)) == len(p.cells)

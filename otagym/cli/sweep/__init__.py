@@ -17,10 +17,11 @@ of the cell and of the scenario it resolves to (a preset changed in the code is 
 cell (its config and seed), the package version, the resolved scenario, the result or the error with its traceback,
 the host and the wall time, and is written atomically by the driver (:mod:`~otagym.cli.sweep.driver`) as soon as the
 cell finishes. A rerun skips cells with an ``ok`` record (resume) and retries those that failed. ``cells.csv`` (and
-``cells.parquet`` when pyarrow is installed) and ``summary.csv`` (mean and 95% CI over seeds,
-:meth:`baselines.sweep.SchemeSweep.summarize` of each scheme) are rebuilt from the records after every run, interrupted ones included
-(:mod:`~otagym.cli.sweep.tables`). ``sweep.json`` holds the normalised config and the cell keys of the latest run.
-A run first removes the temporary files that runs killed mid-write left in the sweep's folder and in ``cells/``
+``cells.parquet`` when pyarrow is installed) and ``summary.csv`` (mean and 95% CI over seeds, each scheme's
+:meth:`baselines.sweep.SchemeSweep.summarize`) are rebuilt from the records after every run, interrupted ones
+included (:mod:`~otagym.cli.sweep.tables`). ``sweep.json`` holds the normalised config (each scheme's scenarios,
+policies and budgets under ``schemes``) and the cell keys of the latest run. A run first removes the temporary
+files that runs killed mid-write left in the sweep's folder and in ``cells/``
 (:func:`otagym._io.remove_stale_temporaries`).
 
 **Executors** (:mod:`~otagym.cli.sweep.executors`). In-process (a progress bar), a ``ProcessPoolExecutor`` with the
