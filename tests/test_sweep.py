@@ -84,7 +84,7 @@ def _write_config(tmp_path: Path, config: dict) -> Path:
     ({"seeds": {"start": 0}}, "seeds must be a list of integers >= 0 or {start: S, count: N}"),
     ({"rounds": 0}, "rounds must be an integer in [1, 1000000]; got 0"),
     ({"rounds": []}, "rounds must be an integer in [1, 1000000] or a non-empty list of them; got []"),
-    ({"scheme": "cdpb"}, "scheme must be one of 'receive_scaling'; got 'cdpb'"),
+    ({"scheme": "nope"}, "scheme must be one of 'receive_scaling', 'cdpb', 'anonymous'; got 'nope'"),
     ({"scenarios": ["paper-nope"]}, "scenarios[0].preset must be one of ['paper-cifar10', 'paper-mnist']"),
     ({"scenarios": [{"preset": "paper-mnist", "num_devices": 0}]}, "scenarios[0]: Scenario.num_devices must be"),
     ({"scenarios": [{"preset": "paper-mnist", "fadding": "iid"}]}, "scenarios[0]: got an unexpected keyword"),

@@ -1,11 +1,11 @@
 """A sweep's cells: what names a cell (:func:`cell_key`, a content hash), which cells are computed together
 (:func:`batch_key`, :func:`batches`) and what a batch of cells computes into its records (:func:`run_cells`).
 
-A cell is a JSON-able dict (scheme, scenario, rounds, fidelity, policy, nu, seed); its numbers are a pure function of
-the cell: its channels come from its seed, and nothing depends on which other cells run beside it or where. Cells of
-one analytic policy and scenario that differ only in nu and seed (:func:`batch_key`) are computed as one batch in one
-vector env (:func:`run_cells`, :func:`baselines.compare.evaluate_cells`), which gives the same bits as one at a time
-(tested) in a fraction of the time.
+A cell is a JSON-able dict (scheme, scenario, rounds, fidelity, policy, nu where the scheme has a budget axis, seed);
+its numbers are a pure function of the cell: its channels come from its seed, and nothing depends on which other cells
+run beside it or where. Cells of one analytic policy and scenario that differ only in nu and seed (:func:`batch_key`)
+are computed as one batch by their scheme's sweep (:func:`compute_cells`, :func:`baselines.sweep.scheme_sweep`),
+which gives the same bits as one at a time (tested) in a fraction of the time.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from otagym import __version__
 from otagym._io import file_sha256
 from otagym.schemes import SCHEMES
 
-__all__ = ["scenario_of", "content_sha256", "cell_key", "cached_model", "CELLS", "BATCH_CELLS", "batch_key",
+__all__ = ["scenario_of", "content_sha256", "cell_key", "cached_model", "compute_cells", "BATCH_CELLS", "batch_key",
            "batches", "utc_now", "run_cell", "run_cells", "lost_record"]
 
 
@@ -52,47 +52,29 @@ def cached_model(path: str, sha256: str) -> Any:
     return load_model(path)
 
 
-@functools.lru_cache(maxsize=16)
-def _training_scenario(scenario: Any, dataset: str, data_dir: str | None) -> Any:
-    from baselines.receive_scaling.evaluation import training_scenario
+def _trained_policy(policy: Mapping[str, Any]) -> Callable[[Any], Any]:
+    """The policy of a trained model's entry for per-env budgets ``nu``, once its file is checked to be the planned
+    one (its SHA-256)."""
+    found = file_sha256(Path(policy["model"]))
+    if found != policy["sha256"]:
+        raise RuntimeError(f"policy {policy['name']}: {policy['model']} on {socket.gethostname()} has SHA-256 "
+                           f"{found[:12]}..., not the planned {policy['sha256'][:12]}... (a changed or different file)")
+    from agents.policy import AgentPolicy
 
-    return training_scenario(scenario, dataset, data_dir)
+    model, kw = cached_model(policy["model"], policy["sha256"]), policy["env_kwargs"]
+    return lambda nu: AgentPolicy(model, nu=nu, env_kwargs=kw)
 
 
-def _receive_scaling_cells(cells: list[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """The results of cells that differ only in nu and seed (:func:`batch_key`), computed as one batch
-    (:func:`baselines.compare.evaluate_cells`: the same numbers as one at a time)."""
-    from baselines.receive_scaling.compare import POLICIES, PolicySpec, evaluate_cells
+def compute_cells(cells: list[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The results of :func:`batch_key`-equal cells, each with the scenario it ran on, as their scheme's sweep
+    computes them (:func:`baselines.sweep.scheme_sweep`: ``baselines/<scheme>/sweep.py``)."""
+    from baselines.sweep import scheme_sweep
 
     cell = cells[0]
-    scenario = scenario_of(cell)
-    train = cell["fidelity"] == "train"
-    if train:
-        scenario = _training_scenario(scenario, cell["dataset"], cell["data_dir"])
-    policy = cell["policy"]
-    options: dict[str, float] = {}
-    if "model" in policy:
-        found = file_sha256(Path(policy["model"]))
-        if found != policy["sha256"]:
-            raise RuntimeError(f"policy {policy['name']}: {policy['model']} on {socket.gethostname()} has SHA-256 "
-                               f"{found[:12]}..., not the planned {policy['sha256'][:12]}... (a changed or different "
-                               "file)")
-        from agents.policy import AgentPolicy
-
-        model, kw = cached_model(policy["model"], policy["sha256"]), policy["env_kwargs"]
-        spec = PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=kw))
-    else:
-        spec, options = POLICIES[policy["policy"]], dict(policy["params"])
-    results = evaluate_cells(scenario, spec, [(c["nu"], c["seed"]) for c in cells], options=options,
-                             fidelity=cell["fidelity"], dataset=cell.get("dataset") or "digits",
-                             data_dir=cell.get("data_dir"))
-    return [(result, scenario.to_dict()) for result in results]
+    trained = _trained_policy(cell["policy"]) if "model" in cell["policy"] else None
+    return scheme_sweep(cell["scheme"]).run_cells(scenario_of(cell), cells, trained=trained)
 
 
-#: The computation of a batch of cells (:func:`batch_key`-equal), by scheme.
-CELLS: dict[str, Callable[[list[Mapping[str, Any]]], list[tuple[dict[str, Any], dict[str, Any]]]]] = {
-    "receive_scaling": _receive_scaling_cells,
-}
 #: The most cells computed as one batch (one vector env). Batching changes no number, only the wall time: an episode
 #: of 9 envs costs about what one of 1 does.
 BATCH_CELLS = 64
@@ -135,7 +117,7 @@ def run_cells(batch: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     records = [{"key": key, "cell": dict(cell), "seed": cell["seed"], "version": __version__,
                 "host": socket.gethostname(), "pid": os.getpid(), "started": started} for key, cell in batch]
     try:
-        outputs = CELLS[batch[0][1]["scheme"]]([cell for _, cell in batch])
+        outputs = compute_cells([cell for _, cell in batch])
         for record, (result, scenario) in zip(records, outputs):
             record.update(status="ok", result=result, scenario=scenario, error=None)
     except Exception as err:  # noqa: BLE001 - a failing cell is recorded and the sweep goes on

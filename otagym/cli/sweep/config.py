@@ -20,8 +20,9 @@ from otagym.validation import POSITIVE, Integer, Many, OneOf
 __all__ = ["SWEEP_SCHEMES", "CONFIG_KEYS", "SEED_COUNT", "FIDELITIES", "DATASETS", "ConfigError", "load_config", "Plan",
            "plan"]
 
-#: The schemes a sweep can run: those whose cell is computed here (model A's matched-nu comparison).
-SWEEP_SCHEMES = ("receive_scaling",)
+#: The schemes a sweep can run: every registered scheme, each computed by its ``baselines/<scheme>/sweep.py``
+#: (:func:`baselines.sweep.scheme_sweep`).
+SWEEP_SCHEMES = tuple(SCHEMES)
 #: The keys of a sweep config.
 CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", "policies", "nu", "seeds")
 #: The number of seeds ``seeds: {start, count}`` (and ``otagym compare --seeds``) may ask for: each is a cell per
@@ -166,12 +167,17 @@ def _model_policy(where: str, name: Any, path: Any) -> dict[str, Any]:
             "env_kwargs": run_metadata(resolved).get("env_kwargs")}
 
 
-def _policies(config: Mapping[str, Any], nus: list[float], scenario: Any) -> list[dict[str, Any]]:
-    from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES
+def _policies(config: Mapping[str, Any], scheme: str, nus: list[float | None], scenario: Any) -> list[dict[str, Any]]:
+    """The policies of ``scheme``'s cells: its sweep's analytic ones (:class:`baselines.sweep.SchemeSweep`) with
+    their settable params, and trained models where its sweep takes them."""
+    from baselines.sweep import scheme_sweep
 
-    entries = config.get("policies", list(DEFAULT_POLICIES))
-    allowed = (f"one of {sorted(POLICIES)}, NAME:PATH/TO/model.zip, {{policy: NAME, name: ..., params: {{...}}}} "
-               "or {name: NAME, model: PATH}")
+    sweeper = scheme_sweep(scheme)
+    names = sweeper.policy_names()
+    models = ", NAME:PATH/TO/model.zip" if sweeper.trained_models else ""
+    entries = config.get("policies", list(sweeper.default_policies))
+    allowed = (f"one of {sorted(names)}{models}, {{policy: NAME, name: ..., params: {{...}}}}"
+               + (" or {name: NAME, model: PATH}" if sweeper.trained_models else ""))
     if not isinstance(entries, list) or not entries:
         _fail("policies", "a non-empty list, each " + allowed, entries)
     out = []
@@ -187,26 +193,23 @@ def _policies(config: Mapping[str, Any], nus: list[float], scenario: Any) -> lis
         if unknown or ("model" in entry) == ("policy" in entry):
             _fail(where, allowed, entries[i])
         if "model" in entry:
+            if not sweeper.trained_models:
+                _fail(f"{where}.model", f"absent for scheme {scheme!r} (its sweep plays analytic policies only)",
+                      entry["model"])
             if "params" in entry:
                 _fail(f"{where}.params", "absent for a trained model (its settings travel in its run.json)",
                       entry["params"])
             out.append(_model_policy(where, entry.get("name"), entry["model"]))
             continue
         name = entry["policy"]
-        if name not in POLICIES:
+        if name not in names:
             _fail(f"{where}.policy" if isinstance(entries[i], dict) else where,
-                  f"one of {sorted(POLICIES)} or NAME:PATH/TO/model.zip", name)
-        spec = POLICIES[name]
-        params = entry.get("params") or {}
-        if not isinstance(params, dict):
-            _fail(f"{where}.params", f"a mapping with keys among {list(spec.options)}", params)
-        for key in params:
-            if key not in spec.options:
-                _fail(f"{where}.params", f"a mapping with keys among {list(spec.options)} ({name}'s settable "
-                      "arguments)", key)
-        params = {k: _spec(POSITIVE, f"{where}.params.{k}", v) for k, v in params.items()}
-        if params:
-            _trial(where, spec, params, nus, scenario)
+                  f"one of {sorted(names)}" + (" or NAME:PATH/TO/model.zip" if models else ""), name)
+        params = _params(where, name, entry.get("params") or {}, sweeper.param_specs(name))
+        try:
+            sweeper.check_params(name, params, scenario, nus)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{where}.params: {err}") from None
         label = entry.get("name", name)
         if not isinstance(label, str) or not label:
             _fail(f"{where}.name", "a non-empty string", label)
@@ -214,17 +217,14 @@ def _policies(config: Mapping[str, Any], nus: list[float], scenario: Any) -> lis
     return _distinct("policies", out, "name", "distinct by name (give a repeated policy a name:)")
 
 
-def _trial(where: str, spec: Any, params: dict[str, float], nus: list[float], scenario: Any) -> None:
-    """Build the policy with ``params`` and reset it once, so that values it refuses fail now, not in a cell."""
-    import numpy as np
-
-    options = dict(params)
-    value = np.array([options.pop(spec.param)]) if spec.param in options else (
-        None if spec.param is None else np.array([spec.bracket[0]]))
-    try:
-        spec.build(np.array([nus[0]]), value, **options).reset(scenario, 0)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{where}.params: {err}") from None
+def _params(where: str, name: str, params: Any, specs: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy entry's ``params``: a mapping of its settable arguments, each checked by its spec."""
+    if not isinstance(params, dict):
+        _fail(f"{where}.params", f"a mapping with keys among {list(specs)}", params)
+    for key in params:
+        if key not in specs:
+            _fail(f"{where}.params", f"a mapping with keys among {list(specs)} ({name}'s settable arguments)", key)
+    return {k: _spec(specs[k], f"{where}.params.{k}", v) for k, v in params.items()}
 
 
 def plan(config: Mapping[str, Any]) -> Plan:
@@ -232,10 +232,12 @@ def plan(config: Mapping[str, Any]) -> Plan:
 
     Keys: ``name`` (the results folder), ``scheme`` (one or a list; :data:`SWEEP_SCHEMES`), ``scenarios`` (presets,
     or mappings ``{preset, label, FIELD: VALUE}`` of scenario field overrides), ``rounds`` (T, one or a list; default
-    the scenario's), ``fidelity`` (``analytic``/``train``, one or a list) with ``dataset``/``data_dir``,
-    ``policies`` (names, ``NAME:PATH`` of trained models, ``{policy, name, params}`` or ``{name, model}``), ``nu``
-    (one or a list, each > 0; default the scenario's ``nu_grid``), ``seeds`` (a list of integers >= 0, or
-    ``{start, count}``).
+    the scenario's), ``fidelity`` (``analytic``/``train``, one or a list, those the scheme's sweep runs) with
+    ``dataset``/``data_dir``, ``policies`` (names, ``NAME:PATH`` of trained models, ``{policy, name, params}`` or
+    ``{name, model}``; default the scheme's), ``nu`` (one or a list, each > 0; default the scenario's ``nu_grid``;
+    only for a scheme with a nu axis), ``seeds`` (a list of integers >= 0, or ``{start, count}``). The policies, the
+    settable params and the axes are each scheme's :class:`baselines.sweep.SchemeSweep`'s; several schemes share
+    ``scenarios``, ``policies`` and ``nu``, so a config of several schemes leaves those to each scheme's defaults.
     """
     name = _name(config)
     schemes = _axis("scheme", config.get("scheme", SWEEP_SCHEMES[0]), OneOf(SWEEP_SCHEMES))
@@ -246,18 +248,36 @@ def plan(config: Mapping[str, Any]) -> Plan:
 
     cells: list[dict[str, Any]] = []
     normalised: dict[str, Any] = {"name": name, "scheme": schemes, "rounds": rounds, "fidelity": fidelities,
-                                  "dataset": dataset, "data_dir": data_dir, "seeds": seeds}
+                                  "dataset": dataset, "data_dir": data_dir, "seeds": seeds, "schemes": {}}
     for scheme in schemes:
-        info = SCHEMES[scheme]
-        scenarios = _scenarios(config, scheme)
-        first = info.scenario(scenarios[0]["preset"], **scenarios[0]["overrides"])
-        nus = _nus(config, first)
-        policies = _policies(config, nus, first)
-        normalised.update(scenarios=scenarios, policies=policies, nu=nus)
+        scenarios, policies, nus = _scheme_axes(config, scheme, fidelities)
+        normalised["schemes"][scheme] = {"scenarios": scenarios, "policies": policies,
+                                         **({} if nus == [None] else {"nu": nus})}
         cells += _grid(scheme, scenarios, rounds, fidelities, policies, nus, seeds,
                        {"dataset": dataset, "data_dir": data_dir})
     keys = tuple(cell_key(c) for c in cells)
     return Plan(name, normalised, tuple(cells), keys)
+
+
+def _scheme_axes(config: Mapping[str, Any], scheme: str,
+                 fidelities: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float | None]]:
+    """``scheme``'s scenarios, policies and budgets (``[None]`` for a scheme without a nu axis, which refuses
+    ``nu``), once its sweep is known to run every fidelity asked for."""
+    from baselines.sweep import scheme_sweep
+
+    sweeper = scheme_sweep(scheme)
+    unsupported = [f for f in fidelities if f not in sweeper.fidelities]
+    if unsupported:
+        _fail("fidelity", f"among {list(sweeper.fidelities)} for scheme {scheme!r}", unsupported[0])
+    scenarios = _scenarios(config, scheme)
+    first = SCHEMES[scheme].scenario(scenarios[0]["preset"], **scenarios[0]["overrides"])
+    if sweeper.nu_axis:
+        nus: list[float | None] = list(_nus(config, first))
+    elif "nu" in config:
+        _fail("nu", f"absent for scheme {scheme!r} (its privacy budget is fixed by the scenario)", config["nu"])
+    else:
+        nus = [None]
+    return scenarios, _policies(config, scheme, nus, first), nus
 
 
 def _name(config: Any) -> str:
@@ -313,10 +333,11 @@ def _nus(config: Mapping[str, Any], first: Any) -> list[float]:
 
 
 def _grid(scheme: str, scenarios: list[dict[str, Any]], rounds: list[int | None], fidelities: list[str],
-          policies: list[dict[str, Any]], nus: list[float], seeds: list[int],
+          policies: list[dict[str, Any]], nus: list[float | None], seeds: list[int],
           training_data: dict[str, str | None]) -> list[dict[str, Any]]:
     """The cells of one scheme, in grid order (scenario, rounds, fidelity, policy, nu, seed); a training cell also
-    names its ``dataset`` and ``data_dir``."""
+    names its ``dataset`` and ``data_dir``, and a cell of a scheme without a nu axis (``nus == [None]``) has no
+    ``nu``."""
     info = SCHEMES[scheme]
     cells = []
     for scen in scenarios:
@@ -325,7 +346,8 @@ def _grid(scheme: str, scenarios: list[dict[str, Any]], rounds: list[int | None]
             for fidelity, policy, nu, seed in itertools.product(fidelities, policies, nus, seeds):
                 cell = {"scheme": scheme, "scenario": scen["label"], "preset": scen["preset"],
                         "overrides": scen["overrides"], "rounds": resolved.num_rounds,
-                        "fidelity": fidelity, "policy": policy, "nu": float(nu), "seed": int(seed)}
+                        "fidelity": fidelity, "policy": policy, **({} if nu is None else {"nu": float(nu)}),
+                        "seed": int(seed)}
                 if fidelity == "train":
                     cell.update(training_data)
                 cells.append(cell)

@@ -162,7 +162,8 @@ def report(outcome: Outcome, sweep_dir: Path) -> str:
     for key in outcome.failed[:10]:
         rec = json.loads((Path(sweep_dir) / "cells" / f"{key}.json").read_text())
         c, e = rec["cell"], rec["error"]
-        lines.append(f"  failed: {c['policy']['name']} nu={c['nu']:g} seed={c['seed']} ({c['scenario']}): "
+        nu = f" nu={c['nu']:g}" if "nu" in c else ""
+        lines.append(f"  failed: {c['policy']['name']}{nu} seed={c['seed']} ({c['scenario']}): "
                      f"{e['type']}: {e['message'].splitlines()[0] if e['message'] else ''} "
                      f"[traceback in cells/{key}.json]")
     if len(outcome.failed) > 10:
