@@ -43,7 +43,7 @@ def specialised(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
     tenth of a single env's step). The caller passes arguments of the same types at every call (dtype, dimensions,
     layout, writeability, the same namedtuple type): the compiled code checks only the size of an array's elements,
     and reads a strided view passed for a C-ordered array as C-ordered, without an error
-    (``tests/test_speed_kernels.py`` checks every call of the env's round). Not picklable."""
+    (``tests/otagym/test_speed_kernels.py`` checks every call of the env's round). Not picklable."""
     return kernel.compile(tuple(typeof(a) for a in args))
 
 

@@ -19,7 +19,7 @@ rather than silently ignored.
 
 Physical quantities are bounded to :data:`PHYSICAL_RANGE` in their unit (W, m, model units): inside it every product
 the models form stays well inside float64, so observations, rewards and info stay finite (the fuzz suite,
-``tests/test_fuzz.py``, checks this); outside it the argument is refused.
+``tests/otagym/test_fuzz.py``, checks this); outside it the argument is refused.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def evaluate_cells(
 
     Every number of a cell is computed elementwise (the env, the policies, their solvers, which stop per element, the
     calibration, which bisects per env, and the accounting), so a cell's results are the same bits whether it runs
-    alone or beside others (``tests/test_baselines.py`` checks it): batching changes the wall time only. Under the
+    alone or beside others (``tests/baselines/test_baselines.py`` checks it): batching changes the wall time only. Under the
     training fidelity each cell runs alone (the models' randomness comes from the env's generator, which a batch
     shares). Each result's ``wall_s`` is the batch's wall time divided by its cells.
     """

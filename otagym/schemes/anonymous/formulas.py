@@ -149,7 +149,7 @@ def noise_multiplier(sigma: ArrayLike, clip_norm: float, batch: ArrayLike) -> ND
     ||v|| = 2L/b_t occurs (g(x') equal to the average of the rest), and the antipodal pair
     ((1-r) N(0) + r N(v), (1-r) N(0) + r N(-v)), ||v|| = L/b_t, stays below it and above the SGM at L/b_t
     (numerical integration over r in [0.01, 0.5], ||v|| / sigma in [0.25, 2], alpha in [2, 16]: at most 0.9 of it;
-    ``tests/test_anonymous.py`` checks four points).
+    ``tests/otagym/schemes/test_anonymous.py`` checks four points).
     """
     b = np.asarray(batch, dtype=float)
     return np.where(b > 0, np.asarray(sigma, dtype=float) * b / (2.0 * clip_norm), np.inf)
@@ -184,7 +184,7 @@ def round_rdp(s: AnonymousScenario, noise_mult: ArrayLike, *, accounting: Accoun
       sampled independently (Corollary 1), but examples of one device enter together with their device: if the
       server can tell whether a device transmitted (N = 1, or a device whose data dominates the average), the leak is
       the device-level value: about 1/p times the SGM at p q where both are small, and orders of magnitude more where
-      the SGM at q is not (1,200x at p = q = 0.1, sigma' = 1, alpha = 8; ``tests/test_anonymous.py``). Joint
+      the SGM at q is not (1,200x at p = q = 0.1, sigma' = 1, alpha = 8; ``tests/otagym/schemes/test_anonymous.py``). Joint
       convexity makes the device-level value a bound for any N, with no independence assumption.
 
     Both use the realised b_t as Theorem 1 does (the devices know it; the server does not), and neither counts the
@@ -200,7 +200,7 @@ def round_rdp(s: AnonymousScenario, noise_mult: ArrayLike, *, accounting: Accoun
 
 def rdp_theorem1(order: ArrayLike, rate: ArrayLike, noise_mult: ArrayLike) -> NDArray:
     """Theorem 1's closed form 2 (p q)^2 alpha / sigma'^2 (nats per round), valid where :func:`theorem1_conditions`
-    holds ([22], Theorem 11); elsewhere it is not a bound (``tests/test_anonymous.py`` shows by how much)."""
+    holds ([22], Theorem 11); elsewhere it is not a bound (``tests/otagym/schemes/test_anonymous.py`` shows by how much)."""
     r = np.asarray(rate, dtype=float)
     return 2.0 * r * r * np.asarray(order, dtype=float) / np.asarray(noise_mult, dtype=float) ** 2
 
@@ -216,7 +216,7 @@ def theorem1_conditions(order: ArrayLike, rate: ArrayLike, noise_mult: ArrayLike
     mechanism of sensitivity 1, i.e. in units of sigma'. With ``noise_std=sigma`` (gradient units), (3) is taken as
     printed: ``(1/2) sigma^2 L_a - 2 log(sigma^2)``, the noise std in place of sigma' and log sigma^2 for log sigma.
     With Delta f = 1 (as in §V) the printed (3) is stricter than [22]'s, which is harmless; with Delta f > 1 it
-    admits orders at which the closed form is not a bound (``tests/test_anonymous.py``).
+    admits orders at which the closed form is not a bound (``tests/otagym/schemes/test_anonymous.py``).
     """
     a = np.asarray(order, dtype=float)
     r = np.asarray(rate, dtype=float)

@@ -116,7 +116,7 @@ def test_receive_scaling_cell_keys_are_unchanged():
                       "0adc0f966c698adff92c8f6c")
 
 
-@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[1].glob("examples/sweep_*.yaml")),
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[3].glob("examples/sweep_*.yaml")),
                          ids=lambda p: p.name)
 def test_the_example_configs_plan(path):
     p = sweep.plan(sweep.load_config(path))

@@ -19,7 +19,7 @@ from otagym.cli.commands import main
 from otagym.tasks import (EVALUATION_SEEDS, TASKS, evaluation_options, normalized_score, reference_scores,
                           task_scenario)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IID, BLOCK = "otagym/ReceiveScalingIID-v0", "otagym/ReceiveScalingBlock-v0"
 
 
@@ -132,7 +132,7 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
                  str(EVALUATION_SEEDS[0]), "--out", str(tmp_path / "cmp"), "--no-progress"]) == 0
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())["rows"]
     # evaluate plays the realisations batched, compare one at a time: a network's forward pass over a batch rounds
-    # differently in float32 (tests/test_evaluate.py: within 1e-6 at every nu)
+    # differently in float32 (tests/otagym/cli/test_evaluate.py: within 1e-6 at every nu)
     np.testing.assert_allclose(rows[0]["score_seeds"], agent[:2], rtol=0, atol=1e-6)
 
 

@@ -23,7 +23,7 @@ from otagym.cli.commands import EXAMPLES, build_parser, main
 from otagym import __version__, get_scenario
 from otagym.tasks import EVALUATION_SEEDS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _commands() -> dict:

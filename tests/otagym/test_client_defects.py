@@ -21,7 +21,7 @@ from test_fuzz import _finite as _assert_finite  # a sibling module: pytest puts
 from otagym import ENV_ID, OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.schemes import SCHEMES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Every (scheme, env arguments) pair that picks an action space: each action_type (and the reward mode it needs).
 ACTION_SETTINGS = [

@@ -19,7 +19,7 @@ from otagym.env import OTAPrivacyEnv
 from otagym.safety import Gymnasium2SafetyGymnasium, SafetyGymnasium2Gymnasium
 from otagym.tasks import TASKS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CDPB = "otagym/CDPB-v1"
 
 

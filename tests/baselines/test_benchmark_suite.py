@@ -104,7 +104,7 @@ def test_the_readme_and_the_benchmark_page_show_the_stored_results_and_the_refer
     from rliable import metrics
 
     results_py = _results_module()
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     results = json.loads((root / "docs" / "benchmark-results.json").read_text())
     assert list(results) == list(BENCHMARK)
     for path, kind in results_py.DOCS.items():
@@ -138,7 +138,7 @@ def test_the_shipped_linear_agent_is_its_search_policy_and_names_its_task(task_i
     from agents.policy import AgentPolicy
     from baselines.benchmark import task_scores_and_costs
 
-    folder = Path(__file__).resolve().parent.parent / "agents" / "zoo" / task_id.split("/", 1)[1] / "linear_crn"
+    folder = Path(__file__).resolve().parents[2] / "agents" / "zoo" / task_id.split("/", 1)[1] / "linear_crn"
     meta = json.loads((folder / "run.json").read_text())
     assert meta["task"] == task_id and meta["env_kwargs"] == json.loads(json.dumps(dict(TASKS[task_id].kwargs)))
     model = ARS.load(folder / "model.zip", device="cpu")

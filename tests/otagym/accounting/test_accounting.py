@@ -42,7 +42,7 @@ def test_integer_orders_match_opacus(q, sigma, alpha):
 
 # --- Fractional orders: upper bounds, against the SGM's definition integrated in mpmath ---------------------------
 
-#: Deeper runs: ``OTAGYM_FUZZ_SCALE=20 python -m pytest tests/test_privacy.py`` multiplies the mpmath examples.
+#: Deeper runs: ``OTAGYM_FUZZ_SCALE=20 python -m pytest tests/otagym/accounting/test_accounting.py`` multiplies the mpmath examples.
 SCALE = int(os.environ.get("OTAGYM_FUZZ_SCALE", "1"))
 
 

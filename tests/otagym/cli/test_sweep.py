@@ -2,7 +2,7 @@
 a process pool, resume, a failing cell, a killed sweep, worker or driver, records checked before they are trusted, a
 full disk, and compare's outputs as one generation.
 
-Grids are tiny (T = 20, two seeds); the Ray executor is tested in ``tests/test_sweep_ray.py`` (CI's rllib venv)."""
+Grids are tiny (T = 20, two seeds); the Ray executor is tested in ``tests/otagym/cli/test_sweep_ray.py`` (CI's rllib venv)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from otagym.cli.commands import main
 from otagym import _io
 from otagym._io import atomic_write, write_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 #: 3 policies x 1 nu x 2 seeds = 6 cells (two calibrated), about 2 s in-process.
 TINY = {"name": "tiny", "scenarios": ["paper-mnist"], "rounds": 20, "policies": ["EqualAlloc", "AdaScale", "LiuSimeone"],
         "nu": [0.04], "seeds": [0, 1]}
@@ -328,7 +328,7 @@ def test_ray_without_ray_installed_is_refused_before_any_work(tmp_path, capsys):
     except ImportError:
         pass
     else:
-        pytest.skip("Ray is installed here (tests/test_sweep_ray.py runs it)")
+        pytest.skip("Ray is installed here (tests/otagym/cli/test_sweep_ray.py runs it)")
     with pytest.raises(SystemExit) as exc:
         main(["sweep", str(_write_config(tmp_path, TINY)), "--ray", "--out", str(tmp_path / "out")])
     assert exc.value.code == 2 and "--ray needs Ray, an optional extra" in capsys.readouterr().err

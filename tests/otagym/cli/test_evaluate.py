@@ -16,7 +16,7 @@ from otagym.cli.commands import main  # noqa: E402
 from otagym.cli.evaluate import evaluate, resolve_policy  # noqa: E402
 from otagym.tasks import EVALUATION_SEEDS, TASKS, task_scenario  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 ZOO_PPO = ROOT / "agents" / "zoo" / "iid" / "ppo" / "model.zip"
 IID = "otagym/ReceiveScalingIID-v0"
 
