@@ -15,7 +15,7 @@ from baselines.receive_scaling import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
 
 __all__ = ["Policy", "AdaScale", "LyapunovDPP", "LyapunovDPBudget", "EqualAlloc", "EstimFuture", "OfflineOptimal",
            "LiuSimeone", "FullPower", "calibrate", "run_policy", "sample_realisations", "Realisations",
-           "minimize_round", "CDPB", "StageTwo", "MaxRho", "GammaBased", "HminBased", "ISBased", "NoiseFree", "CDPB_POLICIES", "CDPBPlan",
-           "two_stage", "ConstantSigma", "CalibratedSigma", "PaperSetting", "calibrate_sigma", "BatchEpisodes",
-           "ActionPolicy", "Budgeted", "UniformRandom", "BestConstant", "AdaScaleTrained", "OnlineOptimal", "TRAIN_SEEDS",
-           "VALIDATION_SEEDS", "TEST_SEEDS"]
+           "minimize_round", "CDPB", "StageTwo", "MaxRho", "GammaBased", "HminBased", "ISBased", "NoiseFree",
+           "CDPB_POLICIES", "CDPBPlan", "two_stage", "ConstantSigma", "CalibratedSigma", "PaperSetting",
+           "calibrate_sigma", "BatchEpisodes", "ActionPolicy", "Budgeted", "UniformRandom", "BestConstant",
+           "AdaScaleTrained", "OnlineOptimal", "TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS"]

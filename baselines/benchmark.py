@@ -5,8 +5,9 @@ A policy is scored per budget nu of the task on every evaluation realisation (on
 realisations :func:`otagym.tasks.evaluation_options` gives to any client) with the paired normalised score of
 :func:`otagym.tasks.normalized_score` as the task's scheme scores it (:class:`SchemeBenchmark`: by default
 from the episode returns, 0 and 100 the task's anchors; receive scaling: from the leakages, 0 = EqualAlloc, 100 =
-OfflineOptimal on the same realisation). The statistics are rliable's (Agarwal et al., 2021, "Deep RL at the edge of the statistical precipice"): the interquartile
-mean with a stratified-bootstrap 95% CI, and the probability of improvement over a reference.
+OfflineOptimal on the same realisation). The statistics are rliable's (Agarwal et al., 2021, "Deep RL at the edge of the
+statistical precipice"): the interquartile mean with a stratified-bootstrap 95% CI, and the probability of improvement
+over a reference.
 """
 
 from __future__ import annotations

@@ -6,4 +6,5 @@ import warnings
 from baselines.cdpb.compare import *  # noqa: F403
 from baselines.cdpb.compare import __all__  # noqa: F401
 
-warnings.warn("baselines.cdpb_compare is deprecated; import from baselines.cdpb.compare", DeprecationWarning, stacklevel=2)
+warnings.warn("baselines.cdpb_compare is deprecated; import from baselines.cdpb.compare", DeprecationWarning,
+              stacklevel=2)

@@ -1,8 +1,8 @@
 """What every comparison reports and writes: mean and 95% confidence interval over seeds, numbers a person can read,
 one colour per policy name, and the rows as CSV/JSON.
 
-Shared by :mod:`baselines.receive_scaling.compare` (model A) and :mod:`baselines.cdpb.compare` (model B), which import it and not
-each other.
+Shared by :mod:`baselines.receive_scaling.compare` (model A) and :mod:`baselines.cdpb.compare` (model B), which import
+it and not each other.
 """
 
 from __future__ import annotations

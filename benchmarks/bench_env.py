@@ -190,7 +190,8 @@ def accounting_rows(rep: int) -> list[Row]:
             return rdp_sgm(q=q, noise_multiplier=sigma, orders=orders)
         # Same numbers up to Opacus's own error: its truncated fractional series is off by up to 1e-6 relative on
         # its grid (5.9e-8 too high at q = 1e-3, sigma = 0.524, alpha = 1.1), where ours is an upper bound within
-        # 1e-11 of the exact value (tests/otagym/accounting/test_accounting.py checks ours against 50-digit mpmath); integer orders 1e-9.
+        # 1e-11 of the exact value (tests/otagym/accounting/test_accounting.py checks ours against 50-digit mpmath);
+        # integer orders 1e-9.
         tolerance = {"rtol": 1e-9} if "integer" in label else {"rtol": 1e-6, "atol": 1e-12}
         np.testing.assert_allclose(ours(), theirs(), **tolerance)
         t_ref, t = paired(theirs, ours, max(2, rep // 2))

@@ -1,12 +1,13 @@
 """Recompute the reference scores stored with the package (``otagym/data/reference_scores.json``).
 
 For every benchmark task (:data:`otagym.tasks.TASKS`) and evaluation budget nu: the normalised score of each reference
-policy on every realisation of the task's evaluation set (:attr:`otagym.tasks.Task.eval_seeds`) and the returns of the task's two
-anchors there (what :func:`otagym.tasks.normalized_score` scores against); on the constrained tasks (all but
+policy on every realisation of the task's evaluation set (:attr:`otagym.tasks.Task.eval_seeds`) and the returns of the
+task's two anchors there (what :func:`otagym.tasks.normalized_score` scores against); on the constrained tasks (all but
 receive scaling's budget mode) also each reference's episode cost over the task's cost limit (``cost_ratios``).
 Each reference is scored as its scheme scores its tasks
-(:meth:`baselines.benchmark.SchemeBenchmark.reference_scores`; receive scaling: OfflineOptimal is 100). Tasks already stored for this package version are kept
-unless ``--force``; the file is written atomically after each task, so an interrupted run resumes.
+(:meth:`baselines.benchmark.SchemeBenchmark.reference_scores`; receive scaling: OfflineOptimal is 100). Tasks already
+stored for this package version are kept unless ``--force``; the file is written atomically after each task, so an
+interrupted run resumes.
 
     python -m benchmarks.reference_scores            # about 20 minutes on 2 cores for the six tasks
     python -m benchmarks.reference_scores --markdown # also print the README's task table

@@ -1,18 +1,20 @@
 """RL schedulers against their references on held-out channels: train, select on validation, test, report (rliable).
 
 For each task (paper-mnist, T = 500, budget mode, price action; i.i.d. fading, Gauss-Markov fading with correlation 0.9
-and block fading with a coherence of 10 rounds) and each algorithm (PPO and TRPO by default), trains ``--seeds`` nu-conditioned policies (nu drawn log-uniformly
-in [0.01, 0.16] per episode and observed; training seed k) for ``--minutes`` of wall time each, one at a time, with one
-torch thread. One minute is past the plateau: the validation curves are flat from the first checkpoint (100k steps),
-and three minutes under Gauss-Markov fading (5 seeds each, PPO and TRPO) scored no better on the test realisations. Every checkpoint and the final model are scored on the validation realisations (``VALIDATION_SEEDS``,
-16 channel realisations x nu in {0.01, 0.04, 0.16}): the learning curves; the best one is played on the test
-realisations (``TEST_SEEDS``, 32, never used in training or selection) with deterministic and with sampled actions.
-"after 2 updates" is the same algorithm trained for two rollouts (2 n_envs n_steps steps) from the same seed.
+and block fading with a coherence of 10 rounds) and each algorithm (PPO and TRPO by default), trains ``--seeds``
+nu-conditioned policies (nu drawn log-uniformly in [0.01, 0.16] per episode and observed; training seed k) for
+``--minutes`` of wall time each, one at a time, with one torch thread. One minute is past the plateau: the validation
+curves are flat from the first checkpoint (100k steps), and three minutes under Gauss-Markov fading (5 seeds each, PPO
+and TRPO) scored no better on the test realisations. Every checkpoint and the final model are scored on the validation
+realisations (``VALIDATION_SEEDS``, 16 channel realisations x nu in {0.01, 0.04, 0.16}): the learning curves; the best
+one is played on the test realisations (``TEST_SEEDS``, 32, never used in training or selection) with deterministic and
+with sampled actions. "after 2 updates" is the same algorithm trained for two rollouts (2 n_envs n_steps steps) from the
+same seed.
 
 Beside them, on the same test channels: the references of ``baselines.receive_scaling.references`` (``BestConstant`` and
 ``AdaScaleTrained`` tuned on ``TRAIN_SEEDS``; ``OnlineOptimal`` by dynamic programming, exact for i.i.d. and block
-fading and, under Gauss-Markov fading, solved for the i.i.d. marginal: a lower bound on the online optimum there), EqualAlloc (0)
-and OfflineOptimal (100) by definition of the normalised score.
+fading and, under Gauss-Markov fading, solved for the i.i.d. marginal: a lower bound on the online optimum there),
+EqualAlloc (0) and OfflineOptimal (100) by definition of the normalised score.
 
 Statistics with rliable (Agarwal et al., 2021): the interquartile mean over training seeds x test realisations with a
 stratified-bootstrap 95% CI (2000 resamples), and the probability of improvement over ``AdaScaleTrained`` (per
@@ -44,13 +46,15 @@ from agents.policy import AgentPolicy, load_model
 from agents.train import checkpoint_models, latest_checkpoint, load_hyperparams, train
 from baselines.benchmark import aggregate, improvement, task_scores
 from baselines.receive_scaling.core import Policy
-from baselines.receive_scaling.references import TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant, OnlineOptimal
+from baselines.receive_scaling.references import (TEST_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
+                                                  OnlineOptimal)
 from benchmarks.zoo import add_zoo_arguments, refuse_shipped
 from otagym._io import copy_file, save_figure, write_json, write_text
 from otagym.tasks import fading_settings
 
 #: The tasks by the short names of the run folders and of ``agents/zoo/<task>/``.
-TASKS: dict[str, str] = {"iid": "otagym/ReceiveScalingIID-v0", "gauss_markov_0.9": "otagym/ReceiveScalingGaussMarkov-v0",
+TASKS: dict[str, str] = {"iid": "otagym/ReceiveScalingIID-v0",
+                         "gauss_markov_0.9": "otagym/ReceiveScalingGaussMarkov-v0",
                          "block_10": "otagym/ReceiveScalingBlock-v0"}
 NUS = (0.01, 0.04, 0.16)
 REFERENCES: dict[str, Callable[[np.ndarray], Policy]] = {
@@ -152,8 +156,8 @@ def markdown(results: dict[str, Any], seeds: int, minutes: float) -> str:
              "thread, 2-core machine; checkpoint chosen on validation realisations.", ""]
     lines += _table(results, "IQM [CI]", lambda r: f"{r['iqm']:.2f} [{r['iqm_ci'][0]:.2f}, {r['iqm_ci'][1]:.2f}]",
                     "AdaScaleTrained", "p_improve")
-    lines += ["", "Mean score (worst realisation) over the same seeds x realisations, and the probability of improvement "
-              "over BestConstant:", ""]
+    lines += ["", "Mean score (worst realisation) over the same seeds x realisations, and the probability of "
+              "improvement over BestConstant:", ""]
     lines += _table(results, "mean (worst)", lambda r: f"{r['mean']:.2f} ({r['worst']:.1f})", "BestConstant",
                     "p_improve_floor")
     return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@
 Setting of §V: Delta f = sigma = 1 (noise multiplier sigma' = 1), p q in {1, 0.5, 0.1, 0.01}, RDP accounting over
 Opacus's orders (1.1 ... 63, "alpha values from 1 to 64") converted by Lemma 2, and for p q = 1 the advanced
 composition theorem ('act'). Also drawn: the device-level bound for p = q = 0.1
-(otagym.schemes.anonymous.formulas.round_rdp, accounting="device"), which does not rely on the independent sampling of Corollary 1.
+(otagym.schemes.anonymous.formulas.round_rdp, accounting="device"), which does not rely on the independent sampling of
+Corollary 1.
 
 Run from the repository root: ``python examples/anonymous_fig1.py`` (writes results/anonymous_fig1.png, outside the
 tracked files: the documentation's copy is made with ``--out docs/anonymous_fig1.png``; prints the numbers that

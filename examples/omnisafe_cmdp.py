@@ -12,7 +12,8 @@ before ``omnisafe.Agent``), with the cost of :mod:`otagym.safety`'s Safety-Gymna
     agent.learn()
 
 OmniSafe 0.5 installs only beside gymnasium 0.28 (through safety-gymnasium), which otagym does not support, so the
-recipe is tested against a minimal stand-in of ``omnisafe.envs.core`` (``tests/otagym/test_safety.py``), not OmniSafe itself.
+recipe is tested against a minimal stand-in of ``omnisafe.envs.core`` (``tests/otagym/test_safety.py``), not OmniSafe
+itself.
 """
 
 from __future__ import annotations

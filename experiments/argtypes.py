@@ -5,4 +5,5 @@ import warnings
 from otagym.cli.argtypes import *  # noqa: F403 - the old module's public names
 from otagym.cli.argtypes import __all__  # noqa: F401
 
-warnings.warn("experiments.argtypes is deprecated; import otagym.cli.argtypes instead", DeprecationWarning, stacklevel=2)
+warnings.warn("experiments.argtypes is deprecated; import otagym.cli.argtypes instead", DeprecationWarning,
+              stacklevel=2)

@@ -5,4 +5,5 @@ import warnings
 from otagym.cli.evaluate import *  # noqa: F403 - the old module's public names
 from otagym.cli.evaluate import __all__  # noqa: F401
 
-warnings.warn("experiments.evaluate is deprecated; import otagym.cli.evaluate instead", DeprecationWarning, stacklevel=2)
+warnings.warn("experiments.evaluate is deprecated; import otagym.cli.evaluate instead", DeprecationWarning,
+              stacklevel=2)

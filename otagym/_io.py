@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-__all__ = ["atomic_write", "write_json", "write_text", "file_sha256", "copy_file", "save_figure", "remove_stale_temporaries"]
+__all__ = ["atomic_write", "write_json", "write_text", "file_sha256", "copy_file", "save_figure",
+           "remove_stale_temporaries"]
 
 
 #: The process's umask, read once (reading it means setting it).

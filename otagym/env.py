@@ -3,8 +3,8 @@ one federated-learning round.
 
 Both classes are thin shells around a scheme's batched core (:func:`make_rounds`), which holds N episodes as numpy
 arrays and steps them with the scheme's pure functions; the single env is the core with N = 1, so the physics exists
-once. The default scheme is model A (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`: channel inversion + receive scaling,
-AdaScale paper §IV-V); :class:`OTAPrivacyEnv` points to each scheme's page.
+once. The default scheme is model A (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`: channel
+inversion + receive scaling, AdaScale paper §IV-V); :class:`OTAPrivacyEnv` points to each scheme's page.
 """
 
 from __future__ import annotations

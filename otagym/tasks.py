@@ -47,9 +47,10 @@ constraint exactly when a <= 0 and spending more leaks less), ``AdaScaleTrained`
 mode's, which meet nu on every realisation: the ceiling) and ``DualPrice`` (the online optimum when the constraint
 holds in expectation only; over the limit on about half the realisations). CDPB: ``UniformRandom``, ``MaxRho``
 (rho = P/W^2, 0), ``BestConstant`` (100),
-``CDPB`` (the paper's planner, Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``, ``MidAction`` (a = 0:
-sigma' = sqrt(40), 0), ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the task's action range),
-``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of simulated episodes).
+``CDPB`` (the paper's planner, Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``,
+``MidAction`` (a = 0: sigma' = sqrt(40), 0), ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the
+task's action range), ``CalibratedSigma`` (the least constant sigma that meets the task's (eps, delta) in 95% of
+simulated episodes).
 """
 
 from __future__ import annotations

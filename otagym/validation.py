@@ -1,10 +1,10 @@
 """Arguments checked at the door: one spec per public argument, one error style.
 
 Every field of a scheme's Scenario (:class:`~otagym.schemes.receive_scaling.scenario.Scenario`,
-:class:`~otagym.schemes.cdpb.scenario.CDPBScenario`, ...) declares its spec where it is declared (:func:`arg`), and :func:`check_dataclass` converts them all in
-``__post_init__``; the environments' own arguments go through the same specs in their constructors. A value of the
-wrong type raises ``TypeError``, a value of the right type outside its range raises ``ValueError``; both read
-``"<argument> must be <allowed>; got <value>"``.
+:class:`~otagym.schemes.cdpb.scenario.CDPBScenario`, ...) declares its spec where it is declared (:func:`arg`), and
+:func:`check_dataclass` converts them all in ``__post_init__``; the environments' own arguments go through the same
+specs in their constructors. A value of the wrong type raises ``TypeError``, a value of the right type outside its range
+raises ``ValueError``; both read ``"<argument> must be <allowed>; got <value>"``.
 
 Numbers are Python or numpy integers and floats (``np.float32(0.04)`` is a number); ``bool`` is not a number, strings
 are never parsed, NaN and infinities are refused, and so are Python ints beyond float64 (``10**400``) or, for integers,
@@ -391,7 +391,8 @@ def check_dataclass(obj: Any) -> None:
 
 def refuse_unknown_fields(cls: type, overrides: dict[str, Any]) -> None:
     """Raise ``TypeError`` (Python's error for an unknown keyword argument, which wrappers such as SB3's
-    ``make_vec_env`` and TorchRL's ``GymEnv`` catch to retry without it) if ``overrides`` names a non-field of ``cls``."""
+    ``make_vec_env`` and TorchRL's ``GymEnv`` catch to retry without it) if ``overrides`` names a non-field of
+    ``cls``."""
     fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(overrides) - set(fields))
     if unknown:

@@ -215,5 +215,6 @@ def test_sb3_subprocesses_see_the_bare_id_from_a_script_but_not_from_python_c(tm
     script.write_text("import otagym  # noqa: F401\n" + body.format(id="otagym/ReceiveScalingIID-v0"))
     assert "ok (2, 36)" in run(str(script)).stdout
     bare = run("-c", "import otagym\n" + body.format(id="otagym/ReceiveScalingIID-v0"))
-    assert bare.returncode != 0 and "ConnectionResetError" in bare.stderr and "Namespace otagym not found" in bare.stderr
+    assert (bare.returncode != 0 and "ConnectionResetError" in bare.stderr
+            and "Namespace otagym not found" in bare.stderr)
     assert "ok (2, 36)" in run("-c", body.format(id="otagym:otagym/ReceiveScalingIID-v0")).stdout

@@ -1,9 +1,9 @@
 """Analytic policies for the anonymous over-the-air scheme (model C: Hasırcıoğlu & Gündüz, *Private Wireless
 Federated Learning with Anonymous Over-the-Air Computation*, ICASSP 2021): constant noise levels.
 
-Policies follow the protocol of :mod:`baselines.receive_scaling.core` with the env's ``action_type="sigma"`` (sigma per coordinate,
-gradient units). sigma is public (the server hears it in the received noise power), so these policies use the
-scenario only, never the round's a(t) or b_t.
+Policies follow the protocol of :mod:`baselines.receive_scaling.core` with the env's ``action_type="sigma"`` (sigma per
+coordinate, gradient units). sigma is public (the server hears it in the received noise power), so these policies use
+the scenario only, never the round's a(t) or b_t.
 
 * :class:`ConstantSigma`: a given sigma every round.
 * :class:`CalibratedSigma`: the constant sigma with which an episode meets a target (eps, delta) with a given

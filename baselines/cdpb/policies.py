@@ -12,8 +12,9 @@ step.
   contains tau itself: eps = tau eps_1 is linear in tau, so eps <= eps-bar holds exactly up to that floor.
 * Stage II (Theorem 3, Algorithms 2-3): rho_tau = argmin_rho G(rho, tau) for each tau in T, then the best pair.
 
-Policies follow the protocol of :mod:`baselines.receive_scaling.core` with the env's ``action_type="rho"``; :meth:`configure` gives
-the scenario a policy runs on (its horizon tau and, for the CSI-based baselines, ``csi_feedback``).
+Policies follow the protocol of :mod:`baselines.receive_scaling.core` with the env's ``action_type="rho"``;
+:meth:`configure` gives the scenario a policy runs on (its horizon tau and, for the CSI-based baselines,
+``csi_feedback``).
 """
 
 from __future__ import annotations

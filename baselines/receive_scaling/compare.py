@@ -23,10 +23,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from baselines.receive_scaling.core import Policy
-from baselines.receive_scaling.evaluation import (calibrate, leakage_score, reference_leakage, run_policy, sample_realisations,
-                                  training_scenario)
-from baselines.receive_scaling.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone, LyapunovDPBudget,
-                                LyapunovDPP, OfflineOptimal)
+from baselines.receive_scaling.evaluation import (calibrate, leakage_score, reference_leakage, run_policy,
+                                                  sample_realisations, training_scenario)
+from baselines.receive_scaling.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone,
+                                                LyapunovDPBudget, LyapunovDPP, OfflineOptimal)
 from baselines.receive_scaling.references import AdaScaleTrained, BestConstant, OnlineOptimal
 from baselines.report import ci95, policy_colour, readable, write_rows
 from otagym._io import save_figure
@@ -111,8 +111,8 @@ def evaluate_cells(
 
     Every number of a cell is computed elementwise (the env, the policies, their solvers, which stop per element, the
     calibration, which bisects per env, and the accounting), so a cell's results are the same bits whether it runs
-    alone or beside others (``tests/baselines/test_baselines.py`` checks it): batching changes the wall time only. Under the
-    training fidelity each cell runs alone (the models' randomness comes from the env's generator, which a batch
+    alone or beside others (``tests/baselines/test_baselines.py`` checks it): batching changes the wall time only. Under
+    the training fidelity each cell runs alone (the models' randomness comes from the env's generator, which a batch
     shares). Each result's ``wall_s`` is the batch's wall time divided by its cells.
     """
     if fidelity == "train" and len(cells) > 1:
@@ -213,8 +213,8 @@ def compare(
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
 
     Every (policy, nu, seed) is one cell; a built-in policy's cells run here batched (:func:`evaluate_cells`: the same
-    numbers as one at a time); ``otagym sweep`` and ``otagym compare`` run the same cells in parallel and keep them on disk.
-    Calibrated policies are tuned per cell.
+    numbers as one at a time); ``otagym sweep`` and ``otagym compare`` run the same cells in parallel and keep them on
+    disk. Calibrated policies are tuned per cell.
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
     Every row also has the normalised score (:func:`leakage_score`), for which OfflineOptimal is solved on the
     same realisations (once per (nu, seed); about 0.7 s each at T = 500). ``fidelity="train"`` also trains the model

@@ -7,7 +7,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
 
-from otagym.schemes.receive_scaling import X_FLOOR_RATIO, Scenario, cost_slope_of_leakage, minimize_round, solve_increasing
+from otagym.schemes.receive_scaling import (X_FLOOR_RATIO, Scenario, cost_slope_of_leakage, minimize_round,
+                                            solve_increasing)
 
 __all__ = ["Policy", "minimize_round", "solve_increasing", "cost_slope_of_leakage", "X_FLOOR_RATIO"]
 

@@ -157,11 +157,11 @@ class AdaScaleTrained(Budgeted):
     rest), so it meets nu on every realisation. ``scale`` fixes v instead; one v per distinct nu.
 
     mu_bar is the price of the stationary water level at nu on the env's placement (nats per unit of convergence
-    cost; :func:`~otagym.schemes.receive_scaling.formulas.reference_price` without safety stock). AdaScale's round (30) sets the price
-    of cost to (Q_t + c_t) / V, about nu / V in steady state; V = v nu / mu_bar makes that v^-1 mu_bar, so one v
-    serves every placement. A single V per nu, as the paper's calibration per realisation would become on unseen
-    channels, spends at rates 10x apart across placements, runs out of budget on some and scored -172 at nu = 0.04
-    (32 held-out realisations, T = 500).
+    cost; :func:`~otagym.schemes.receive_scaling.formulas.reference_price` without safety stock). AdaScale's round (30)
+    sets the price of cost to (Q_t + c_t) / V, about nu / V in steady state; V = v nu / mu_bar makes that v^-1 mu_bar,
+    so one v serves every placement. A single V per nu, as the paper's calibration per realisation would become on
+    unseen channels, spends at rates 10x apart across placements, runs out of budget on some and scored -172 at
+    nu = 0.04 (32 held-out realisations, T = 500).
     """
 
     def __init__(self, nu: ArrayLike | None = None, scale: ArrayLike | None = None) -> None:
@@ -193,8 +193,9 @@ class DualPrice(_PolicyBase):
     """The optimal online policy of problem (28) with its constraint in expectation, E[(1/T) sum_t c_t] <= nu (the
     constrained task's CMDP), under i.i.d. fading: every round plays the minimiser of L_t + mu c_t (as
     ``OfflineOptimal`` does with its realisation's mu) at the one price mu whose expected spend per round under the
-    channel law of the env's placement is nu (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` without safety stock:
-    the mu_bar of :class:`AdaScaleTrained`). No budget ledger: the realised mean cost is nu in expectation only.
+    channel law of the env's placement is nu (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` without
+    safety stock: the mu_bar of :class:`AdaScaleTrained`). No budget ledger: the realised mean cost is nu in expectation
+    only.
 
     Optimal by Lagrangian sufficiency (Everett 1963): the rounds' channels are independent of the actions, so this
     policy minimises E[sum_t L_t + mu c_t] over all online policies; any policy pi' that meets the constraint in
@@ -337,8 +338,8 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
                          t: ArrayLike, block: int, num_rounds: int) -> tuple[NDArray, NDArray]:
     """Round ``t`` (an int, or one per env) of the solved programme ``prices`` for each of its N envs:
     ``(spend, price)``, the round's convergence cost c_t and the price mu_t (nats per unit of convergence cost) at
-    which c_t minimises the round's Lagrangian on its channel (so that :func:`~otagym.schemes.receive_scaling.formulas.price_spend` at
-    mu_t buys c_t).
+    which c_t minimises the round's Lagrangian on its channel (so that
+    :func:`~otagym.schemes.receive_scaling.formulas.price_spend` at mu_t buys c_t).
 
     With budget left B_t (``remaining``, (N,)) and the full-power level g_t = x_max h_min,t^2, the stage finds the
     post-decision budget A with A + c(lambda_{s+1}(A), g_t) = B_t on its grid (interpolated, log-log: ``np.interp``'s
@@ -376,7 +377,8 @@ def online_optimal_price_action(model: ReceiveScalingModel, prices: OnlinePrices
                                 price_decades: float, buffer_sd: float) -> NDArray:
     """The price action a in [-1, 1] (N,) that plays round ``t`` of the programme (:func:`online_optimal_round`):
     a = log10(mu_t / mu_ref,t) / price_decades, clipped, with mu_ref,t the action's reference
-    (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` of the budget left, the rounds left and the channel law)."""
+    (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` of the budget left, the rounds left and the
+    channel law)."""
     price = online_optimal_round(model, prices, remaining, h_min2, t, block, num_rounds)[1]
     reference = reference_price(model, np.maximum(remaining, 0.0), num_rounds - np.asarray(t), mean_h_min2,
                                 buffer_sd)
@@ -435,10 +437,10 @@ class OnlineOptimal(_OnlineProgramme, _PolicyBase):
 class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
     """:class:`OnlineOptimal` as the env's price action: a = log10(mu_t / mu_ref,t) / price_decades, clipped to
     [-1, 1], with mu_t the programme's price of the round (:func:`online_optimal_round`) and mu_ref,t the action's
-    reference (:func:`~otagym.schemes.receive_scaling.formulas.reference_price`). Where mu_t lies within ``price_decades`` of the
-    reference it plays what :class:`OnlineOptimal` plays; the clip is what an agent of the price action can express.
-    The base of the residual agents of ``benchmarks/crn_search.py`` (docs/rl.md §9), whose action is this one plus a
-    learned correction.
+    reference (:func:`~otagym.schemes.receive_scaling.formulas.reference_price`). Where mu_t lies within
+    ``price_decades`` of the reference it plays what :class:`OnlineOptimal` plays; the clip is what an agent of the
+    price action can express. The base of the residual agents of ``benchmarks/crn_search.py`` (docs/rl.md §9), whose
+    action is this one plus a learned correction.
 
     Args:
         nu: the budget per round (array over envs allowed); default: the scenario's.

@@ -350,7 +350,8 @@ def _scheme_pages() -> dict[str, dict[str, Any]]:
         "anonymous": {
             "title": "anonymous over-the-air computation (model C)", "core": AnonymousCore,
             "describe": _paragraphs(_doc(AnonymousCore), 1, 2),
-            "observation": lambda scenario: _layout_observation(anonymous_observation, scenario), "reward": _step_reward,
+            "observation": lambda scenario: _layout_observation(anonymous_observation, scenario),
+            "reward": _step_reward,
             "start": ANONYMOUS_START, "derivation": "../anonymous.md", "guide": "../environment/anonymous.md",
             "paper": "Hasırcıoğlu & Gündüz, *Private Wireless Federated Learning with Anonymous Over-the-Air "
                      "Computation* (IEEE ICASSP 2021)"},

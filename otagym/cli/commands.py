@@ -33,7 +33,8 @@ __all__ = ["HELD_OUT_SEED", "EXAMPLES", "build_parser", "INTERRUPTED", "main", "
 #: evaluation set, :data:`otagym.tasks.EVALUATION_SEEDS`, starts here too).
 HELD_OUT_SEED = EVALUATION_SEEDS[0]
 
-#: The examples at the end of each help page (``otagym COMMAND --help``); every line parses (tests/otagym/cli/test_friction.py).
+#: The examples at the end of each help page (``otagym COMMAND --help``); every line parses
+#: (tests/otagym/cli/test_friction.py).
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "otagym": (
         "otagym compare                                        # the analytic policies on 3 channel realisations",

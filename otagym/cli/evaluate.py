@@ -10,9 +10,9 @@ task's evaluation set as a cell of :func:`baselines.compare.evaluate_cells`, the
 Trained models and callables play the env's own action in the task's env, all realisations of a budget in one
 vector env (:func:`baselines.benchmark.play_episodes`), scored against the stored anchors; on receive scaling their
 scores equal ``otagym compare``'s of the same model on the same seeds up to the rounding of a network's forward pass
-over a batch rather than one observation (``tests/otagym/cli/test_evaluate.py``: within 1e-6). The summary per nu is rliable's
-interquartile mean with a stratified-bootstrap 95% CI over the realisations and the probability of improvement over
-``BestConstant`` (the learnability floor).
+over a batch rather than one observation (``tests/otagym/cli/test_evaluate.py``: within 1e-6). The summary per nu is
+rliable's interquartile mean with a stratified-bootstrap 95% CI over the realisations and the probability of improvement
+over ``BestConstant`` (the learnability floor).
 """
 
 from __future__ import annotations

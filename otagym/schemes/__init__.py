@@ -7,8 +7,8 @@ episodes as arrays: :class:`Core`, and ``sample_realisation``). :data:`SCHEMES` 
 layers would otherwise branch on (:class:`SchemeInfo`); :func:`otagym.env.make_rounds` (so
 ``gym.make("otagym/OTAPrivacy-v0", scheme=NAME)``), the tasks, the command line and anything else that lists schemes
 or presets read them here, and never compare a scheme's name. Adding a scheme is its package, one :class:`SchemeInfo`
-entry in :data:`SCHEMES` and its name in :data:`Scheme` (``tests/otagym/schemes/test_schemes.py`` checks that the two agree and that
-the parts are laid out as above).
+entry in :data:`SCHEMES` and its name in :data:`Scheme` (``tests/otagym/schemes/test_schemes.py`` checks that the two
+agree and that the parts are laid out as above).
 """
 
 from __future__ import annotations

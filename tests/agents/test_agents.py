@@ -210,7 +210,8 @@ def test_shipped_agents_load_with_sb3_and_play_in_compare(path):
     meta = json.loads((path.parent / "run.json").read_text())
     assert {"env_kwargs", "seed", "versions", "algo"} <= set(meta) and meta["versions"]["otagym"]
     model = ALGO_CLASSES[meta["algo"]].load(path, device="cpu")
-    fading = {k: meta["env_kwargs"][k] for k in ("fading", "correlation", "coherence_rounds") if k in meta["env_kwargs"]}
+    fading = {k: meta["env_kwargs"][k] for k in ("fading", "correlation", "coherence_rounds")
+              if k in meta["env_kwargs"]}
     rows = compare("paper-mnist", (0.04,), (10_000,), ("EqualAlloc",), progress=False, num_rounds=40,
                    extra_policies={"agent": PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu,
                                                                                  env_kwargs=meta["env_kwargs"]))},

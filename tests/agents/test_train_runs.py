@@ -19,8 +19,8 @@ from stable_baselines3.common import base_class, save_util  # noqa: E402
 from stable_baselines3.common.monitor import load_results  # noqa: E402
 
 from agents.policy import load_model  # noqa: E402
-from agents.train import (NoCheckpointError, RunExistsError, RunMismatchError, checkpoint_files,  # noqa: E402
-                          latest_checkpoint, train)
+from agents.train import (RunExistsError, RunMismatchError, checkpoint_files, latest_checkpoint,  # noqa: E402
+                          train)
 from otagym.cli.commands import main  # noqa: E402
 
 ROUNDS = 25  # episodes of 25 rounds: with 4 envs, 4 episodes end every 100 env steps

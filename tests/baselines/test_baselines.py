@@ -94,7 +94,8 @@ def test_cells_batched_equal_cells_alone_bit_for_bit():
         batch = evaluate_cells(s, spec, cells)
         for (nu, seed), got in zip(cells, batch):
             alone = evaluate_cell(s, spec, nu, seed)
-            assert {k: v for k, v in got.items() if k != "wall_s"} == {k: v for k, v in alone.items() if k != "wall_s"}, name
+            assert ({k: v for k, v in got.items() if k != "wall_s"}
+                    == {k: v for k, v in alone.items() if k != "wall_s"}), name
 
 
 def test_adascale_queue_follows_eq_29_exactly():
@@ -149,7 +150,8 @@ def test_single_and_vector_runs_of_a_policy_agree():
     env = OTAPrivacyEnv(SHORT, action_type="x")
     policy = AdaScale(V=200.0)
     policy.reset(SHORT, 0)
-    obs, info = env.reset(seed=0, options={"distances_m": real.distances_m[0], "channel_gains": real.channel_gains[:, 0]})
+    obs, info = env.reset(seed=0, options={"distances_m": real.distances_m[0],
+                                           "channel_gains": real.channel_gains[:, 0]})
     for _ in range(SHORT.num_rounds):
         obs, _, _, _, info = env.step(np.array([policy.act(obs, info)]))
     assert info["convergence_cost_mean"] == pytest.approx(vec.cost_mean[0], rel=1e-12)

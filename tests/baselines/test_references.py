@@ -1,6 +1,6 @@
-"""The references of RL results (baselines.receive_scaling.references): the online optimum by dynamic programming against a brute-force
-two-round optimum, its place between the online references and the offline optimum, budget mode's rule for x-policies,
-and references tuned on the training channels only."""
+"""The references of RL results (baselines.receive_scaling.references): the online optimum by dynamic programming
+against a brute-force two-round optimum, its place between the online references and the offline optimum, budget mode's
+rule for x-policies, and references tuned on the training channels only."""
 
 import numpy as np
 import pytest
@@ -10,8 +10,8 @@ from scipy import integrate, optimize
 from baselines.receive_scaling.compare import compare
 from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
 from baselines.receive_scaling.policies import AdaScale, Budgeted
-from baselines.receive_scaling.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained, BestConstant,
-                                  OnlineOptimal, tune_on_training, tuned_constant_action)
+from baselines.receive_scaling.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained,
+                                                  BestConstant, OnlineOptimal, tune_on_training, tuned_constant_action)
 from otagym.channel import mean_channel_gain
 from otagym.schemes.receive_scaling import ReceiveScalingModel, get_scenario
 

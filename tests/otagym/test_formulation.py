@@ -139,7 +139,8 @@ def test_stationary_water_level_pays_the_fair_share_on_average():
         cost = model.convergence_cost(eta / h, h)
         leak = model.leakage(eta, 1.0)
         for sample, expected in ((cost, nu), (leak, model.stationary_leakage(level, mean))):
-            assert abs(sample.mean() - expected) < 4 * sample.std() / np.sqrt(sample.size), (nu, sample.mean(), expected)
+            assert abs(sample.mean() - expected) < 4 * sample.std() / np.sqrt(sample.size), \
+                (nu, sample.mean(), expected)
 
 
 @pytest.mark.parametrize("mode", ["budget", "cmdp"])

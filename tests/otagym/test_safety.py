@@ -87,8 +87,8 @@ def omnisafe_stand_in(monkeypatch):
 
     core = types.ModuleType("omnisafe.envs.core")
     core.CMDP, core.env_register, core.make = CMDP, env_register, make
-    for name, module in (("omnisafe", types.ModuleType("omnisafe")), ("omnisafe.envs", types.ModuleType("omnisafe.envs")),
-                         ("omnisafe.envs.core", core)):
+    for name, module in (("omnisafe", types.ModuleType("omnisafe")),
+                         ("omnisafe.envs", types.ModuleType("omnisafe.envs")), ("omnisafe.envs.core", core)):
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location("omnisafe_cmdp", ROOT / "examples" / "omnisafe_cmdp.py")
     recipe = importlib.util.module_from_spec(spec)

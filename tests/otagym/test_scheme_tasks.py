@@ -165,8 +165,9 @@ def test_a_sample_of_the_stored_reference_scores_is_recomputed(task_id):
 
 def test_stage_two_is_the_constrained_minimiser_of_g():
     """CDPB's online optimum is about the best constant rho (i.i.d. rounds, no CSI, checked below); Stage II computes
-    it at the task's tau from the closed forms. Stage II is scipy's bounded minimiser of G(rho, tau) where (25c) is slack (the paper's eps-bar = 100), and its bounded
-    minimiser below the root of tau eps_1(rho) = eps-bar (brentq) where it binds (the task's eps-bar = 1)."""
+    it at the task's tau from the closed forms. Stage II is scipy's bounded minimiser of G(rho, tau) where (25c) is
+    slack (the paper's eps-bar = 100), and its bounded minimiser below the root of tau eps_1(rho) = eps-bar (brentq)
+    where it binds (the task's eps-bar = 1)."""
     from scipy.optimize import brentq
 
     from otagym.schemes.cdpb import expected_round_terms

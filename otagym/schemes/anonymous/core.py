@@ -272,7 +272,8 @@ class AnonymousCore:
 
     def blank_round_info(self) -> dict[str, NDArray]:
         """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 (False)
-        elsewhere, for ``reset``'s info (:meth:`otagym.schemes.receive_scaling.core.ReceiveScalingCore.blank_round_info` says why)."""
+        elsewhere, for ``reset``'s info (:meth:`otagym.schemes.receive_scaling.core.ReceiveScalingCore.blank_round_info`
+        says why)."""
         n = self.num_envs
         return {"round": self.t - 1, "participating": np.zeros((n, self.scenario.num_devices), dtype=bool),
                 **{k: np.zeros(n, dtype=np.int64) for k in ("participants", "batch_size")},

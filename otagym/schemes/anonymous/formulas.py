@@ -184,8 +184,8 @@ def round_rdp(s: AnonymousScenario, noise_mult: ArrayLike, *, accounting: Accoun
       sampled independently (Corollary 1), but examples of one device enter together with their device: if the
       server can tell whether a device transmitted (N = 1, or a device whose data dominates the average), the leak is
       the device-level value: about 1/p times the SGM at p q where both are small, and orders of magnitude more where
-      the SGM at q is not (1,200x at p = q = 0.1, sigma' = 1, alpha = 8; ``tests/otagym/schemes/test_anonymous.py``). Joint
-      convexity makes the device-level value a bound for any N, with no independence assumption.
+      the SGM at q is not (1,200x at p = q = 0.1, sigma' = 1, alpha = 8; ``tests/otagym/schemes/test_anonymous.py``).
+      Joint convexity makes the device-level value a bound for any N, with no independence assumption.
 
     Both use the realised b_t as Theorem 1 does (the devices know it; the server does not), and neither counts the
     channel noise (§IV-C).
@@ -200,7 +200,8 @@ def round_rdp(s: AnonymousScenario, noise_mult: ArrayLike, *, accounting: Accoun
 
 def rdp_theorem1(order: ArrayLike, rate: ArrayLike, noise_mult: ArrayLike) -> NDArray:
     """Theorem 1's closed form 2 (p q)^2 alpha / sigma'^2 (nats per round), valid where :func:`theorem1_conditions`
-    holds ([22], Theorem 11); elsewhere it is not a bound (``tests/otagym/schemes/test_anonymous.py`` shows by how much)."""
+    holds ([22], Theorem 11); elsewhere it is not a bound (``tests/otagym/schemes/test_anonymous.py`` shows by how
+    much)."""
     r = np.asarray(rate, dtype=float)
     return 2.0 * r * r * np.asarray(order, dtype=float) / np.asarray(noise_mult, dtype=float) ** 2
 

@@ -67,10 +67,11 @@ class CDPBCore:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
         fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
-            (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs Algorithm 1 on a real
-            model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers, the scenario's d
-            follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training arguments below apply
-            only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults.
+            (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs
+            Algorithm 1 on a real model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers,
+            the scenario's d follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training arguments
+            below apply only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their
+            defaults.
         dataset: ``"digits"`` (default), ``"mnist"`` or ``"cifar10"``, as for model A.
         data_dir: the folder of the MNIST or CIFAR-10 files, as for model A.
         data_split: ``"iid"`` (default) or ``"classes"`` (2 classes per client), as for model A.
@@ -338,7 +339,8 @@ class CDPBCore:
 
     def blank_round_info(self) -> dict[str, NDArray]:
         """``step``'s entries about the round just played, before the first round: ``round`` -1 and 0 (False)
-        elsewhere, for ``reset``'s info (:meth:`otagym.schemes.receive_scaling.core.ReceiveScalingCore.blank_round_info` says why)."""
+        elsewhere, for ``reset``'s info (:meth:`otagym.schemes.receive_scaling.core.ReceiveScalingCore.blank_round_info`
+        says why)."""
         n, k = self.num_envs, self.scenario.num_clients
         return {"round": self.t - 1, "num_reliable": np.zeros(n, dtype=np.int64),
                 **{key: np.zeros((n, k), dtype=bool) for key in ("reliable", "sends_noise")},

@@ -12,7 +12,7 @@ over the envs (:mod:`~otagym.schemes.receive_scaling.kernel`); the observation i
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence, get_args
+from typing import Any, Sequence
 
 import numpy as np
 from gymnasium import spaces

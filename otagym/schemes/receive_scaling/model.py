@@ -144,8 +144,8 @@ class ReceiveScalingModel:
     def stationary_spend_cv(self, level: ArrayLike, mean_h_min2: ArrayLike) -> NDArray:
         """Coefficient of variation (std / mean) of one round's convergence cost at the water level ``level``
         (:meth:`stationary_level`), h_min^2 ~ Exponential(mean ``mean_h_min2``): with theta = level / (x_max
-        E[h_min^2]), E[c^2] / E[c]^2 = e^theta r2(theta) / r(theta)^2 in closed form (E[c^2] integrates like E[c]). Large
-        when most rounds run at full power and a few strong channels take the spend (small nu)."""
+        E[h_min^2]), E[c^2] / E[c]^2 = e^theta r2(theta) / r(theta)^2 in closed form (E[c^2] integrates like E[c]).
+        Large when most rounds run at full power and a few strong channels take the spend (small nu)."""
         (level, mean), shape = _flat((level, mean_h_min2))
         return _shaped(_stationary_many(level, mean, True, self.arrays, np.empty_like(level)), shape)
 

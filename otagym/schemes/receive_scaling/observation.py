@@ -32,8 +32,8 @@ from numpy.typing import NDArray
 
 from otagym.jit import JIT_NO_ALLOC
 
-__all__ = ["OBS_BOUND", "LAYOUT_VERSION", "ENTRIES", "entry_names", "ObservationOffsets", "log10_nu_ref", "block_rounds",
-           "observe"]
+__all__ = ["OBS_BOUND", "LAYOUT_VERSION", "ENTRIES", "entry_names", "ObservationOffsets", "log10_nu_ref",
+           "block_rounds", "observe"]
 
 #: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
 OBS_BOUND = 10.0

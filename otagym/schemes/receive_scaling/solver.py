@@ -46,8 +46,8 @@ def solve_increasing(log_ratio, n: int, x_floor: ArrayLike, x_max: float, y_star
     :data:`NEWTON_TOL` or the Newton step would move x by less than its rounding, after that step (Newton converges
     quadratically, so the error left is ~ that squared, below the rounding of psi), or once its bracket is narrower
     than 1e-13 in v. The ends are evaluated only when a step would pass one (the root is then at the end if psi keeps
-    its sign there). A root within :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start in log x (e.g. the previous
-    round's solution); default log x_max - 1.
+    its sign there). A root within :data:`AT_MAX_RTOL` of x_max is returned as x_max. ``y_start`` (n,) is a warm start
+    in log x (e.g. the previous round's solution); default log x_max - 1.
     """
     x_floor = np.broadcast_to(np.asarray(x_floor, dtype=float), (n,))
     x_near_max = x_max * (1.0 - AT_MAX_RTOL)

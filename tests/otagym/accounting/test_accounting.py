@@ -42,7 +42,8 @@ def test_integer_orders_match_opacus(q, sigma, alpha):
 
 # --- Fractional orders: upper bounds, against the SGM's definition integrated in mpmath ---------------------------
 
-#: Deeper runs: ``OTAGYM_FUZZ_SCALE=20 python -m pytest tests/otagym/accounting/test_accounting.py`` multiplies the mpmath examples.
+#: Deeper runs: ``OTAGYM_FUZZ_SCALE=20 python -m pytest tests/otagym/accounting/test_accounting.py`` multiplies the
+#: mpmath examples.
 SCALE = int(os.environ.get("OTAGYM_FUZZ_SCALE", "1"))
 
 
@@ -250,7 +251,8 @@ integer_q = st.one_of(st.floats(-300.0, -1.0).map(lambda x: 10.0**x), st.floats(
 
 def _integer_excess_allowed(q, alpha):
     """How far above eq. (9) an integer order's bound may lie (relative): 5e-12 (the log-gammas of C(alpha, k) at
-    alpha = 256), plus 1e-14 alpha |log(1-q)| near q = 1, where the all-order path's k lambda + alpha log(1-q) cancels."""
+    alpha = 256), plus 1e-14 alpha |log(1-q)| near q = 1, where the all-order path's k lambda + alpha log(1-q)
+    cancels."""
     return 5e-12 + 1e-14 * alpha * abs(math.log1p(-q))
 
 
@@ -260,9 +262,9 @@ def _integer_excess_allowed(q, alpha):
 @example(q=1 - 1e-12, log_sigma=3.0, alpha=256)
 def test_integer_orders_are_upper_bounds_within_a_small_margin_of_eq9(q, log_sigma, alpha):
     """Never below eq. (9) at 60 digits, and at most :func:`_integer_excess_allowed` above (where eq. (9) exceeds
-    1e-290), over q in [1e-300, 1 - 1e-16], sigma in [1e-2, 1e3], alpha in [2, 256]: both the all-order path of ``rdp_sgm`` and the compiled
-    one-order kernel of SGMCurve, which every env's step calls. (Before their rounding was bounded and added, they were
-    below at about half of such points, by up to 1.5e-13.)"""
+    1e-290), over q in [1e-300, 1 - 1e-16], sigma in [1e-2, 1e3], alpha in [2, 256]: both the all-order path of
+    ``rdp_sgm`` and the compiled one-order kernel of SGMCurve, which every env's step calls. (Before their rounding was
+    bounded and added, they were below at about half of such points, by up to 1.5e-13.)"""
     sigma = 10.0**log_sigma
     exact = _mp_eq9(q, sigma, alpha, dps=60)
     assume(exact > mp.mpf("1e-290"))  # nearer the smallest floats, what subnormal numbers lose is added

@@ -2,7 +2,8 @@
 a process pool, resume, a failing cell, a killed sweep, worker or driver, records checked before they are trusted, a
 full disk, and compare's outputs as one generation.
 
-Grids are tiny (T = 20, two seeds); the Ray executor is tested in ``tests/otagym/cli/test_sweep_ray.py`` (CI's rllib venv)."""
+Grids are tiny (T = 20, two seeds); the Ray executor is tested in ``tests/otagym/cli/test_sweep_ray.py`` (CI's rllib
+venv)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from otagym._io import atomic_write, write_json
 
 ROOT = Path(__file__).resolve().parents[3]
 #: 3 policies x 1 nu x 2 seeds = 6 cells (two calibrated), about 2 s in-process.
-TINY = {"name": "tiny", "scenarios": ["paper-mnist"], "rounds": 20, "policies": ["EqualAlloc", "AdaScale", "LiuSimeone"],
-        "nu": [0.04], "seeds": [0, 1]}
+TINY = {"name": "tiny", "scenarios": ["paper-mnist"], "rounds": 20,
+        "policies": ["EqualAlloc", "AdaScale", "LiuSimeone"], "nu": [0.04], "seeds": [0, 1]}
 N = 6
 #: What may differ between two runs of the same cell: where and how long it ran.
 VOLATILE = ("wall_s", "host", "pid", "started", "finished")
@@ -110,7 +111,7 @@ def test_yaml_numbers_in_e_notation_are_numbers(tmp_path):
     assert config["policies"][0]["params"]["V"] == 1e4 and config["nu"] == 0.16 and config["name"] == "e"
 
 
-# --- the same numbers everywhere, resume, failures ---------------------------------------------------------------------
+# --- the same numbers everywhere, resume, failures --------------------------------------------------------------------
 def test_a_process_pool_gives_the_in_process_numbers(reference, tmp_path):
     outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", workers=2, progress=False, log=None)
     assert outcome.complete and outcome.computed == N
@@ -124,7 +125,8 @@ def test_compare_is_the_same_cells(reference):
                    num_rounds=20)
     recs = [json.loads(p.read_text()) for p in (reference / "cells").glob("*.json")]
     for row in rows:
-        mine = sorted((r for r in recs if r["cell"]["policy"]["name"] == row["policy"] and r["cell"]["nu"] == row["nu"]),
+        mine = sorted((r for r in recs
+                       if r["cell"]["policy"]["name"] == row["policy"] and r["cell"]["nu"] == row["nu"]),
                       key=lambda r: r["cell"]["seed"])
         assert row["rdp_seeds"] == [r["result"]["rdp"] for r in mine]
         assert row["score_seeds"] == [r["result"]["score"] for r in mine]
@@ -267,7 +269,8 @@ COMPARE = ["compare", "--rounds", "20", "--seeds", "2", "--nu", "0.04", "--no-pr
 
 def test_compare_resumes_its_cells_and_replaces_another_comparison_only_when_it_can_be_rebuilt(
         reference, tmp_path, capsys, monkeypatch):
-    same, other = COMPARE + TINY["policies"] + ["--out", str(tmp_path)], COMPARE + ["EqualAlloc", "--out", str(tmp_path)]
+    same = COMPARE + TINY["policies"] + ["--out", str(tmp_path)]
+    other = COMPARE + ["EqualAlloc", "--out", str(tmp_path)]
     assert main(same) == 0
     first = json.loads((tmp_path / "compare.json").read_text())
     assert (tmp_path / "compare.png").stat().st_size > 0 and len(first["cells"]) == N
@@ -345,7 +348,7 @@ def test_atomic_write_leaves_the_old_file_when_the_writer_fails(tmp_path):
     np.testing.assert_equal(json.loads(write_json(path, {"a": [1, 2]}).read_text()), {"a": [1, 2]})
 
 
-# --- records are checked before they are trusted; a full disk stops a run cleanly --------------------------------------
+# --- records are checked before they are trusted; a full disk stops a run cleanly -------------------------------------
 def _tamper(record: dict, how: str):
     """A record that is valid JSON but must not be trusted, as a harsh user or a bad disk makes it."""
     if how == "negative rdp":

@@ -35,7 +35,8 @@ def torch_threads():
 
 def test_resume_without_a_checkpoint_is_refused_before_any_work(tmp_path, small_ppo, capsys):
     run = tmp_path / "fresh"
-    with pytest.raises(FileNotFoundError, match="no complete checkpoint to resume in .*checkpoints; run without --resume"):
+    with pytest.raises(FileNotFoundError,
+                       match="no complete checkpoint to resume in .*checkpoints; run without --resume"):
         train("ppo", config=small_ppo, run_dir=run, total_timesteps=512, env_overrides=SHORT, progress=False,
               resume=True)
     assert not run.exists()

@@ -340,6 +340,7 @@ def test_cdpb_training_fidelity_leaks_exactly_what_the_analytic_one_does_and_lea
         for key in ("rdp_round", "channel_gain", "reliable", "noise_var", "rho"):
             np.testing.assert_array_equal(i1[key], i2[key])
     first, final = played[0][2], played[-1][2]
-    assert final["evaluated_round"] == 29 and final["test_accuracy"] >= 0.5 and final["train_loss"] < first["train_loss"]
+    assert (final["evaluated_round"] == 29 and final["test_accuracy"] >= 0.5
+            and final["train_loss"] < first["train_loss"])
     again = _play_with(train, actions[:3], 3)[-1][2]
     assert again["train_loss"] == played[2][2]["train_loss"]
