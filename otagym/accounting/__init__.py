@@ -18,12 +18,15 @@ Modules (each module's docstring cites the equations it implements):
   environments' round kernels call.
 * :mod:`~otagym.accounting.tables` (with :mod:`~otagym.accounting.interpolation`): tabulated curves for large ledgers.
 * :mod:`~otagym.accounting.ledger`: :class:`RDPLedger`, running totals over rounds.
+* :mod:`~otagym.accounting.pld`: :func:`pld_epsilon` and :class:`PLDLedger`, (eps, delta) of a schedule of rounds
+  from their privacy loss distribution, composed by Google's dp_accounting (tighter than RDP -> (eps, delta)).
 """
 
 from otagym.accounting.conversion import rdp_to_dp
 from otagym.accounting.curve import SGMCurve
 from otagym.accounting.ledger import RDPLedger
 from otagym.accounting.orders import DEFAULT_ORDERS, DP_ORDERS, OPACUS_ORDERS, ORDERS
+from otagym.accounting.pld import ACCOUNTANTS, PLDLedger, pld_epsilon
 from otagym.accounting.sgm import rdp_sgm
 from otagym.accounting.tail_bound import tail_bound_budget, tail_bound_c_inverse, tail_bound_epsilon
 
@@ -39,4 +42,7 @@ __all__ = [
     "tail_bound_budget",
     "tail_bound_epsilon",
     "tail_bound_c_inverse",
+    "ACCOUNTANTS",
+    "PLDLedger",
+    "pld_epsilon",
 ]

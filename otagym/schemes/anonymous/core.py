@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from otagym.channel import ChannelModel, FadingState
-from otagym.accounting import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, PLDLedger, rdp_to_dp
 from otagym.schemes.anonymous.actions import (ACTION_TYPES, NORMALIZED, SigmaActionType, action_space,
                                               action_to_sigma, sigma_range)
 from otagym.schemes.anonymous.formulas import (convergence_bound, convergence_term, noise_multiplier,
@@ -75,6 +75,10 @@ class AnonymousCore:
         noise_multiplier_range: (low, high), 0 < low < high, of the normalised action in noise-multiplier units.
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns it off (the per-round and
             cumulative RDP at alpha are always reported).
+        accountant: ``"rdp"`` (default) or ``"pld"``: the episode's end also reports ``dp_epsilon_pld``, every
+            example's rounds (the SGM at rate p q, noise multiplier sigma') composed by dp_accounting's privacy loss
+            distribution (:mod:`otagym.accounting.pld`); the ``"sampled"`` accounting only (the ``"device"`` one is
+            not a subsampled Gaussian mechanism).
         reward_scale: the reward is divided by this (> 0, utility units): 1 keeps -(lambda_c gamma + lambda_p E_T) as
             the return; a benchmark task sets its reference policy's expected utility, so that its return is about -1.
         target_epsilon: a privacy budget (eps at the scenario's delta) that adds ``info["cost"]``, the round's share
@@ -92,6 +96,7 @@ class AnonymousCore:
         "action_type": OneOf(ACTION_TYPES),
         "noise_multiplier_range": Many(Real(1e-6, 1e6), length=2),
         "dp_orders": DP_ORDERS,
+        "accountant": OneOf(ACCOUNTANTS),
         "reward_scale": POSITIVE,
         "target_epsilon": Real(0.0, 1e6, low_open=True, optional=True),
     }
@@ -99,14 +104,18 @@ class AnonymousCore:
     APPLIES_WITH: dict[str, AppliesWith] = {}
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {"channel_gains": 1, "batch_sizes": 1}
-    EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld")
 
     def __init__(self, scenario: AnonymousScenario, num_envs: int, *, action_type: SigmaActionType = NORMALIZED,
                  noise_multiplier_range: tuple[float, float] = (0.1, 100.0),
-                 dp_orders: Sequence[float] | None = DEFAULT_ORDERS, reward_scale: float = 1.0,
-                 target_epsilon: float | None = None) -> None:
+                 dp_orders: Sequence[float] | None = DEFAULT_ORDERS, accountant: str = "rdp",
+                 reward_scale: float = 1.0, target_epsilon: float | None = None) -> None:
         args = check_args(self.ARGS, action_type=action_type, noise_multiplier_range=noise_multiplier_range,
-                          dp_orders=dp_orders, reward_scale=reward_scale, target_epsilon=target_epsilon)
+                          dp_orders=dp_orders, accountant=accountant, reward_scale=reward_scale,
+                          target_epsilon=target_epsilon)
+        if args["accountant"] == "pld" and scenario.accounting != "sampled":
+            raise ValueError("accountant='pld' needs AnonymousScenario.accounting='sampled' (the device-level "
+                             f"accounting is not a subsampled Gaussian mechanism); got {scenario.accounting!r}")
         low, high = args["noise_multiplier_range"]
         if not low < high:
             raise ValueError(f"noise_multiplier_range must be (low, high) with low < high; got {(low, high)}")
@@ -129,6 +138,7 @@ class AnonymousCore:
         self.t = np.zeros(n, dtype=np.int64)
         self.rdp_sum = {acc: np.zeros(n) for acc in ("sampled", "device")}
         self.rdp_orders_sum = None if self.dp_orders is None else np.zeros((n, self.dp_orders.size))
+        self.pld_ledger = PLDLedger(np.full(n, s.inclusion_rate)) if args["accountant"] == "pld" else None
         self.nominal_rdp_sum = np.zeros(n)
         self.term_sum = np.zeros(n)
         self.last_sigma = np.zeros(n)
@@ -165,6 +175,8 @@ class AnonymousCore:
             acc[rows] = 0.0
         if self.rdp_orders_sum is not None:
             self.rdp_orders_sum[rows] = 0.0
+        if self.pld_ledger is not None:
+            self.pld_ledger.reset(None if mask is None else rows)
         self.nominal_rdp_sum[rows] = 0.0
         self.term_sum[rows] = 0.0
         self.last_sigma[rows] = 0.0
@@ -222,6 +234,8 @@ class AnonymousCore:
             self.rdp_sum[acc] += r
         if self.rdp_orders_sum is not None:
             self.rdp_orders_sum += round_rdp(s, z, orders=self.dp_orders)
+        if self.pld_ledger is not None:  # the mechanism of round_rdp's sampled accounting
+            self.pld_ledger.record(z)
         self.nominal_rdp_sum += round_rdp(s, noise_multiplier(sigma, s.clip_norm, s.nominal_batch))
         term = convergence_term(s, sigma, a, b)
         self.term_sum += term
@@ -253,6 +267,8 @@ class AnonymousCore:
         terminated = self.t >= big_t
         if self.rdp_orders_sum is not None and terminated.any():
             info["dp_epsilon"], info["dp_order"] = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
+        if self.pld_ledger is not None and terminated.any():
+            info["dp_epsilon_pld"] = self.pld_ledger.epsilon(s.delta, rows=np.flatnonzero(terminated))
         self.fading = self.channel.advance(rng, self.fading, self.t)
         return reward, terminated, info
 

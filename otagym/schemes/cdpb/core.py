@@ -20,11 +20,11 @@ from numpy.typing import NDArray
 
 from otagym.channel import ChannelModel, FadingState
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
-from otagym.accounting import DEFAULT_ORDERS, DP_ORDERS, rdp_to_dp
+from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, PLDLedger, rdp_to_dp
 from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, RhoActionType, action_space,
                                          action_to_rho)
-from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, participation_probability, round_powers,
-                                          round_rdp)
+from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, noise_multiplier, participation_probability,
+                                          round_powers, round_rdp)
 from otagym.schemes.cdpb.observation import CDPBObservation, entry_names, observation_space, write_observation
 from otagym.schemes.cdpb.scenario import CDPBScenario
 from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Integer, OneOf, Real, Spec,
@@ -66,6 +66,9 @@ class CDPBCore:
             make every client reliable and silent, and the estimate's noise infinite).
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
+        accountant: ``"rdp"`` (default) or ``"pld"``: the episode's end also reports ``dp_epsilon_pld``, each client's
+            rounds of the SGM accounting (rate = its participation, its noise multiplier) composed by dp_accounting's
+            privacy loss distribution (:mod:`otagym.accounting.pld`).
         fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
             (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs
             Algorithm 1 on a real model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers,
@@ -95,6 +98,7 @@ class CDPBCore:
         "action_type": OneOf(ACTION_TYPES),
         "rho_min_ratio": Real(RHO_FLOOR_RATIO, 1.0, high_open=True),
         "dp_orders": DP_ORDERS,
+        "accountant": OneOf(ACCOUNTANTS),
         **TRAINING_ARGS,
         "local_steps": Integer(1, 10_000),
         "local_learning_rate": Real(0.0, PHYSICAL_RANGE[1], low_open=True),
@@ -105,15 +109,15 @@ class CDPBCore:
         (*(k for k in TRAINING_ARGS if k != "fidelity"), "local_steps", "local_learning_rate"))
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {"channel_gains": 1}
-    EPISODE_END_KEYS = ("dp_epsilon", "dp_order")
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld")
 
     def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = NORMALIZED,
                  rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
-                 fidelity: Fidelity = "analytic", dataset: str = "digits", data_dir: str | os.PathLike | None = None,
+                 accountant: str = "rdp", fidelity: Fidelity = "analytic", dataset: str = "digits", data_dir: str | os.PathLike | None = None,
                  data_split: str = "iid", data_seed: int = 0, eval_every: int = 10, local_steps: int = 1,
                  local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
         args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
-                          fidelity=fidelity, dataset=dataset, data_dir=data_dir, data_split=data_split,
+                          accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir, data_split=data_split,
                           data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
                           local_learning_rate=local_learning_rate, reward_scale=reward_scale)
         self.reward_scale = args["reward_scale"]
@@ -145,6 +149,7 @@ class CDPBCore:
         self.term_sum = np.zeros(n)
         self.rdp_sum = {acc: np.zeros((n, k)) for acc in ("sgm", "theorem1")}
         self.rdp_orders_sum = None if self.dp_orders is None else np.zeros((n, k, self.dp_orders.size))
+        self.pld_ledger = PLDLedger(np.ones((n, k))) if args["accountant"] == "pld" else None
         self.last_reliable = np.zeros(n)
         self.last_noise_var = np.zeros(n)
         self.fading: FadingState | None = None
@@ -186,6 +191,8 @@ class CDPBCore:
             acc[rows] = 0.0
         if self.rdp_orders_sum is not None:
             self.rdp_orders_sum[rows] = 0.0
+        if self.pld_ledger is not None:
+            self.pld_ledger.reset(None if mask is None else rows)
         self.last_reliable[rows] = 0.0
         self.last_noise_var[rows] = 0.0
         self._draw_round_state(rng, rows)
@@ -257,6 +264,8 @@ class CDPBCore:
         after = self.rdp_sum[s.accounting].max(axis=-1)
         if self.rdp_orders_sum is not None:
             self.rdp_orders_sum += round_rdp(s, rho, q, others, total, accounting="sgm", orders=self.dp_orders)
+        if self.pld_ledger is not None:  # the mechanism of round_rdp's SGM accounting, per client
+            self.pld_ledger.record(noise_multiplier(s, rho[:, None], others), q=q)
         self.term_sum += term
         if self.training is not None:  # the round of Algorithm 1 on the real model, with these channels and powers
             gains = self.gains
@@ -275,6 +284,8 @@ class CDPBCore:
         if self.rdp_orders_sum is not None and terminated.any():
             eps, order = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
             info["dp_epsilon"], info["dp_order"] = eps, order
+        if self.pld_ledger is not None and terminated.any():
+            info["dp_epsilon_pld"] = self.pld_ledger.epsilon(s.delta, rows=np.flatnonzero(terminated))
         self.fading = self.channel.advance(rng, self.fading, self.t)
         self._draw_round_state(rng)
         return reward, terminated, info

@@ -1,0 +1,172 @@
+"""The PLD accountant (otagym.accounting.pld) against independent computations: dp_accounting's own PLD accountant on
+the same events, Opacus's PRV accountant within its stated error bounds, the closed form of composed Gaussians
+(full participation: exact), the RDP ledger it must never exceed, and monotonicity in rounds and noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize, stats
+
+from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
+from otagym.accounting import DEFAULT_ORDERS, PLDLedger, pld_epsilon, rdp_sgm, rdp_to_dp
+
+dp_accounting = pytest.importorskip("dp_accounting")
+
+DELTA = 1e-5
+
+
+def schedule(seed: int, rounds: int = 40, low: float = 0.8, high: float = 3.0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(low, high, rounds)
+
+
+def dp_accounting_epsilon(q: float, sigma: np.ndarray, delta: float, discretization: float) -> float:
+    """dp_accounting's PLDAccountant on the events of the schedule, composed as it composes them."""
+    from dp_accounting.pld import pld_privacy_accountant
+
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=discretization)
+    accountant.compose(dp_accounting.ComposedDpEvent(
+        [dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(float(s))) for s in sigma]))
+    return accountant.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("q", [0.01, 0.2, 1.0])
+def test_without_the_sigma_grid_it_is_dp_accountings_own_accountant(q):
+    """The same events, the same discretisation: the same ε up to the order of the compositions (ours a tree)."""
+    sigma = schedule(1)
+    ours = pld_epsilon(q=q, noise_multiplier=sigma, delta=DELTA, value_discretization=1e-2, sigma_resolution=0)
+    assert ours == pytest.approx(dp_accounting_epsilon(q, sigma, DELTA, 1e-2), rel=1e-8)
+
+
+def test_the_sigma_grid_only_raises_epsilon_and_by_little():
+    """sigma rounded down leaks more (an upper bound still), by under 1% at the default resolution here."""
+    sigma = schedule(2)
+    exact = pld_epsilon(q=0.05, noise_multiplier=sigma, delta=DELTA, sigma_resolution=0)
+    rounded = pld_epsilon(q=0.05, noise_multiplier=sigma, delta=DELTA)
+    assert exact <= rounded <= exact * 1.01
+
+
+def test_full_participation_gaussians_are_within_a_discretisation_of_the_closed_form():
+    """q = 1: the rounds compose into one Gaussian mechanism of mu = sqrt(sum 1/sigma_t^2), whose exact ε at δ solves
+    δ = Φ(-ε/mu + mu/2) - e^ε Φ(-ε/mu - mu/2) (Balle & Wang 2018, Thm. 8). The PLD's is above it (pessimistic) and
+    within its discretisation."""
+    sigma = schedule(3, low=2.0, high=8.0)
+    mu = math.sqrt(float(np.sum(sigma ** -2.0)))
+
+    def delta_of(eps: float) -> float:
+        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+
+    exact = optimize.brentq(lambda e: delta_of(e) - DELTA, 0.0, 100.0, xtol=1e-12)
+    ours = pld_epsilon(q=1.0, noise_multiplier=sigma, delta=DELTA, sigma_resolution=0)
+    assert exact <= ours <= exact + 1e-2
+
+
+def test_within_opacus_prv_accountants_error_bounds():
+    """Opacus's PRV accountant (Gopi, Lee & Wutschitz 2021) bounds the exact ε from both sides (eps_error 0.02);
+    the PLD's lies between them."""
+    from opacus.accountants import PRVAccountant
+
+    sigma, q = schedule(4), 0.05
+    accountant = PRVAccountant()
+    for s in sigma:
+        accountant.step(noise_multiplier=float(s), sample_rate=q)
+    low, _, high = accountant._get_dprv(eps_error=0.02, delta_error=DELTA / 1000).compute_epsilon(
+        DELTA, DELTA / 1000, 0.02)
+    ours = pld_epsilon(q=q, noise_multiplier=sigma, delta=DELTA)
+    assert low <= ours <= high
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**16), q=st.sampled_from([0.01, 0.1, 0.5]), rounds=st.integers(1, 30))
+def test_never_above_the_rdp_ledger_and_monotone_in_rounds_and_noise(seed, q, rounds):
+    sigma = schedule(seed, rounds, 0.6, 6.0)
+    eps = pld_epsilon(q=q, noise_multiplier=sigma, delta=DELTA)
+    rdp = rdp_sgm(q=q, noise_multiplier=sigma, orders=DEFAULT_ORDERS).sum(axis=0)
+    assert eps <= rdp_to_dp(rdp, DEFAULT_ORDERS, DELTA)[0]
+    assert pld_epsilon(q=q, noise_multiplier=sigma[:-1], delta=DELTA) <= eps if rounds > 1 else True
+    assert pld_epsilon(q=q, noise_multiplier=sigma * 1.25, delta=DELTA) <= eps
+
+
+def test_edge_cases_and_bad_input():
+    assert pld_epsilon(q=[0.0, 0.0], noise_multiplier=[1.0, 2.0], delta=DELTA) == 0.0  # nobody sampled
+    assert pld_epsilon(q=0.1, noise_multiplier=[np.inf, np.inf], delta=DELTA) == 0.0  # infinite noise
+    assert pld_epsilon(q=0.1, noise_multiplier=[1.0, 0.0], delta=DELTA) == math.inf  # a round without noise
+    assert pld_epsilon(q=0.1, noise_multiplier=np.full((3, 2), 2.0), delta=DELTA).shape == (2,)
+    with pytest.raises(ValueError, match="delta must be"):
+        pld_epsilon(q=0.1, noise_multiplier=[1.0], delta=0.0)
+    with pytest.raises(ValueError, match="noise_multiplier must be >= 0"):
+        pld_epsilon(q=0.1, noise_multiplier=[-1.0], delta=DELTA)
+    with pytest.raises(ValueError, match="sigma_resolution must be"):
+        pld_epsilon(q=0.1, noise_multiplier=[1.0], delta=DELTA, sigma_resolution=1.5)
+    with pytest.raises(ValueError, match="value_discretization must be"):
+        pld_epsilon(q=0.1, noise_multiplier=[1.0], delta=DELTA, value_discretization=0.0)
+
+
+def test_the_ledger_composes_each_rows_episode_since_its_reset():
+    sigma = np.stack([schedule(5, 20), schedule(6, 20)], axis=1)[:, :, None]  # (rounds, rows, 1)
+    ledger = PLDLedger(np.full((2, 1), 0.05))
+    for t in range(10):
+        ledger.record(sigma[t])
+    ledger.reset(np.array([False, True]))  # row 1 starts over
+    for t in range(10, 20):
+        ledger.record(sigma[t])
+    eps = ledger.epsilon(DELTA)
+    assert eps[0, 0] == pld_epsilon(q=0.05, noise_multiplier=sigma[:, 0, 0], delta=DELTA)
+    assert eps[1, 0] == pld_epsilon(q=0.05, noise_multiplier=sigma[10:, 1, 0], delta=DELTA)
+    assert ledger.epsilon(DELTA, rows=[1])[0, 0] == 0.0
+
+
+def test_the_env_reports_the_pld_epsilon_of_its_devices_rounds_beside_the_rdp_one():
+    """accountant="pld": info["dp_epsilon_pld"] at the episode's end is pld_epsilon of each device's noise
+    multipliers as the env reported them, and below the RDP ledger's dp_epsilon; the reward is the same."""
+    kwargs = {"num_rounds": 30}
+    env, plain = OTAPrivacyEnv(accountant="pld", **kwargs), OTAPrivacyEnv(**kwargs)
+    env.reset(seed=3)
+    plain.reset(seed=3)
+    sigmas, q = [], env.unwrapped.scenario.batch_size / env.unwrapped.scenario.dataset_size
+    for _ in range(30):
+        action = np.array([0.3], dtype=np.float32)
+        _, reward, terminated, _, info = env.step(action)
+        assert reward == plain.step(action)[1]
+        sigmas.append(info["noise_multiplier"])
+    assert terminated
+    expected = pld_epsilon(q=q, noise_multiplier=np.array(sigmas), delta=env.unwrapped.scenario.delta)
+    np.testing.assert_array_equal(info["dp_epsilon_pld"], expected)
+    assert np.all(info["dp_epsilon_pld"] < info["dp_epsilon"])
+
+
+def test_the_vector_env_reports_it_where_an_episode_ended():
+    envs = OTAPrivacyVectorEnv(3, accountant="pld", num_rounds=5)
+    envs.reset(seed=0)
+    for _ in range(5):
+        _, _, terminated, _, info = envs.step(np.zeros((3, 1), dtype=np.float32))
+    assert terminated.all() and np.all(info["dp_epsilon_pld"] > 0) and np.all(info["_dp_epsilon_pld"])
+    with pytest.raises(ValueError, match="accountant must be one of 'rdp', 'pld'"):
+        OTAPrivacyEnv(accountant="prv")
+
+
+@pytest.mark.parametrize("scheme, kwargs", [("cdpb", {"num_rounds": 6}), ("anonymous", {"num_rounds": 6})])
+def test_cdpb_and_anonymous_report_it_below_their_rdp_epsilon(scheme, kwargs):
+    """Their SGM rounds (CDPB: each client's rate = its participation; anonymous OTA: the sampled accounting) composed
+    by the PLD: finite, positive, below the RDP ledger's ε; the rewards are the same as without it."""
+    env, plain = (OTAPrivacyVectorEnv(2, scheme=scheme, **kwargs, **extra) for extra in ({"accountant": "pld"}, {}))
+    env.reset(seed=1)
+    plain.reset(seed=1)
+    for _ in range(6):
+        action = np.zeros((2, 1), dtype=np.float32)
+        _, reward, terminated, _, info = env.step(action)
+        np.testing.assert_array_equal(reward, plain.step(action)[1])
+    assert terminated.all()
+    assert np.all(np.isfinite(info["dp_epsilon_pld"])) and np.all(info["dp_epsilon_pld"] > 0)
+    assert np.all(info["dp_epsilon_pld"] <= info["dp_epsilon"])
+
+
+def test_a_schedule_too_leaky_for_the_pld_arrays_gets_the_rdp_bound():
+    """Noise multipliers of 0.01 would need a PLD of ~1e10 points: ε is the RDP ledger's instead, fast and finite."""
+    sigma = np.full(50, 0.01)
+    rdp = rdp_sgm(q=0.5, noise_multiplier=sigma, orders=DEFAULT_ORDERS).sum(axis=0)
+    assert pld_epsilon(q=0.5, noise_multiplier=sigma, delta=DELTA) == rdp_to_dp(rdp, DEFAULT_ORDERS, DELTA)[0]
