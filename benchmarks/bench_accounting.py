@@ -76,7 +76,7 @@ def homogeneous_rows() -> list[str]:
     for q, sigma, rounds in HOMOGENEOUS:
         schedule = np.full(rounds, sigma)
         rdp = rdp_to_dp(rounds * rdp_sgm(q=q, noise_multiplier=sigma, orders=DEFAULT_ORDERS), DEFAULT_ORDERS, DELTA)[0]
-        pld = float(pld_epsilon(q=q, noise_multiplier=schedule, delta=DELTA, value_discretization=1e-3))
+        pld = float(pld_epsilon(q=q, noise_multiplier=schedule, delta=DELTA))
         rows.append(f"| {q:.4g} | {sigma:g} | {rounds:,} | {rdp:.3f} | {pld:.3f} | {prv_upper(q, schedule):.3f} |")
     return rows
 

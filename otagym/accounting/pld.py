@@ -36,20 +36,22 @@ from otagym.accounting.orders import DEFAULT_ORDERS, _validate_q_sigma
 from otagym.accounting.sgm import rdp_sgm
 from otagym.validation import Real
 
-__all__ = ["ACCOUNTANTS", "pld_epsilon", "PLDLedger", "VALUE_DISCRETIZATION", "SIGMA_RESOLUTION", "MAX_SUPPORT"]
+__all__ = ["ACCOUNTANTS", "pld_epsilon", "PLDLedger", "DISCRETIZATION_ROUNDS", "SIGMA_RESOLUTION", "MAX_SUPPORT"]
 
 #: The accountants of an episode's end-of-episode (eps, delta): the RDP ledger, and this module's PLD beside it.
 ACCOUNTANTS = ("rdp", "pld")
 
-#: Default width of the privacy-loss grid of each round's PLD (dp_accounting's ``value_discretization_interval``).
-#: Pessimistic at any width; 1e-2 with connect-the-dots is within 2% of 1e-3 on the paper's episode, 5x faster.
-VALUE_DISCRETIZATION = 1e-2
+#: The default width of the privacy-loss grid of each round's PLD (dp_accounting's ``value_discretization_interval``)
+#: is this over the number of rounds, at most 1e-2: each round's pessimistic rounding adds up over the composition,
+#: so a long schedule needs a finer grid. Pessimistic at any width; on the paper's episode (T = 500: 1e-2, with
+#: connect-the-dots) within 2% of 1e-3 at a fifth of the time; at T = 10,000 (5e-4) within 0.01% of 2e-4.
+DISCRETIZATION_ROUNDS = 5.0
 #: Default relative step of the grid sigma is rounded down to (0: every round's own sigma).
 SIGMA_RESOLUTION = 3e-3
-#: The most points the composed PLD may need (estimated as if every round were unsampled: mean plus ten standard
-#: deviations of the composed Gaussian privacy loss, over the discretisation); beyond it (noise multipliers of order
-#: 0.1 and below over hundreds of rounds) ε is the RDP ledger's instead, an upper bound too, and the PLD's arrays
-#: would take gigabytes.
+#: The most points the composed PLD may need, estimated as the composed privacy loss's mean plus ten standard
+#: deviations (the mean bounded by the summed RDP at order 2, its variance by twice that) plus the widest round's
+#: Gaussian tail (10 / sigma + 1 / (2 sigma^2)), over the discretisation. Beyond it (ε in the hundreds) ε is the RDP
+#: ledger's instead, an upper bound too, where the PLD's arrays would take gigabytes.
 MAX_SUPPORT = 2_000_000
 _DISCRETIZATION = Real(1e-6, 1.0)
 _RESOLUTION = Real(0.0, 1.0, high_open=True)
@@ -81,31 +83,41 @@ def _grid_sigma(sigma: NDArray, resolution: float) -> NDArray:
     return np.minimum(np.exp(np.floor(np.log(sigma) / step) * step), sigma)
 
 
-def _composed_epsilon(q: NDArray, sigma: NDArray, delta: float, value_discretization: float,
+def _support(q: NDArray, sigma: NDArray) -> float:
+    """The width (nats) of the composed privacy loss worth discretising (see :data:`MAX_SUPPORT`)."""
+    mean = float(rdp_sgm(q=q, noise_multiplier=sigma, orders=2).sum())
+    widest = float(np.max(10.0 / sigma + 0.5 / sigma**2))
+    return mean + 10.0 * math.sqrt(2.0 * mean) + widest
+
+
+def _composed_epsilon(q: NDArray, sigma: NDArray, delta: float, value_discretization: float | None,
                       resolution: float) -> float:
-    """ε of one element's rounds (flat ``q``, ``sigma`` of equal length, validated)."""
+    """ε of one element's rounds (flat ``q``, ``sigma`` of equal length, validated): the PLD's, or the RDP ledger's
+    where that is smaller (both are upper bounds) or the PLD would be too large to discretise."""
     if np.any((sigma == 0) & (q > 0)):  # no noise: the round reveals its data
         return math.inf
     leaks = (q > 0) & np.isfinite(sigma)  # q = 0 or infinite noise: the round reveals nothing
     if not leaks.any():
         return 0.0
-    mu2 = 1.0 / sigma[leaks] ** 2
-    if (mu2.sum() / 2 + 10 * math.sqrt(mu2.sum())) / value_discretization > MAX_SUPPORT:
-        rdp = rdp_sgm(q=q[leaks], noise_multiplier=sigma[leaks], orders=DEFAULT_ORDERS).sum(axis=0)
-        return float(rdp_to_dp(rdp, DEFAULT_ORDERS, delta)[0])
-    groups, counts = np.unique(np.stack([q[leaks], _grid_sigma(sigma[leaks], resolution)]), axis=1,
-                               return_counts=True)
+    q, sigma = q[leaks], sigma[leaks]
+    rdp = float(rdp_to_dp(rdp_sgm(q=q, noise_multiplier=sigma, orders=DEFAULT_ORDERS).sum(axis=0), DEFAULT_ORDERS,
+                          delta)[0])
+    if value_discretization is None:
+        value_discretization = min(1e-2, DISCRETIZATION_ROUNDS / len(q))
+    if _support(q, sigma) / value_discretization > MAX_SUPPORT:
+        return rdp
+    groups, counts = np.unique(np.stack([q, _grid_sigma(sigma, resolution)]), axis=1, return_counts=True)
     parts = []
     for (rate, noise), count in zip(groups.T, counts):
         pld = _round_pld(float(rate), float(noise), value_discretization)
         parts.append(pld.self_compose(int(count)) if count > 1 else pld)
     while len(parts) > 1:  # a balanced tree: each composition convolves supports of similar length
         parts = [parts[i].compose(parts[i + 1]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-    return max(float(parts[0].get_epsilon_for_delta(delta)), 0.0)
+    return min(max(float(parts[0].get_epsilon_for_delta(delta)), 0.0), rdp)
 
 
 def pld_epsilon(*, q: ArrayLike, noise_multiplier: ArrayLike, delta: float,
-                value_discretization: float = VALUE_DISCRETIZATION,
+                value_discretization: float | None = None,
                 sigma_resolution: float = SIGMA_RESOLUTION) -> NDArray:
     """ε at ``delta`` of the composition of a schedule of rounds, each a Poisson-subsampled Gaussian mechanism.
 
@@ -116,18 +128,21 @@ def pld_epsilon(*, q: ArrayLike, noise_multiplier: ArrayLike, delta: float,
         delta: the δ of the (ε, δ) guarantee, in (0, 1).
         value_discretization: width of the privacy-loss grid of each round's PLD (dp_accounting's
             ``value_discretization_interval``), in nats; smaller is tighter and slower, every width is pessimistic.
+            ``None``: :data:`DISCRETIZATION_ROUNDS` over the number of rounds, at most 1e-2.
         sigma_resolution: relative step of the grid each sigma is rounded down to before composing (0: none).
 
     Returns:
         ε (nats) of each batch element's composed rounds, shape ``batch`` (a float array of shape () for one
-        schedule): an upper bound on the exact ε of the schedule (pessimistic discretisation, sigma rounded down).
-        A schedule whose PLD would need more than :data:`MAX_SUPPORT` points (noise multipliers of order 0.1 and
-        below over hundreds of rounds: ε in the hundreds) gets the RDP ledger's ε at :data:`DEFAULT_ORDERS` instead.
+        schedule): an upper bound on the exact ε of the schedule (pessimistic discretisation, sigma rounded down),
+        never above the RDP ledger's ε at :data:`DEFAULT_ORDERS` (both are upper bounds: the smaller is returned).
+        A schedule whose PLD would need more than :data:`MAX_SUPPORT` points (ε in the hundreds) gets the RDP
+        ledger's ε without a PLD.
     """
     q_arr, sigma_arr = (np.asarray(v, dtype=float) for v in (q, noise_multiplier))
     _validate_q_sigma(q_arr, sigma_arr)
     delta = _DELTA("delta", delta)
-    value_discretization = _DISCRETIZATION("value_discretization", value_discretization)
+    if value_discretization is not None:
+        value_discretization = _DISCRETIZATION("value_discretization", value_discretization)
     sigma_resolution = _RESOLUTION("sigma_resolution", sigma_resolution)
     q_b, s_b = np.broadcast_arrays(np.atleast_1d(q_arr), np.atleast_1d(sigma_arr))
     flat_q, flat_s = q_b.reshape(len(q_b), -1), s_b.reshape(len(s_b), -1)
@@ -147,11 +162,12 @@ class PLDLedger:
         value_discretization, sigma_resolution: as :func:`pld_epsilon`'s.
     """
 
-    def __init__(self, q: ArrayLike, *, value_discretization: float = VALUE_DISCRETIZATION,
+    def __init__(self, q: ArrayLike, *, value_discretization: float | None = None,
                  sigma_resolution: float = SIGMA_RESOLUTION) -> None:
         self.q = np.array(q, dtype=float)
         _validate_q_sigma(self.q, np.ones_like(self.q))
-        self.value_discretization = _DISCRETIZATION("value_discretization", value_discretization)
+        self.value_discretization = (None if value_discretization is None
+                                     else _DISCRETIZATION("value_discretization", value_discretization))
         self.sigma_resolution = _RESOLUTION("sigma_resolution", sigma_resolution)
         self._rounds: list[NDArray] = []  # each round's noise multipliers, shape batch
         self._rates: list[NDArray] = []  # each round's sampling rates, shape batch
