@@ -5,8 +5,9 @@ its scoring is ``baselines/<scheme>/benchmark.py``'s ``BENCHMARK``, so that the 
 A *cell* here is the sweep's JSON-able dict (:mod:`otagym.cli.sweep.cells`): ``scheme``, ``preset``, ``overrides``,
 ``rounds``, ``fidelity``, ``policy`` (``{name, policy, params}`` of an analytic policy, or ``{name, model, ...}`` of a
 trained model), ``seed``, ``nu`` where the scheme has a budget axis, ``dataset``/``data_dir`` under the training
-fidelity, and ``accountant`` where it is ``"pld"`` (:func:`cell_accountant`: the cell also records ``epsilon_pld``). :meth:`SchemeSweep.run_cells` computes cells that differ only in nu and seed (one batch) on their resolved
-scenario; a cell's numbers never depend on the batch it runs in.
+fidelity, and ``accountant`` where it is ``"pld"`` (:func:`cell_accountant`: the cell also records
+``epsilon_pld``). :meth:`SchemeSweep.run_cells` computes cells that differ only in nu and seed (one batch) on their
+resolved scenario; a cell's numbers never depend on the batch it runs in.
 
 Two kinds of scheme: receive scaling's cell is the matched-nu comparison of its paper
 (:mod:`baselines.receive_scaling.sweep`); CDPB's and anonymous OTA's cell is one episode of a policy in the scheme's

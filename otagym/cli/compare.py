@@ -268,9 +268,9 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--accountant", choices=list(ACCOUNTANTS), default="rdp",
-                   help="pld: also report each policy's eps from the devices' privacy loss distributions (dp_accounting; "
-                        "an upper bound, tighter than the RDP ledger's) as the eps PLD column beside eps (receive "
-                        "scaling only)")
+                   help="pld: also report each policy's eps from the devices' privacy loss distributions "
+                        "(dp_accounting; an upper bound, tighter than the RDP ledger's) as the eps PLD column beside "
+                        "eps (receive scaling only)")
     p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
                    help="train: also train a real model under each policy's noise and report test accuracy "
                         "(digits: about 0.1 s per env and round)")
