@@ -4,9 +4,10 @@ its scoring is ``baselines/<scheme>/benchmark.py``'s ``BENCHMARK``, so that the 
 
 A *cell* here is the sweep's JSON-able dict (:mod:`otagym.cli.sweep.cells`): ``scheme``, ``preset``, ``overrides``,
 ``rounds``, ``fidelity``, ``policy`` (``{name, policy, params}`` of an analytic policy, or ``{name, model, ...}`` of a
-trained model), ``seed``, ``nu`` where the scheme has a budget axis, and ``dataset``/``data_dir`` under the training
-fidelity. :meth:`SchemeSweep.run_cells` computes cells that differ only in nu and seed (one batch) on their resolved
-scenario; a cell's numbers never depend on the batch it runs in.
+trained model), ``seed``, ``nu`` where the scheme has a budget axis, ``dataset``/``data_dir`` under the training
+fidelity, and ``accountant`` where it is ``"pld"`` (:func:`cell_accountant`: the cell also records
+``epsilon_pld``). :meth:`SchemeSweep.run_cells` computes cells that differ only in nu and seed (one batch) on their
+resolved scenario; a cell's numbers never depend on the batch it runs in.
 
 Two kinds of scheme: receive scaling's cell is the matched-nu comparison of its paper
 (:mod:`baselines.receive_scaling.sweep`); CDPB's and anonymous OTA's cell is one episode of a policy in the scheme's
@@ -27,10 +28,20 @@ from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import get_scheme
 from otagym.validation import Spec
 
-__all__ = ["SweepPolicy", "SchemeSweep", "EpisodeSweep", "EpisodeColumns", "scheme_sweep", "mean_ci_rows"]
+__all__ = ["SweepPolicy", "SchemeSweep", "EpisodeSweep", "EpisodeColumns", "scheme_sweep", "mean_ci_rows",
+           "cell_accountant", "OPTIONAL_COLUMNS"]
 
 #: One computed cell: its result (JSON-able numbers) and the scenario it ran on (``to_dict()``).
 CellResult = tuple[dict[str, Any], dict[str, Any]]
+#: Result fields that only some cells record (``epsilon_pld``: those of ``accountant: pld``), listed after ``epsilon``
+#: in a table only where a cell has them (:meth:`SchemeSweep.table_columns`), so that other sweeps' tables keep theirs.
+OPTIONAL_COLUMNS = ("epsilon_pld",)
+
+
+def cell_accountant(cell: Mapping[str, Any]) -> str:
+    """The accountant of a cell's end-of-episode eps: its ``accountant`` (``"pld"``: ``epsilon_pld`` beside the RDP
+    ledger's ``epsilon``), ``"rdp"`` where it names none."""
+    return cell.get("accountant", "rdp")
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,13 @@ class SchemeSweep:
     trained_models: bool = False
     result_columns: tuple[str, ...] = ()
     default_policies: tuple[str, ...] = ()
+
+    def table_columns(self, results: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """:attr:`result_columns` with those of :data:`OPTIONAL_COLUMNS` that one of ``results`` has, after
+        ``epsilon``: the columns of these results in ``cells.csv``."""
+        optional = [c for c in OPTIONAL_COLUMNS if any(c in r for r in results)]
+        return tuple(c for column in self.result_columns for c in ([column, *optional] if column == "epsilon"
+                                                                   else [column]))
 
     def policy_names(self) -> list[str]:
         """The analytic policies a config can name."""
@@ -148,7 +166,9 @@ class EpisodeSweep(SchemeSweep):
     one), ``rounds_played`` (the episode's length: the cell's rounds, or the policy's own horizon where it plans
     one), ``rdp`` (the worst device's cumulative RDP at alpha under the scenario's accounting, nats), ``epsilon`` and
     ``dp_order`` (the worst device's eps at the scenario's delta and its best RDP order), :attr:`columns`, ``wall_s``
-    (the batch's wall time over its cells) and, under the training fidelity, ``accuracy`` (the last test accuracy).
+    (the batch's wall time over its cells), under the training fidelity ``accuracy`` (the last test accuracy) and,
+    for a cell of ``accountant: pld`` (the env built with ``accountant="pld"``), ``epsilon_pld`` (the worst device's
+    eps at delta from its privacy loss distribution, the env's ``dp_epsilon_pld``).
     """
 
     #: The env arguments of every cell (the action the policies play).
@@ -191,6 +211,8 @@ class EpisodeSweep(SchemeSweep):
         env_kwargs = {**self.env_kwargs, **{k: params[k] for k in spec.env_params}}
         if cell["fidelity"] == "train":
             env_kwargs.update(fidelity="train", dataset=cell.get("dataset") or "digits", data_dir=cell.get("data_dir"))
+        if cell_accountant(cell) != "rdp":
+            env_kwargs["accountant"] = cell_accountant(cell)
         outs = [self.play_episode(policy, played, int(c["seed"]), cell["scheme"], env_kwargs) for c in cells]
         wall = (time.perf_counter() - start) / len(cells)
         return [(dict(result, wall_s=wall), ran) for result, ran in outs]
@@ -217,6 +239,8 @@ class EpisodeSweep(SchemeSweep):
         result: dict[str, Any] = {"return": total, "cost": cost, "rounds_played": rounds,
                                   "rdp": float(np.max(info["rdp_cumulative"][0])),
                                   "epsilon": float(eps[worst]), "dp_order": float(order[worst])}
+        if "dp_epsilon_pld" in info:
+            result["epsilon_pld"] = float(np.max(info["dp_epsilon_pld"][0]))
         result.update({key: float(info[name][0]) for key, name in self.columns.final.items()})
         result.update({key: value / rounds for key, value in sums.items()})
         if "test_accuracy" in info:
@@ -224,4 +248,4 @@ class EpisodeSweep(SchemeSweep):
         return result, env.scenario.to_dict()
 
     def summarize(self, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return mean_ci_rows(cells, self.result_columns)
+        return mean_ci_rows(cells, self.table_columns(cells))

@@ -34,7 +34,7 @@ from otagym.schemes.receive_scaling import Scenario, get_scenario
 
 __all__ = ["PolicySpec", "POLICIES", "DEFAULT_POLICIES", "compare", "evaluate_cell", "evaluate_cells", "summarize",
            "reference_leakage",
-           "leakage_score", "format_table", "save"]
+           "leakage_score", "format_table", "save", "TABLE_NOTES", "PLD_TABLE_NOTES"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ def evaluate_cell(
     fidelity: str = "analytic",
     dataset: str = "digits",
     data_dir: str | None = None,
+    accountant: str = "rdp",
 ) -> dict[str, Any]:
     """One cell of the comparison: ``spec``'s policy at ``nu`` on the channel realisation of ``seed``.
 
@@ -92,9 +93,11 @@ def evaluate_cell(
     floats: ``rdp``, ``epsilon``, ``cost_mean``, ``leakage``, ``equal_alloc_leakage``, ``optimal_leakage``,
     ``score``, ``matched`` (meets nu by construction, or within 1%), ``param``, ``param_value``, ``calibrated``,
     ``wall_s``, and with the training fidelity ``accuracy``, ``accuracy_rounds`` and ``accuracy_curve``.
+    ``accountant="pld"`` adds ``epsilon_pld`` (eps at delta from each device's privacy loss distribution, mean over
+    devices: :func:`otagym.accounting.pld_epsilon`) beside the RDP ledger's ``epsilon``.
     """
     return evaluate_cells(scenario, spec, [(nu, seed)], options=options, fidelity=fidelity, dataset=dataset,
-                          data_dir=data_dir)[0]
+                          data_dir=data_dir, accountant=accountant)[0]
 
 
 def evaluate_cells(
@@ -106,6 +109,7 @@ def evaluate_cells(
     fidelity: str = "analytic",
     dataset: str = "digits",
     data_dir: str | None = None,
+    accountant: str = "rdp",
 ) -> list[dict[str, Any]]:
     """:func:`evaluate_cell` for several (nu, seed) cells of one policy, batched in one vector env (analytic fidelity).
 
@@ -117,7 +121,7 @@ def evaluate_cells(
     """
     if fidelity == "train" and len(cells) > 1:
         return [evaluate_cell(scenario, spec, nu, seed, options=options, fidelity=fidelity, dataset=dataset,
-                              data_dir=data_dir) for nu, seed in cells]
+                              data_dir=data_dir, accountant=accountant) for nu, seed in cells]
     start = time.perf_counter()
     options = dict(options or {})
     unknown = sorted(set(options) - set(spec.options))
@@ -133,7 +137,7 @@ def evaluate_cells(
         value, _ = calibrate(lambda p, nu: spec.build(nu, p, **options), scenario, real, nu_arr, spec.bracket)
         calibrated = True
     result = run_policy(spec.build(nu_arr, value, **options), scenario, real, seed=seeds[0], nu=nu_arr,
-                        fidelity=fidelity, dataset=dataset, data_dir=data_dir)
+                        fidelity=fidelity, dataset=dataset, data_dir=data_dir, accountant=accountant)
     outs = []
     for i, (nu, seed) in enumerate(zip(nu_arr, seeds)):
         optimal = reference_leakage(scenario, float(nu), seed)
@@ -147,6 +151,8 @@ def evaluate_cells(
             "matched": spec.matched and bool(abs(cost - nu) <= 0.0101 * nu),
             "param": spec.param, "param_value": None if value is None else float(value[i]), "calibrated": calibrated,
         }
+        if result.epsilon_pld is not None:
+            out["epsilon_pld"] = float(result.epsilon_pld[i])
         if result.test_accuracy is not None:
             out.update(accuracy=float(result.test_accuracy[i]),
                        accuracy_rounds=[int(r) + 1 for r in result.accuracy_rounds],
@@ -179,6 +185,8 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "param_values": None if group[0]["param_value"] is None else [c["param_value"] for c in group],
             "seeds": len(group), "wall_s": float(sum(c["wall_s"] for c in group)),
         })
+        if "epsilon_pld" in group[0]:
+            rows[-1] = _with_pld(rows[-1], np.array([c["epsilon_pld"] for c in group], dtype=float))
         if "accuracy" in group[0]:
             acc, acc_ci = ci95(np.array([c["accuracy"] for c in group]))
             curve = [ci95(v) for v in np.array([c["accuracy_curve"] for c in group]).T]
@@ -186,6 +194,19 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             accuracy_rounds=group[0]["accuracy_rounds"], accuracy_curve=[m for m, _ in curve],
                             accuracy_curve_ci95=[ci for _, ci in curve])
     return rows
+
+
+def _with_pld(row: dict[str, Any], seeds: Any) -> dict[str, Any]:
+    """``row`` with the PLD accountant's eps (mean, 95% CI half-width and per-seed values) after the RDP ledger's."""
+    mean, ci = ci95(seeds)
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        out[key] = value
+        if key == "epsilon_ci95":
+            out.update(epsilon_pld=mean, epsilon_pld_ci95=ci)
+        elif key == "epsilon_seeds":
+            out["epsilon_pld_seeds"] = seeds.tolist()
+    return out
 
 
 def _leakage_ratios(cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -208,6 +229,7 @@ def compare(
     fidelity: str = "analytic",
     dataset: str = "digits",
     data_dir: str | None = None,
+    accountant: str = "rdp",
     **overrides: Any,
 ) -> list[dict[str, Any]]:
     """Run the matched-nu comparison; one row per (policy, nu) with means and 95% CIs over seeds.
@@ -221,7 +243,8 @@ def compare(
     of ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs analytically:
     the leakage and cost are the same) and adds the final test accuracy (``accuracy``) and the test accuracy every
     T/20 rounds (``accuracy_rounds``, ``accuracy_curve`` and its ``accuracy_curve_ci95``); the scenario's d and n_m
-    then follow the model and data.
+    then follow the model and data. ``accountant="pld"`` adds ``epsilon_pld`` and its CI beside the RDP ledger's
+    ``epsilon`` (:func:`evaluate_cell`).
     """
     from tqdm.auto import tqdm
 
@@ -243,7 +266,8 @@ def compare(
         # round differently) one at a time, as the sweep runs them
         batches = [grid] if name in POLICIES and table[name] is POLICIES[name] else [[cell] for cell in grid]
         results = [r for b in batches for r in evaluate_cells(scen, table[name], b, fidelity=fidelity,
-                                                               dataset=dataset, data_dir=data_dir)]
+                                                               dataset=dataset, data_dir=data_dir,
+                                                               accountant=accountant)]
         cells += [{"policy": name, "nu": nu, "seed": seed, **result} for (nu, seed), result in zip(grid, results)]
     return summarize(cells)
 
@@ -252,22 +276,27 @@ def format_table(rows: list[dict[str, Any]], scenario: Scenario) -> str:
     """The comparison as a text table, followed by what its columns mean. Numbers of 1e5 or more in magnitude are
     printed in scientific notation (:func:`baselines.report.readable`)."""
     accuracy = bool(rows) and "accuracy" in rows[0]
+    pld = bool(rows) and "epsilon_pld" in rows[0]
     head = (f"{'policy':<17} {'nu':>6} {'RDP (alpha=' + str(scenario.rdp_order) + ')':>22} "
-            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} {'mean c_t':>10} {'L/L_opt':>9} "
+            f"{'eps (delta=' + format(scenario.delta, 'g') + ')':>22} " + (f"{'eps PLD':>22} " if pld else "")
+            + f"{'mean c_t':>10} {'L/L_opt':>9} "
             f"{'score':>9}{'':11} {'wall s':>7}" + (f" {'test accuracy':>17}" if accuracy else ""))
     lines = [head, "-" * len(head)]
     for r in rows:
         flag = "" if r["matched"] else "  (not matched to nu: excluded from the plot)"
         score, score_ci = readable(r["score"]), readable(r["score_ci95"])
         lines.append(f"{r['policy']:<17} {r['nu']:6.3g} {r['rdp']:12.4g} ± {r['rdp_ci95']:<7.2g} "
-                     f"{r['epsilon']:12.4g} ± {r['epsilon_ci95']:<7.2g} {r['cost_mean']:10.4g} "
+                     f"{r['epsilon']:12.4g} ± {r['epsilon_ci95']:<7.2g} "
+                     + (f"{r['epsilon_pld']:12.4g} ± {r['epsilon_pld_ci95']:<7.2g} " if pld else "")
+                     + f"{r['cost_mean']:10.4g} "
                      f"{r.get('leakage_ratio', float('nan')):9.3g} {score:>9} ± {score_ci:<8} {r['wall_s']:7.1f}"
                      + (f" {r['accuracy']:9.3f} ± {r['accuracy_ci95']:<5.3f}" if "accuracy" in r else "") + flag)
     seeds = rows[0]["seeds"] if rows else 0
-    lines += ["", *TABLE_NOTES, (f"±         half-width of the 95% Student-t confidence interval of the mean over "
-                                 f"the {seeds} channel realisations (seeds)" if seeds != 1 else
-                                 "±         0: one channel realisation (seed) has no confidence interval; pass "
-                                 "--seeds 2 or more for one")]
+    notes = [*TABLE_NOTES, *(PLD_TABLE_NOTES if pld else ())]
+    lines += ["", *notes, (f"±         half-width of the 95% Student-t confidence interval of the mean over "
+                           f"the {seeds} channel realisations (seeds)" if seeds != 1 else
+                           "±         0: one channel realisation (seed) has no confidence interval; pass "
+                           "--seeds 2 or more for one")]
     return "\n".join(lines)
 
 
@@ -279,6 +308,11 @@ TABLE_NOTES = (
     "score     100 (L_EqualAlloc - L) / (L_EqualAlloc - L_OfflineOptimal) on each realisation: 0 = EqualAlloc,",
     "          100 = OfflineOptimal (which knows the future); below 0: more leakage than EqualAlloc",
     "wall s    compute time of the policy's cells at this nu",
+)
+#: What the "eps PLD" column of :func:`format_table` means (printed under it where the table has one).
+PLD_TABLE_NOTES = (
+    "eps PLD   the same (eps, delta) from each device's privacy loss distribution (dp_accounting, --accountant pld):",
+    "          an upper bound too, tighter than the RDP conversion's eps; average over devices",
 )
 #: Scores below this are drawn on the plot's lower edge (a triangle), so that one policy cannot stretch the axis.
 SCORE_FLOOR = -100.0

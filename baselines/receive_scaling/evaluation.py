@@ -20,7 +20,7 @@ from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.policies import OfflineOptimal
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
-from otagym.accounting import DEFAULT_ORDERS, RDPLedger
+from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, RDPLedger, pld_epsilon
 from otagym.schemes.receive_scaling import ReceiveScalingModel, Scenario
 
 __all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario",
@@ -77,7 +77,8 @@ def _cached_trace(model: ChannelModel, num_rounds: int, seed: int) -> tuple[NDAr
 class EpisodeResult:
     """Per env: mean convergence cost (the LHS of (28b)), RDP at alpha and eps at delta (both means over devices),
     the total leakage sum_t L_t (objective (28a)) and EqualAlloc's on the same channels and nu, and the wall time of
-    the batch (s)."""
+    the batch (s); with the PLD accountant also eps at delta from each device's privacy loss distribution
+    (:func:`otagym.accounting.pld_epsilon`, mean over devices)."""
 
     cost_mean: NDArray
     rdp: NDArray
@@ -90,18 +91,24 @@ class EpisodeResult:
     #: accuracy then, (E, N)
     accuracy_rounds: NDArray | None = None
     accuracy_curve: NDArray | None = None
+    #: accountant="pld": each env's eps at delta from its devices' privacy loss distributions, mean over devices (N,)
+    epsilon_pld: NDArray | None = None
 
 
 def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
                dp: bool = True, nu: NDArray | None = None, fidelity: str = "analytic", eval_every: int | None = None,
-               dataset: str = "digits", data_dir: str | None = None) -> EpisodeResult:
+               dataset: str = "digits", data_dir: str | None = None, accountant: str = "rdp") -> EpisodeResult:
     """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``).
 
     ``nu`` (N,) is each env's budget as the env observes it (default: the scenario's); the policy is told its own nu
     when it is built. ``fidelity="train"`` also trains the env's model (the scenario must be the training env's own,
     whose d and n_m follow the model and data: :func:`training_scenario`) and reports its test accuracy after every
     ``eval_every`` rounds (default: T/20) and at the end, on ``dataset`` (``data_dir`` for MNIST and CIFAR-10).
+    ``accountant="pld"`` (with ``dp``) also reports ``epsilon_pld``, the same rounds composed by the PLD accountant
+    (:data:`otagym.accounting.ACCOUNTANTS`); the RDP ``epsilon`` is reported either way.
     """
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}; got {accountant!r}")
     n = realisations.num_envs
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
     training = {"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir} if fidelity == "train" else {}
@@ -138,6 +145,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         test_accuracy=final.get("test_accuracy"),
         accuracy_rounds=np.array([r for r, _ in curve]) if curve else None,
         accuracy_curve=np.stack([a for _, a in curve]) if curve else None,
+        epsilon_pld=_episode_epsilon_pld(model, sigma, scenario.delta) if dp and accountant == "pld" else None,
     )
 
 
@@ -151,6 +159,17 @@ def _episode_epsilon(model: ReceiveScalingModel, sigma: NDArray, delta: float) -
         for round_sigma in sigma[:, i]:
             ledger.record(round_sigma)
         eps[i] = ledger.epsilon(delta)[0][model.device_class].mean()
+    return eps
+
+
+def _episode_epsilon_pld(model: ReceiveScalingModel, sigma: NDArray, delta: float) -> NDArray:
+    """Each env's eps at ``delta`` from the privacy loss distribution of each class's rounds
+    (:func:`otagym.accounting.pld_epsilon` at sampling rate ``model.class_q``), mean over devices, from its noise
+    multipliers ``sigma`` (T, N, classes); env by env, like :func:`_episode_epsilon`."""
+    eps = np.empty(sigma.shape[1])
+    for i in range(sigma.shape[1]):
+        per_class = pld_epsilon(q=model.class_q, noise_multiplier=sigma[:, i], delta=delta)
+        eps[i] = per_class[model.device_class].mean()
     return eps
 
 

@@ -2,7 +2,8 @@
 (:func:`baselines.receive_scaling.compare.evaluate_cells`), one cell a (policy, nu, seed), analytic or training
 fidelity, trained models included. A cell's result is :func:`~baselines.receive_scaling.compare.evaluate_cell`'s
 (``rdp``, ``epsilon``, ``cost_mean``, the leakages and the paired ``score``, whether it ``matched`` nu, the calibrated
-``param_value``; ``accuracy`` and its curve under the training fidelity); the summary is
+``param_value``; ``accuracy`` and its curve under the training fidelity; ``epsilon_pld`` for a cell of
+``accountant: pld``); the summary is
 :func:`~baselines.receive_scaling.compare.summarize`'s.
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES, PolicySpec, evaluate_cells, summarize
 from baselines.receive_scaling.evaluation import training_scenario
-from baselines.sweep import CellResult, SchemeSweep
+from baselines.sweep import CellResult, SchemeSweep, cell_accountant
 from otagym.validation import POSITIVE, Spec
 
 __all__ = ["ReceiveScalingSweep", "SWEEP"]
@@ -67,7 +68,7 @@ class ReceiveScalingSweep(SchemeSweep):
             spec, options = POLICIES[cell["policy"]["policy"]], dict(cell["policy"]["params"])
         results = evaluate_cells(scenario, spec, [(c["nu"], c["seed"]) for c in cells], options=options,
                                  fidelity=cell["fidelity"], dataset=cell.get("dataset") or "digits",
-                                 data_dir=cell.get("data_dir"))
+                                 data_dir=cell.get("data_dir"), accountant=cell_accountant(cell))
         return [(result, scenario.to_dict()) for result in results]
 
     def summarize(self, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

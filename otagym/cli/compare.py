@@ -33,6 +33,7 @@ from otagym.cli import sweep
 from otagym.cli.sweep.cells import scenario_of
 from otagym.cli.argtypes import correlation, field_type, from_spec, non_negative_int, writable_dir
 from otagym._io import remove_stale_temporaries
+from otagym.accounting import ACCOUNTANTS
 from otagym.channel import FadingFields
 from otagym.schemes import SCHEMES
 from otagym.tasks import EVALUATION_SEEDS
@@ -127,6 +128,8 @@ def _sweep_config(args: argparse.Namespace) -> dict[str, Any]:
               "seeds": {"start": args.seed_start, "count": args.seeds}, "fidelity": args.fidelity}
     if args.rounds:
         config["rounds"] = args.rounds
+    if args.accountant != "rdp":
+        config["accountant"] = args.accountant
     if args.fidelity == "train":
         config.update(dataset=args.dataset, data_dir=args.data_dir)
     return config
@@ -135,7 +138,7 @@ def _sweep_config(args: argparse.Namespace) -> dict[str, Any]:
 #: The options behind each field of the sweep config that :func:`_sweep_config` builds (to name them in errors).
 _CONFIG_OPTIONS = {"policies": "--policies", "nu": "--nu", "seeds": "--seeds/--seed-start", "rounds": "--rounds",
                    "scenarios": "--scenario/--fading", "dataset": "--dataset", "data_dir": "--data-dir",
-                   "fidelity": "--fidelity"}
+                   "fidelity": "--fidelity", "accountant": "--accountant"}
 
 
 def _config_error(err: sweep.ConfigError) -> str:
@@ -188,7 +191,7 @@ COMMANDS: dict[str, SchemeCommand] = {
     "receive_scaling": SchemeCommand(
         _run_receive_scaling, "matched-nu comparison (AdaScale paper)",
         {"nu": None, "rounds": None, "fading": None, "correlation": None, "coherence_rounds": None, "seed_start": 0,
-         "fidelity": "analytic",
+         "fidelity": "analytic", "accountant": "rdp",
          "dataset": "digits", "data_dir": None, "workers": None, "ray": None}),
     "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}, tuple(CDPB_POLICIES)),
 }
@@ -264,6 +267,10 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         "PPO:runs/ppo/model.zip)")
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
+    p.add_argument("--accountant", choices=list(ACCOUNTANTS), default="rdp",
+                   help="pld: also report each policy's eps from the devices' privacy loss distributions "
+                        "(dp_accounting; an upper bound, tighter than the RDP ledger's) as the eps PLD column beside "
+                        "eps (receive scaling only)")
     p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
                    help="train: also train a real model under each policy's noise and report test accuracy "
                         "(digits: about 0.1 s per env and round)")

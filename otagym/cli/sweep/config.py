@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from otagym._io import file_sha256
 from otagym.cli.sweep.cells import cached_model, cell_key
+from otagym.accounting import ACCOUNTANTS
 from otagym.schemes import SCHEMES
 from otagym.validation import POSITIVE, Integer, Many, OneOf
 
@@ -24,7 +25,8 @@ __all__ = ["SWEEP_SCHEMES", "CONFIG_KEYS", "SEED_COUNT", "FIDELITIES", "DATASETS
 #: (:func:`baselines.sweep.scheme_sweep`).
 SWEEP_SCHEMES = tuple(SCHEMES)
 #: The keys of a sweep config.
-CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", "policies", "nu", "seeds")
+CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", "policies", "nu", "seeds",
+               "accountant")
 #: The number of seeds ``seeds: {start, count}`` (and ``otagym compare --seeds``) may ask for: each is a cell per
 #: policy and nu, and the plan lists every cell before the first runs.
 SEED_COUNT = Integer(1, 100_000)
@@ -235,7 +237,10 @@ def plan(config: Mapping[str, Any]) -> Plan:
     the scenario's), ``fidelity`` (``analytic``/``train``, one or a list, those the scheme's sweep runs) with
     ``dataset``/``data_dir``, ``policies`` (names, ``NAME:PATH`` of trained models, ``{policy, name, params}`` or
     ``{name, model}``; default the scheme's), ``nu`` (one or a list, each > 0; default the scenario's ``nu_grid``;
-    only for a scheme with a nu axis), ``seeds`` (a list of integers >= 0, or ``{start, count}``). The policies, the
+    only for a scheme with a nu axis), ``seeds`` (a list of integers >= 0, or ``{start, count}``), ``accountant`` (one
+    of :data:`otagym.accounting.ACCOUNTANTS`, one value; default ``rdp``: ``pld`` also records each cell's
+    ``epsilon_pld``, and is part of its cells, so that a ``rdp`` cell's key is that of a config without it). The
+    policies, the
     settable params and the axes are each scheme's :class:`baselines.sweep.SchemeSweep`'s; several schemes share
     ``scenarios``, ``policies`` and ``nu``, so a config of several schemes leaves those to each scheme's defaults.
     """
@@ -245,16 +250,20 @@ def plan(config: Mapping[str, Any]) -> Plan:
     fidelities = _axis("fidelity", config.get("fidelity", "analytic"), OneOf(FIDELITIES))
     dataset, data_dir = _training_data(config, fidelities)
     seeds = _seeds(config)
+    accountant = _spec(OneOf(ACCOUNTANTS), "accountant", config.get("accountant", "rdp"))
 
     cells: list[dict[str, Any]] = []
     normalised: dict[str, Any] = {"name": name, "scheme": schemes, "rounds": rounds, "fidelity": fidelities,
-                                  "dataset": dataset, "data_dir": data_dir, "seeds": seeds, "schemes": {}}
+                                  "dataset": dataset, "data_dir": data_dir, "seeds": seeds, "schemes": {},
+                                  **({} if accountant == "rdp" else {"accountant": accountant})}
     for scheme in schemes:
         scenarios, policies, nus = _scheme_axes(config, scheme, fidelities)
+        if accountant != "rdp":
+            _check_accountant(scheme, scenarios, accountant)
         normalised["schemes"][scheme] = {"scenarios": scenarios, "policies": policies,
                                          **({} if nus == [None] else {"nu": nus})}
         cells += _grid(scheme, scenarios, rounds, fidelities, policies, nus, seeds,
-                       {"dataset": dataset, "data_dir": data_dir})
+                       {"dataset": dataset, "data_dir": data_dir}, accountant)
     keys = tuple(cell_key(c) for c in cells)
     return Plan(name, normalised, tuple(cells), keys)
 
@@ -278,6 +287,20 @@ def _scheme_axes(config: Mapping[str, Any], scheme: str,
     else:
         nus = [None]
     return scenarios, _policies(config, scheme, nus, first), nus
+
+
+def _check_accountant(scheme: str, scenarios: list[dict[str, Any]], accountant: str) -> None:
+    """A :class:`ConfigError` naming ``accountant`` when ``scheme``'s env refuses it on one of ``scenarios`` (anonymous
+    OTA's PLD needs its sampled accounting)."""
+    from otagym.env import OTAPrivacyVectorEnv
+
+    for i, scen in enumerate(scenarios):
+        try:
+            OTAPrivacyVectorEnv(1, SCHEMES[scheme].scenario(scen["preset"], **scen["overrides"]), scheme=scheme,
+                                accountant=accountant)
+        except ValueError as err:
+            raise ConfigError(f"accountant must suit scenarios[{i}] of scheme {scheme!r}; got {accountant!r}: {err}") \
+                from None
 
 
 def _name(config: Any) -> str:
@@ -334,10 +357,11 @@ def _nus(config: Mapping[str, Any], first: Any) -> list[float]:
 
 def _grid(scheme: str, scenarios: list[dict[str, Any]], rounds: list[int | None], fidelities: list[str],
           policies: list[dict[str, Any]], nus: list[float | None], seeds: list[int],
-          training_data: dict[str, str | None]) -> list[dict[str, Any]]:
+          training_data: dict[str, str | None], accountant: str = "rdp") -> list[dict[str, Any]]:
     """The cells of one scheme, in grid order (scenario, rounds, fidelity, policy, nu, seed); a training cell also
-    names its ``dataset`` and ``data_dir``, and a cell of a scheme without a nu axis (``nus == [None]``) has no
-    ``nu``."""
+    names its ``dataset`` and ``data_dir``, a cell of a scheme without a nu axis (``nus == [None]``) has no ``nu``,
+    and a cell names its ``accountant`` only where it is not the default ``rdp`` (so that the keys of the cells of
+    before the option stay theirs)."""
     info = SCHEMES[scheme]
     cells = []
     for scen in scenarios:
@@ -350,5 +374,7 @@ def _grid(scheme: str, scenarios: list[dict[str, Any]], rounds: list[int | None]
                         "seed": int(seed)}
                 if fidelity == "train":
                     cell.update(training_data)
+                if accountant != "rdp":
+                    cell["accountant"] = accountant
                 cells.append(cell)
     return cells

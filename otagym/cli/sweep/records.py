@@ -21,7 +21,8 @@ __all__ = ["TEXT_RESULTS", "NON_NEGATIVE", "record_checksum", "record_problem", 
 #: Result fields that hold text (the name of a policy's calibrated parameter); all others hold numbers.
 TEXT_RESULTS = ("param",)
 #: Result fields that are non-negative wherever a record has them (privacy loss, cost, leakage).
-NON_NEGATIVE = ("rdp", "epsilon", "cost_mean", "cost", "leakage", "equal_alloc_leakage", "optimal_leakage")
+NON_NEGATIVE = ("rdp", "epsilon", "epsilon_pld", "cost_mean", "cost", "leakage", "equal_alloc_leakage",
+                "optimal_leakage")
 
 
 def record_checksum(record: Mapping[str, Any]) -> str:

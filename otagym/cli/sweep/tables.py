@@ -60,7 +60,8 @@ def write_tables(p: Plan, sweep_dir: Path, records: Mapping[str, dict[str, Any]]
     if not present:
         return []
     schemes = list(dict.fromkeys(r["cell"]["scheme"] for r in present))
-    columns = _union(scheme_sweep(s).result_columns for s in schemes)
+    results = {s: [r.get("result") or {} for r in present if r["cell"]["scheme"] == s] for s in schemes}
+    columns = _union(scheme_sweep(s).table_columns(results[s]) for s in schemes)
     rows = [_flat(r, columns) for r in present]
     paths = [_write_csv(sweep_dir / "cells.csv", rows)]
     try:
