@@ -90,7 +90,8 @@ def episode_rows(quick: bool) -> list[str]:
         start = time.perf_counter()
         eps = float(pld_epsilon(q=q, noise_multiplier=one, delta=DELTA, value_discretization=disc,
                                 sigma_resolution=res))
-        rows.append(f"| PLD, discretisation {disc:g}, sigma grid {res:g} | {eps:.3f} | {time.perf_counter() - start:.2f} s |")
+        elapsed = time.perf_counter() - start
+        rows.append(f"| PLD, discretisation {disc:g}, sigma grid {res:g} | {eps:.3f} | {elapsed:.2f} s |")
     if not quick:
         for name, fn in (("dp_accounting's PLDAccountant, every round, 1e-3", lambda: dp_accounting_epsilon(q, one)),
                          ("Opacus PRV (upper bound, eps_error 0.01)", lambda: prv_upper(q, one))):

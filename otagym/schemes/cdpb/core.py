@@ -113,12 +113,13 @@ class CDPBCore:
 
     def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = NORMALIZED,
                  rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
-                 accountant: str = "rdp", fidelity: Fidelity = "analytic", dataset: str = "digits", data_dir: str | os.PathLike | None = None,
-                 data_split: str = "iid", data_seed: int = 0, eval_every: int = 10, local_steps: int = 1,
-                 local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
+                 accountant: str = "rdp", fidelity: Fidelity = "analytic", dataset: str = "digits",
+                 data_dir: str | os.PathLike | None = None, data_split: str = "iid", data_seed: int = 0,
+                 eval_every: int = 10, local_steps: int = 1, local_learning_rate: float = 0.1,
+                 reward_scale: float = 1.0) -> None:
         args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
-                          accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir, data_split=data_split,
-                          data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
+                          accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
+                          data_split=data_split, data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
                           local_learning_rate=local_learning_rate, reward_scale=reward_scale)
         self.reward_scale = args["reward_scale"]
         refuse_without_effect(args, signature_defaults(CDPBCore.__init__), self.APPLIES_WITH)

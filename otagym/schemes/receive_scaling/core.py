@@ -139,8 +139,8 @@ class ReceiveScalingCore:
         args = self._checked_args(reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
                                   reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
                                   price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range,
-                                  dp_orders=dp_orders, accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
-                                  data_split=data_split, data_seed=data_seed, eval_every=eval_every,
+                                  dp_orders=dp_orders, accountant=accountant, fidelity=fidelity, dataset=dataset,
+                                  data_dir=data_dir, data_split=data_split, data_seed=data_seed, eval_every=eval_every,
                                   momentum=momentum, weight_decay=weight_decay)
         self.num_envs = NUM_ENVS("num_envs", num_envs)
         self._bind_scenario(scenario, args)
