@@ -96,6 +96,10 @@ def _play(i: int, actions: NDArray, settings: RoundSettings, mdl: ModelArrays, d
         out_device[3, i, m] = eta / state.gains[i, m] * mdl.power_coeff[m]
 
 
+#: :func:`_play` compiled to be called, not inlined (:func:`play_round_parallel` says why).
+_play_called = njit(**JIT_NO_ALLOC)(_play.py_func)
+
+
 @njit(**JIT_NO_ALLOC)
 def play_round(actions: NDArray, settings: RoundSettings, mdl: ModelArrays, device_class: NDArray,
                state: EpisodeState, info: RoundInfo) -> int:
@@ -111,12 +115,18 @@ def play_round(actions: NDArray, settings: RoundSettings, mdl: ModelArrays, devi
 @njit(parallel=True, **JIT_NO_ALLOC)
 def play_round_parallel(actions: NDArray, settings: RoundSettings, mdl: ModelArrays, device_class: NDArray,
                         state: EpisodeState, info: RoundInfo) -> int:
-    """:func:`play_round` over all cores."""
+    """:func:`play_round` over all cores. numba's parallel loop takes no tuple of scalars from outside it, so the
+    settings enter it as their scalars and are built again in it; and it loses the writes of an inlined function
+    through a tuple of arrays, so each env's round is a call of :func:`_play_called`."""
     if not valid_actions(settings.action.code, actions, mdl.x_max):
         return -1
+    big_t, lagrangian, reward_lambda = settings.num_rounds, settings.lagrangian, settings.reward_lambda
+    code, x_min_ratio, multiplier_max, price_decades, buffer_sd = settings.action
     for i in prange(actions.size):
-        _play(i, actions, settings, mdl, device_class, state, info)
-    return _ended(state.t, settings.num_rounds)
+        action = ActionSettings(code, x_min_ratio, multiplier_max, price_decades, buffer_sd)
+        _play_called(i, actions, RoundSettings(big_t, action, lagrangian, reward_lambda), mdl, device_class, state,
+                     info)
+    return _ended(state.t, big_t)
 
 
 @njit(**JIT_NO_ALLOC)
