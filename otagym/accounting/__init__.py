@@ -20,10 +20,12 @@ Modules (each module's docstring cites the equations it implements):
 * :mod:`~otagym.accounting.ledger`: :class:`RDPLedger`, running totals over rounds.
 * :mod:`~otagym.accounting.pld`: :func:`pld_epsilon` and :class:`PLDLedger`, (eps, delta) of a schedule of rounds
   from their privacy loss distribution, composed by Google's dp_accounting (tighter than RDP -> (eps, delta)).
+* :mod:`~otagym.accounting.episode`: :class:`EpisodeEpsilon`, a core's end-of-episode report from both.
 """
 
 from otagym.accounting.conversion import rdp_to_dp
 from otagym.accounting.curve import SGMCurve
+from otagym.accounting.episode import EpisodeEpsilon
 from otagym.accounting.ledger import RDPLedger
 from otagym.accounting.orders import DEFAULT_ORDERS, DP_ORDERS, OPACUS_ORDERS, ORDERS
 from otagym.accounting.pld import ACCOUNTANTS, PLDLedger, pld_epsilon
@@ -45,4 +47,5 @@ __all__ = [
     "ACCOUNTANTS",
     "PLDLedger",
     "pld_epsilon",
+    "EpisodeEpsilon",
 ]

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from otagym.channel import ChannelModel, FadingState
-from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, PLDLedger, rdp_to_dp
+from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEpsilon
 from otagym.schemes.anonymous.actions import (ACTION_TYPES, NORMALIZED, SigmaActionType, action_space,
                                               action_to_sigma, sigma_range)
 from otagym.schemes.anonymous.formulas import (convergence_bound, convergence_term, noise_multiplier,
@@ -134,11 +134,9 @@ class AnonymousCore:
         self.sigma_range = sigma_range(s, (low, high))
         self.threshold = float(threshold_for_participation(s.participation))
         self.channel = channel_model(s)
-        self.dp_orders = None if args["dp_orders"] is None else np.asarray(args["dp_orders"], dtype=float)
         self.t = np.zeros(n, dtype=np.int64)
         self.rdp_sum = {acc: np.zeros(n) for acc in ("sampled", "device")}
-        self.rdp_orders_sum = None if self.dp_orders is None else np.zeros((n, self.dp_orders.size))
-        self.pld_ledger = PLDLedger(np.full(n, s.inclusion_rate)) if args["accountant"] == "pld" else None
+        self.episode_epsilon = EpisodeEpsilon((n,), args["dp_orders"], args["accountant"])
         self.nominal_rdp_sum = np.zeros(n)
         self.term_sum = np.zeros(n)
         self.last_sigma = np.zeros(n)
@@ -173,10 +171,7 @@ class AnonymousCore:
         self.t[rows] = 0
         for acc in self.rdp_sum.values():
             acc[rows] = 0.0
-        if self.rdp_orders_sum is not None:
-            self.rdp_orders_sum[rows] = 0.0
-        if self.pld_ledger is not None:
-            self.pld_ledger.reset(None if mask is None else rows)
+        self.episode_epsilon.reset(rows)
         self.nominal_rdp_sum[rows] = 0.0
         self.term_sum[rows] = 0.0
         self.last_sigma[rows] = 0.0
@@ -232,10 +227,8 @@ class AnonymousCore:
         rdp = {acc: round_rdp(s, z, accounting=acc) for acc in ("sampled", "device")}
         for acc, r in rdp.items():
             self.rdp_sum[acc] += r
-        if self.rdp_orders_sum is not None:
-            self.rdp_orders_sum += round_rdp(s, z, orders=self.dp_orders)
-        if self.pld_ledger is not None:  # the mechanism of round_rdp's sampled accounting
-            self.pld_ledger.record(z)
+        # the PLD's mechanism is the sampled accounting's (the only one it is offered under)
+        self.episode_epsilon.record(lambda orders: round_rdp(s, z, orders=orders), s.inclusion_rate, z)
         self.nominal_rdp_sum += round_rdp(s, noise_multiplier(sigma, s.clip_norm, s.nominal_batch))
         term = convergence_term(s, sigma, a, b)
         self.term_sum += term
@@ -265,10 +258,7 @@ class AnonymousCore:
         if self.rdp_budget is not None:
             info["cost"] = big_t * rdp[s.accounting] / self.rdp_budget
         terminated = self.t >= big_t
-        if self.rdp_orders_sum is not None and terminated.any():
-            info["dp_epsilon"], info["dp_order"] = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
-        if self.pld_ledger is not None and terminated.any():
-            info["dp_epsilon_pld"] = self.pld_ledger.epsilon(s.delta, rows=np.flatnonzero(terminated))
+        info.update(self.episode_epsilon.report(s.delta, terminated))
         self.fading = self.channel.advance(rng, self.fading, self.t)
         return reward, terminated, info
 

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from otagym.channel import ChannelModel, FadingState
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
-from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, PLDLedger, rdp_to_dp
+from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEpsilon
 from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, RhoActionType, action_space,
                                          action_to_rho)
 from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, noise_multiplier, participation_probability,
@@ -144,13 +144,11 @@ class CDPBCore:
         k = s.num_clients
         self.channel = channel_model(s)
         self.mean_gain = s.mean_gain
-        self.dp_orders = None if dp_orders is None else np.asarray(dp_orders, dtype=float)
         self.obs_dim = len(entry_names(s))
         self.t = np.zeros(n, dtype=np.int64)
         self.term_sum = np.zeros(n)
         self.rdp_sum = {acc: np.zeros((n, k)) for acc in ("sgm", "theorem1")}
-        self.rdp_orders_sum = None if self.dp_orders is None else np.zeros((n, k, self.dp_orders.size))
-        self.pld_ledger = PLDLedger(np.ones((n, k))) if args["accountant"] == "pld" else None
+        self.episode_epsilon = EpisodeEpsilon((n, k), dp_orders, args["accountant"])
         self.last_reliable = np.zeros(n)
         self.last_noise_var = np.zeros(n)
         self.fading: FadingState | None = None
@@ -190,10 +188,7 @@ class CDPBCore:
         self.term_sum[rows] = 0.0
         for acc in self.rdp_sum.values():
             acc[rows] = 0.0
-        if self.rdp_orders_sum is not None:
-            self.rdp_orders_sum[rows] = 0.0
-        if self.pld_ledger is not None:
-            self.pld_ledger.reset(None if mask is None else rows)
+        self.episode_epsilon.reset(rows)
         self.last_reliable[rows] = 0.0
         self.last_noise_var[rows] = 0.0
         self._draw_round_state(rng, rows)
@@ -263,10 +258,9 @@ class CDPBCore:
         for acc, r in rdp.items():
             self.rdp_sum[acc] += r
         after = self.rdp_sum[s.accounting].max(axis=-1)
-        if self.rdp_orders_sum is not None:
-            self.rdp_orders_sum += round_rdp(s, rho, q, others, total, accounting="sgm", orders=self.dp_orders)
-        if self.pld_ledger is not None:  # the mechanism of round_rdp's SGM accounting, per client
-            self.pld_ledger.record(noise_multiplier(s, rho[:, None], others), q=q)
+        self.episode_epsilon.record(  # the mechanism of round_rdp's SGM accounting, per client
+            lambda orders: round_rdp(s, rho, q, others, total, accounting="sgm", orders=orders), q,
+            noise_multiplier(s, rho[:, None], others))
         self.term_sum += term
         if self.training is not None:  # the round of Algorithm 1 on the real model, with these channels and powers
             gains = self.gains
@@ -282,11 +276,7 @@ class CDPBCore:
         self.last_reliable = k_t / k
         self.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
         terminated = self.t >= s.num_rounds
-        if self.rdp_orders_sum is not None and terminated.any():
-            eps, order = rdp_to_dp(self.rdp_orders_sum, self.dp_orders, s.delta)
-            info["dp_epsilon"], info["dp_order"] = eps, order
-        if self.pld_ledger is not None and terminated.any():
-            info["dp_epsilon_pld"] = self.pld_ledger.epsilon(s.delta, rows=np.flatnonzero(terminated))
+        info.update(self.episode_epsilon.report(s.delta, terminated))
         self.fading = self.channel.advance(rng, self.fading, self.t)
         self._draw_round_state(rng)
         return reward, terminated, info

@@ -1,0 +1,57 @@
+"""The end-of-episode (eps, delta) report of a batch of episodes, from the rounds' mechanisms as a scheme's core gives
+them: the RDP summed at ``dp_orders`` and converted by eq. (6) (:func:`~otagym.accounting.rdp_to_dp`), and with
+``accountant="pld"`` the rounds composed as a privacy loss distribution (:class:`~otagym.accounting.PLDLedger`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from otagym.accounting.conversion import rdp_to_dp
+from otagym.accounting.pld import PLDLedger
+
+__all__ = ["EpisodeEpsilon"]
+
+
+class EpisodeEpsilon:
+    """The (eps, delta) report of N episodes of some elements each (clients, examples: ``shape`` = (N, ...)).
+
+    Args:
+        shape: the elements of every round, rows (episodes) first.
+        dp_orders: the RDP orders of ``dp_epsilon``; ``None``: no RDP report.
+        accountant: ``"rdp"``, or ``"pld"`` for ``dp_epsilon_pld`` too.
+    """
+
+    def __init__(self, shape: tuple[int, ...], dp_orders: Sequence[float] | None, accountant: str) -> None:
+        self.orders = None if dp_orders is None else np.asarray(dp_orders, dtype=float)
+        self.rdp_sum = None if self.orders is None else np.zeros((*shape, self.orders.size))
+        self.pld = PLDLedger(np.ones(shape)) if accountant == "pld" else None
+
+    def reset(self, rows: ArrayLike) -> None:
+        """Start new episodes in ``rows`` (a boolean mask or indices)."""
+        if self.rdp_sum is not None:
+            self.rdp_sum[rows] = 0.0
+        if self.pld is not None:
+            self.pld.reset(rows)
+
+    def record(self, rdp: Callable[[NDArray], NDArray], q: ArrayLike, noise_multiplier: ArrayLike) -> None:
+        """One round: ``rdp(orders)`` its RDP at the report's orders (called only if there are any; shape + orders),
+        and the sampling rate and noise multiplier of its Gaussian mechanism for the PLD (``shape``)."""
+        if self.rdp_sum is not None:
+            self.rdp_sum += rdp(self.orders)
+        if self.pld is not None:
+            self.pld.record(noise_multiplier, q=q)
+
+    def report(self, delta: float, terminated: NDArray) -> dict[str, NDArray]:
+        """``dp_epsilon``, ``dp_order`` and ``dp_epsilon_pld`` where they are kept, when an episode ended
+        (``terminated``; the PLD of the ended rows only); empty otherwise."""
+        info: dict[str, NDArray] = {}
+        if not terminated.any():
+            return info
+        if self.rdp_sum is not None:
+            info["dp_epsilon"], info["dp_order"] = rdp_to_dp(self.rdp_sum, self.orders, delta)
+        if self.pld is not None:
+            info["dp_epsilon_pld"] = self.pld.epsilon(delta, rows=np.flatnonzero(terminated))
+        return info
