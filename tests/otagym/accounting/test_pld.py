@@ -185,3 +185,11 @@ def test_a_long_schedule_gets_a_grid_fine_enough_to_stay_below_the_rdp_ledger(q,
     ours = pld_epsilon(q=q, noise_multiplier=schedule, delta=DELTA)
     rdp = rdp_to_dp(rounds * rdp_sgm(q=q, noise_multiplier=sigma, orders=DEFAULT_ORDERS), DEFAULT_ORDERS, DELTA)[0]
     assert exact <= ours <= exact * 1.01 and ours < 0.95 * rdp
+
+
+def test_rates_per_round_broadcast_along_the_rounds_axis():
+    sigma = np.stack([schedule(7, 10), schedule(8, 10)], axis=1)  # (rounds, 2)
+    rates = np.linspace(0.01, 0.1, 10)
+    both = pld_epsilon(q=rates, noise_multiplier=sigma, delta=DELTA)
+    assert both.shape == (2,)
+    assert both[1] == pld_epsilon(q=rates, noise_multiplier=sigma[:, 1], delta=DELTA)
