@@ -17,7 +17,7 @@ What this module adds is speed, without giving up the upper bound:
   the envs of a vector env and the episodes that follow share them.
 
 Measured on the paper's MNIST deployment (T = 500, the price action a = 0, q = 0.01, delta = 1e-5,
-``benchmarks/bench_accounting.py``): the RDP ledger's eps is 2.348, this module's default 1.848 in 0.4 s (1.815 with
+``benchmarks/bench_accounting.py``): the RDP ledger's eps is 2.348, this module's default 1.848 in 0.3 s (1.815 with
 ``value_discretization=1e-3, sigma_resolution=1e-3``; dp_accounting's own accountant on every round at 1e-3: 1.813,
 in 21 s; Opacus's PRV accountant, upper bound: 1.822, in 32 s).
 """
