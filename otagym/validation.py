@@ -299,6 +299,18 @@ def option_array(name: str, value: ArrayLike, shapes: tuple[tuple[int, ...], ...
     return arr
 
 
+def replayed_trace(name: str, given: ArrayLike | None, kept: NDArray | None, shapes: tuple[tuple[int, ...], ...],
+                   mask: NDArray | None) -> NDArray | None:
+    """The channel trace a core's ``reset`` keeps: ``given`` (reset option ``name``) checked, on a full reset only
+    (``ValueError`` on an autoreset, ``mask`` given); none on a full reset without it; else ``kept``, which an
+    autoreset replays."""
+    if given is not None:
+        if mask is not None:
+            raise ValueError(f"{name} can only be replayed on a full reset")
+        return option_array(name, given, shapes, PHYSICAL_RANGE)
+    return None if mask is None else kept
+
+
 def action_array(action: ArrayLike, num_envs: int) -> NDArray:
     """The actions of ``num_envs`` envs as a float64 vector: shape (N, 1) or (N,) (or a scalar for one env), real
     (:func:`real_array`); the caller checks the range (NaN and infinities included). A float ndarray of one of those

@@ -27,8 +27,8 @@ from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, noise_m
                                           round_powers, round_rdp)
 from otagym.schemes.cdpb.observation import CDPBObservation, entry_names, observation_space, write_observation
 from otagym.schemes.cdpb.scenario import CDPBScenario
-from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Integer, OneOf, Real, Spec,
-                               check_args, option_array, refuse_without_effect, signature_defaults)
+from otagym.validation import (AppliesWith, Integer, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, check_args,
+                               refuse_without_effect, replayed_trace, signature_defaults)
 
 __all__ = ["CDPBCore", "sample_realisation", "channel_model"]
 
@@ -175,13 +175,8 @@ class CDPBCore:
         gains h_k,t of a realisation (a full reset only; an autoreset replays it again)."""
         n = self.num_envs
         rows = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
-        if channel_gains is not None:
-            if mask is not None:
-                raise ValueError("channel_gains can only be replayed on a full reset")
-            self.trace = option_array("channel_gains", channel_gains, self.option_shapes()["channel_gains"],
-                                       PHYSICAL_RANGE)
-        elif mask is None:
-            self.trace = None
+        self.trace = replayed_trace("channel_gains", channel_gains, self.trace, self.option_shapes()["channel_gains"],
+                                    mask)
         fresh = self.channel.initial(rng, (n,))
         self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
         self.t[rows] = 0

@@ -31,8 +31,8 @@ from otagym.schemes.receive_scaling.model import ReceiveScalingModel
 from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationOffsets, block_rounds, log10_nu_ref,
                                                         observe)
 from otagym.schemes.receive_scaling.scenario import Scenario
-from otagym.validation import (NUM_ENVS, PHYSICAL_RANGE, POSITIVE, AppliesWith, Many, OneOf, Real, Spec,
-                               action_array, check_args, option_array, refuse_without_effect, signature_defaults)
+from otagym.validation import (AppliesWith, Many, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, action_array,
+                               check_args, option_array, refuse_without_effect, replayed_trace, signature_defaults)
 
 __all__ = ["ReceiveScalingCore", "Rounds", "sample_realisation"]
 
@@ -251,13 +251,8 @@ class ReceiveScalingCore:
     def _set_trace(self, channel_gains: NDArray | None, mask: NDArray | None) -> bool:
         """The replayed channel trace (a full reset sets or clears it); whether this reset replays the one kept (an
         autoreset replays the trace with its placement and nu)."""
-        if channel_gains is not None:
-            if mask is not None:
-                raise ValueError("channel_gains can only be replayed on a full reset")
-            self.trace = option_array("channel_gains", channel_gains, self.option_shapes()["channel_gains"],
-                                      PHYSICAL_RANGE)
-        elif mask is None:
-            self.trace = None
+        self.trace = replayed_trace("channel_gains", channel_gains, self.trace, self.option_shapes()["channel_gains"],
+                                    mask)
         return mask is not None and self.trace is not None
 
     def _set_nu(self, rng: np.random.Generator, rows: NDArray, nu: ArrayLike | None, replay: bool) -> None:
