@@ -100,6 +100,9 @@ class SchemeInfo:
             construction (receive scaling's budget mode). :func:`otagym.tasks.constrained` asks it.
         observation_layout: the named observation layout and its version (:class:`ObservationLayout`); None where the
             scheme has not named its entries yet.
+        devices: the scheme's device side, where its physics lets each device decide for itself (CDPB:
+            :class:`otagym.schemes.cdpb.devices.CDPBDevices`), which :mod:`otagym.multiagent` makes a PettingZoo
+            environment of; None where the devices follow the server.
     """
 
     name: str
@@ -113,6 +116,7 @@ class SchemeInfo:
     task_settings: Mapping[str, Any]
     constrained: Callable[[Mapping[str, Any]], bool] = _always_constrained
     observation_layout: ObservationLayout | None = None
+    devices: type | None = None
 
     def __post_init__(self) -> None:
         if self.default_preset not in self.presets:
@@ -139,7 +143,8 @@ SCHEMES: dict[str, SchemeInfo] = {s.name: s for s in (
                                                     receive_scaling.observation.entry_names)),
     SchemeInfo("cdpb", cdpb.CDPBScenario, cdpb.get_cdpb_scenario, "paper-cdpb", cdpb.CDPB_PRESETS, cdpb.CDPBCore,
                sample_realisation=cdpb.sample_realisation, task_settings=cdpb.TASK_SETTINGS,
-               observation_layout=ObservationLayout(cdpb.observation.LAYOUT_VERSION, cdpb.observation.entry_names)),
+               observation_layout=ObservationLayout(cdpb.observation.LAYOUT_VERSION, cdpb.observation.entry_names),
+               devices=cdpb.devices.CDPBDevices),
     SchemeInfo("anonymous", anonymous.AnonymousScenario, anonymous.get_anonymous_scenario, "paper-anonymous",
                anonymous.ANONYMOUS_PRESETS, anonymous.AnonymousCore,
                sample_realisation=anonymous.sample_realisation, task_settings=anonymous.TASK_SETTINGS,

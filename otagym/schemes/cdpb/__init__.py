@@ -9,6 +9,8 @@ Over-the-Air Federated Learning via Client-Driven Power Balancing* (arXiv:2410.0
   ``LAYOUT_VERSION``; the core writes through it.
 * :mod:`~otagym.schemes.cdpb.core`: the batched core :class:`CDPBCore` (N episodes as arrays) and
   :func:`~otagym.schemes.cdpb.core.sample_realisation`.
+* :mod:`~otagym.schemes.cdpb.devices`: each device an agent (its observation, action, reward and cost) over that
+  core, :class:`~otagym.schemes.cdpb.devices.CDPBDevices`; :mod:`otagym.multiagent` is its PettingZoo shell.
 
 The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
@@ -16,7 +18,7 @@ The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 import warnings
 from typing import Any
 
-from otagym.schemes.cdpb import observation
+from otagym.schemes.cdpb import devices, observation
 from otagym.schemes.cdpb.actions import (RhoActionType, NORMALIZED, RHO, ACTION_TYPES, RHO_FLOOR_RATIO, action_to_rho)
 from otagym.schemes.cdpb.core import CDPBCore, sample_realisation
 from otagym.schemes.cdpb.formulas import (participation_probability, expected_num_reliable, expected_received_noise,
@@ -32,7 +34,7 @@ __all__ = [
     "sum_of_others", "RoundPowers", "round_powers", "convergence_term", "convergence_error", "rdp_theorem1",
     "noise_multiplier", "round_rdp", "aggregate_over_the_air", "expected_round_terms", "utility", "RhoActionType",
     "NORMALIZED", "RHO", "ACTION_TYPES", "RHO_FLOOR_RATIO", "action_to_rho", "CDPBCore", "sample_realisation",
-    "observation",
+    "observation", "devices",
 ]
 
 

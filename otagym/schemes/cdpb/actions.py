@@ -7,7 +7,7 @@ action is either a normalised a in [-1, 1] or rho itself. :func:`action_to_rho` 
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 from gymnasium import spaces
@@ -15,7 +15,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.validation import action_array, bound, refuse_entries
 
-__all__ = ["RhoActionType", "NORMALIZED", "RHO", "ACTION_TYPES", "RHO_FLOOR_RATIO", "action_to_rho", "action_space"]
+__all__ = ["RhoActionType", "NORMALIZED", "RHO", "ACTION_TYPES", "RHO_FLOOR_RATIO", "action_to_rho", "action_space",
+           "DeviceDecisions"]
 
 RhoActionType = Literal["normalized", "rho"]
 #: a in [-1, 1] -> rho = rho_max (r + (1 - r)(a + 1)/2), linear, r = ``rho_min_ratio``.
@@ -55,3 +56,21 @@ def action_space(action_type: RhoActionType, rho_max: float) -> spaces.Box:
     if action_type == NORMALIZED:
         return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
     return spaces.Box(0.0, rho_max, shape=(1,), dtype=np.float64)
+
+
+class DeviceDecisions(NamedTuple):
+    """What each device decides for itself in a round, beside the server's rho (each (N, K)); the paper's rule is
+    ``threshold_scale`` 1, the strategy's noise portion and every device taking part.
+
+    Attributes:
+        threshold_scale: c_k >= 1, the device's own participation threshold c_k h_th over the paper's h_th (7): it
+            sends its gradient when h_k >= c_k h_th (it can from h_th, where its power allows the channel inversion
+            (4)) and acts as an unreliable client below.
+        noise_portion: the probability that the device, unreliable this round, sends artificial noise (the portion of
+            the paper's CDPB-mixed, per device); None = the scenario's (1 noisy, 0 idle, ``portion`` mixed).
+        active: False for a device that has left (its privacy budget spent): it transmits nothing and leaks nothing.
+    """
+
+    threshold_scale: NDArray
+    noise_portion: NDArray | None
+    active: NDArray

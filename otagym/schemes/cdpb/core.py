@@ -21,10 +21,10 @@ from numpy.typing import NDArray
 from otagym.channel import ChannelModel, FadingState
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
 from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEpsilon
-from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, RhoActionType, action_space,
-                                         action_to_rho)
+from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, DeviceDecisions, RhoActionType,
+                                         action_space, action_to_rho)
 from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, noise_multiplier, participation_probability,
-                                          round_powers, round_rdp)
+                                          round_powers, round_rdp, round_reward)
 from otagym.schemes.cdpb.observation import CDPBObservation, entry_names, observation_space, write_observation
 from otagym.schemes.cdpb.scenario import CDPBScenario
 from otagym.validation import (AppliesWith, Integer, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, check_args,
@@ -216,16 +216,20 @@ class CDPBCore:
         return action_to_rho(action, self.num_envs, action_type=self.action_type, rho_max=self.scenario.rho_max,
                              rho_min_ratio=self.rho_min_ratio)
 
-    def participation(self, rho: NDArray, reliable: NDArray) -> NDArray:
+    def participation(self, rho: NDArray, reliable: NDArray, devices: DeviceDecisions | None = None) -> NDArray:
         """The sampling rate the accountant may use per client (N, K): p_k(rho) times the client sampling rate when
-        the server cannot see who transmits and fading is i.i.d. over rounds; the realised 0/1 participation with CSI
-        feedback; 1 for correlated fading (participation is then not independent across rounds: no amplification)."""
+        the server cannot see who transmits and fading is i.i.d. over rounds (p_k at the device's own threshold
+        c_k h_th where ``devices`` decide); the realised 0/1 participation with CSI feedback; 1 for correlated fading
+        (participation is then not independent across rounds: no amplification); 0 for a device that has left."""
         s = self.scenario
         if s.csi_feedback:
             return reliable.astype(float)
         if s.fading != "iid":
-            return np.ones(reliable.shape)
-        return s.client_sampling * participation_probability(s, rho)
+            q = np.ones(reliable.shape)
+        else:
+            scale = 1.0 if devices is None else devices.threshold_scale
+            q = s.client_sampling * participation_probability(s, rho, threshold_scale=scale)
+        return q if devices is None else np.where(devices.active, q, 0.0)
 
     # --- the round -------------------------------------------------------------------------------------------
     def step(self, rng: np.random.Generator, action: NDArray) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
@@ -235,17 +239,28 @@ class CDPBCore:
         cumulative RDP of the scenario's accounting, so the return of an episode of tau rounds is -G (24) /
         ``reward_scale`` with gamma = 6 mean(B)/tau.
         """
+        return self.play_round(rng, self.action_to_rho(action))
+
+    def play_round(self, rng: np.random.Generator, rho: NDArray, devices: DeviceDecisions | None = None
+                   ) -> tuple[NDArray, NDArray, dict[str, NDArray]]:
+        """:meth:`step` at the server's ``rho`` (N,), each device following the paper's rule or, with ``devices``,
+        its own decisions (:class:`~otagym.schemes.cdpb.actions.DeviceDecisions`: its threshold, its noise portion,
+        whether it is still in): the one round both the single env and the devices' env
+        (:mod:`otagym.multiagent`) play."""
         s = self.scenario
-        rho = self.action_to_rho(action)
         k = s.num_clients
-        if s.strategy == "mixed":
-            coins = rng.random((k, self.num_envs)).T < s.portion
+        portion = s.portion if devices is None or devices.noise_portion is None else devices.noise_portion
+        if s.strategy == "mixed" or (devices is not None and devices.noise_portion is not None):
+            coins = rng.random((k, self.num_envs)).T < portion
         else:
             coins = np.full((self.num_envs, k), s.strategy == "noisy")
-        pw = round_powers(s, rho, self.gains, coins, None if s.client_sampling == 1.0 else self.sampled)
+        sampled = None if s.client_sampling == 1.0 else self.sampled
+        if devices is not None:
+            sampled = devices.active if sampled is None else sampled & devices.active
+        pw = round_powers(s, rho, self.gains, coins, sampled, None if devices is None else devices.threshold_scale)
         k_t = pw.num_reliable
         term = convergence_term(s, k_t, pw.noise_var, rho)
-        q = self.participation(rho, pw.reliable)
+        q = self.participation(rho, pw.reliable, devices)
         total = pw.noise_var[:, None]
         others = pw.noise_var_others(s.noise_power_w)
         rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
@@ -261,8 +276,7 @@ class CDPBCore:
             gains = self.gains
             self.training.round(self.t + 1, lambda i, engine, g: engine.round(g, s, float(rho[i]), gains[i],
                                                                               pw.row(i)))
-        tau = s.num_rounds
-        reward = -(s.lambda_convergence * 6.0 * term / tau**2 + s.lambda_privacy * (after - before)) / self.reward_scale
+        reward = round_reward(s, term, after - before, self.reward_scale)
         self.t += 1
         gamma = 6.0 * self.term_sum / (self.t * self.t)  # convergence error after t rounds (6 mean B / t)
         info = self._round_info(rho, pw, term, q, rdp, gamma, (before, after))

@@ -32,18 +32,21 @@ from otagym.schemes.cdpb.scenario import Accounting, CDPBScenario
 __all__ = [
     "participation_probability", "expected_num_reliable", "expected_received_noise", "expected_noise_var",
     "sum_of_others", "RoundPowers", "round_powers", "convergence_term", "convergence_error", "rdp_theorem1",
-    "noise_multiplier", "round_rdp", "aggregate_over_the_air", "expected_round_terms", "utility",
+    "noise_multiplier", "round_rdp", "round_reward", "aggregate_over_the_air", "expected_round_terms", "utility",
 ]
 
 
 # --- expectations over the channel (the server's view: channel distribution only) --------------------------------
-def participation_probability(s: CDPBScenario, rho: ArrayLike, mean_gain: NDArray | None = None) -> NDArray:
+def participation_probability(s: CDPBScenario, rho: ArrayLike, mean_gain: NDArray | None = None,
+                              threshold_scale: ArrayLike = 1.0) -> NDArray:
     """p_k(rho) = Pr(h_k >= rho W^2 / P) = exp(-rho W^2 / (2 P sigma_k^2)), the summand of eq. (53); shape rho + (K,).
 
     Independent client sampling (``client_sampling``) is not included: it multiplies p_k. ``mean_gain`` replaces the
-    K clients' E[h_k] (e.g. by the distinct values only).
+    K clients' E[h_k] (e.g. by the distinct values only). ``threshold_scale`` c_k >= 1 (batch + (K,) or a scalar) is a
+    device's own participation threshold c_k h_th over the paper's (a device that decides for itself,
+    :mod:`otagym.multiagent`): p_k = Pr(h_k >= c_k h_th) = exp(-c_k h_th / E[h_k]); 1 is the paper's rule.
     """
-    c = np.asarray(rho, dtype=float)[..., None] * (s.grad_bound**2 / s.power_max_w)
+    c = np.asarray(rho, dtype=float)[..., None] * (s.grad_bound**2 / s.power_max_w) * threshold_scale
     return np.exp(-c / (s.mean_gain if mean_gain is None else mean_gain))
 
 
@@ -125,7 +128,7 @@ class RoundPowers:
 
 
 def round_powers(s: CDPBScenario, rho: ArrayLike, gains: ArrayLike, sends_noise: ArrayLike,
-                 sampled: ArrayLike | None = None) -> RoundPowers:
+                 sampled: ArrayLike | None = None, threshold_scale: ArrayLike | None = None) -> RoundPowers:
     """The powers of one round, eqs. (4), (6), (7), (10)-(17), for ||g_k,t|| = W.
 
     Args:
@@ -134,13 +137,16 @@ def round_powers(s: CDPBScenario, rho: ArrayLike, gains: ArrayLike, sends_noise:
         gains: power gains h_k,t, shape batch + (K,).
         sends_noise: whether each client would send noise if unreliable (the strategy's coin, batch + (K,)).
         sampled: clients taking part this round (independent sampling), batch + (K,); None = all.
+        threshold_scale: c_k >= 1 per client (batch + (K,)), its own threshold c_k h_th: a client with h_th <= h <
+            c_k h_th could invert its channel (7) but abstains, and acts as an unreliable one (its coin decides its
+            noise); None = 1, the paper's rule.
     """
     rho = np.asarray(rho, dtype=float)
     h = np.asarray(gains, dtype=float)
     big_p, w2 = s.power_max_w, s.grad_bound**2
     h_th = (rho * (w2 / big_p))[..., None]
     active = np.ones(h.shape, dtype=bool) if sampled is None else np.asarray(sampled, dtype=bool)
-    reliable = active & (h >= h_th)
+    reliable = active & (h >= (h_th if threshold_scale is None else h_th * threshold_scale))
     signal = np.where(reliable, rho[..., None] * w2 / np.where(reliable, h, 1.0), 0.0)  # a W^2 = rho W^2 / h <= P
     noisy = active & ~reliable & np.asarray(sends_noise, dtype=bool) & s.artificial_noise
     if s.artificial_noise:
@@ -238,6 +244,14 @@ def round_rdp(s: CDPBScenario, rho: ArrayLike, participation: ArrayLike, noise_v
         return rdp_theorem1(s.rdp_order, participation, noise_var_total, s.grad_bound)
     z = noise_multiplier(s, rho_b, noise_var_others)
     return rdp_sgm(q=participation, noise_multiplier=z, orders=s.rdp_order if orders is None else orders)
+
+
+def round_reward(s: CDPBScenario, term: ArrayLike, privacy_increase: ArrayLike, reward_scale: float) -> NDArray:
+    """A round's share of -G (24): -(lambda_1 6 B_t / tau^2 + lambda_2 Delta E) / ``reward_scale``, with B_t the
+    round's :func:`convergence_term` and Delta E the RDP it adds (the worst client's for the server's reward, a
+    device's own for its individual reward); over tau rounds the shares sum to -G with gamma = 6 mean(B) / tau."""
+    return -(s.lambda_convergence * 6.0 * np.asarray(term) / s.num_rounds**2
+             + s.lambda_privacy * np.asarray(privacy_increase)) / reward_scale
 
 
 # --- the planner's view: expected per-round terms and the utility (24) ------------------------------------------

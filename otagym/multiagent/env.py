@@ -1,0 +1,136 @@
+"""The devices-as-agents environment: a PettingZoo ``ParallelEnv`` shell around a scheme's device side
+(:attr:`otagym.schemes.SchemeInfo.devices`, e.g. :class:`otagym.schemes.cdpb.devices.CDPBDevices`), which plays the
+scheme's one core with per-device decisions."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from numpy.typing import NDArray
+from pettingzoo import ParallelEnv
+
+from otagym.schemes import SCHEMES, get_scheme
+from otagym.validation import Integer
+
+__all__ = ["DevicesParallelEnv", "parallel_env", "agent_name", "MULTIAGENT_SCHEMES"]
+
+#: The schemes whose devices can act as agents (their :attr:`~otagym.schemes.SchemeInfo.devices` is set).
+MULTIAGENT_SCHEMES: tuple[str, ...] = tuple(name for name, info in SCHEMES.items() if info.devices is not None)
+
+
+def agent_name(k: int) -> str:
+    """The PettingZoo name of device ``k``: ``"device_k"``."""
+    return f"device_{k}"
+
+
+class DevicesParallelEnv(ParallelEnv):
+    """Each device of an over-the-air FL deployment an agent (PettingZoo's parallel API).
+
+    Every agent (``"device_0"`` ... ``"device_{K-1}"``) observes what its device can know and chooses its own
+    decision each round; the server's side (aggregation, its broadcast) and the physics and accounting are the
+    scheme's single-agent ones. ``infos[agent]["cost"]`` is the device's share of its privacy budget in the round
+    (an episode's sum is at most tau within it, Safety-Gymnasium's convention); a device whose budget is spent leaves
+    (``terminations[agent]`` True, removed from :attr:`agents`). The episode ends after the scenario's tau rounds
+    (every remaining agent terminated) or at ``max_cycles`` rounds (truncated). :meth:`state` is the global state
+    for centralised critics.
+
+    Args:
+        scheme: one of :data:`MULTIAGENT_SCHEMES`.
+        scenario: a preset name or a Scenario of the scheme (None: its default preset).
+        scenario_overrides: validated field overrides of the scenario.
+        max_cycles: rounds after which the episode is truncated (default: the scenario's tau), in [1, tau].
+        render_mode: None (no rendering).
+        **kwargs: the scheme's device-side arguments (CDPB: :class:`~otagym.schemes.cdpb.devices.CDPBDevices`).
+
+    ``reset(seed=..., options={"channel_gains": (T, K)})`` replays a channel realisation.
+    """
+
+    metadata = {"name": "otagym_devices_v0", "render_modes": [], "is_parallelizable": True}
+    #: The ``reset`` options the env reads.
+    RESET_OPTIONS: tuple[str, ...] = ("channel_gains",)
+
+    def __init__(self, scheme: str = "cdpb", scenario: Any = None, *, scenario_overrides: dict | None = None,
+                 max_cycles: int | None = None, render_mode: str | None = None, **kwargs: Any) -> None:
+        info = get_scheme(scheme)
+        if info.devices is None:
+            raise ValueError(f"scheme={scheme!r} has no per-device decisions; the schemes whose devices act as agents: "
+                             f"{', '.join(MULTIAGENT_SCHEMES)}")
+        if render_mode is not None:
+            raise ValueError(f"render_mode must be None (the env does not render); got {render_mode!r}")
+        self.render_mode = render_mode
+        self.side = info.devices(info.scenario(scenario, **(scenario_overrides or {})), **kwargs)
+        tau = self.side.scenario.num_rounds
+        self.max_cycles = tau if max_cycles is None else Integer(1, tau)("max_cycles", max_cycles)
+        self.possible_agents = [agent_name(k) for k in range(self.side.num_devices)]
+        self.agents: list[str] = []
+        self.observation_spaces = dict.fromkeys(self.possible_agents, self.side.observation_space())
+        self.action_spaces = dict.fromkeys(self.possible_agents, self.side.action_space())
+        self.state_space: spaces.Box = self.side.state_space()
+        self.np_random, _ = seeding.np_random(None)
+        self.cycles = 0
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[dict[str, NDArray], dict[str, dict[str, Any]]]:
+        if seed is not None:
+            self.np_random, _ = seeding.np_random(seed)
+        options = dict(options or {})
+        ignored = sorted(set(options) - set(self.RESET_OPTIONS))
+        if ignored:  # PettingZoo's API test passes options of its own; an env ignores the ones it does not know
+            warnings.warn(f"reset options {ignored} are ignored (this env's: {list(self.RESET_OPTIONS)})",
+                          stacklevel=2)
+        self.side.reset(self.np_random, **{key: options[key] for key in self.RESET_OPTIONS if key in options})
+        self.agents = list(self.possible_agents)
+        self.cycles = 0
+        obs = self.side.observations()
+        return {a: obs[k] for k, a in enumerate(self.possible_agents)}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict[str, NDArray], dict[str, float], dict[str, bool],
+                                                    dict[str, bool], dict[str, dict[str, Any]]]:
+        if not self.agents:
+            raise RuntimeError("step() called after the episode ended; call reset() first")
+        unknown = set(actions) - set(self.agents)
+        if unknown:
+            raise ValueError(f"actions for agents that are not in the episode: {sorted(unknown)}; "
+                             f"live agents: {self.agents}")
+        width = self.side.action_space().shape[0]
+        stacked = np.full((self.side.num_devices, width), -1.0)
+        for k, agent in enumerate(self.possible_agents):
+            if agent in actions:
+                stacked[k] = np.asarray(actions[agent], dtype=float).reshape(width)
+        played = self.side.step(self.np_random, stacked)
+        self.cycles += 1
+        truncate = self.cycles >= self.max_cycles and not played.done
+        obs = self.side.observations()
+        live = [(k, a) for k, a in enumerate(self.possible_agents) if a in self.agents]
+        observations = {a: obs[k] for k, a in live}
+        rewards = {a: float(played.rewards[k]) for k, a in live}
+        terminations = {a: bool(played.done or played.left[k]) for k, a in live}
+        truncations = {a: bool(truncate) for _, a in live}
+        infos = {a: {"cost": float(played.costs[k]), **{key: value[k] if np.ndim(value) else value
+                                                       for key, value in played.info.items()}} for k, a in live}
+        self.agents = [a for _, a in live if not (terminations[a] or truncations[a])]
+        return observations, rewards, terminations, truncations, infos
+
+    def state(self) -> NDArray:
+        return self.side.state()
+
+    def render(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def parallel_env(**kwargs: Any) -> DevicesParallelEnv:
+    """A :class:`DevicesParallelEnv` (PettingZoo's ``parallel_env`` entry point)."""
+    return DevicesParallelEnv(**kwargs)

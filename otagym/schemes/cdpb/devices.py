@@ -1,0 +1,191 @@
+"""CDPB with each device an agent: what a device knows, what its action means, its reward and its cost, over the one
+core of the scheme (:class:`otagym.schemes.cdpb.core.CDPBCore`, played through
+:meth:`~otagym.schemes.cdpb.core.CDPBCore.play_round`); :mod:`otagym.multiagent` is the PettingZoo shell around it.
+
+Client-driven power balancing is decentralised by design (Kim, Seo & Choi, arXiv:2410.05907, Sec. III and IV): the
+server broadcasts rho once, and each device decides from its own channel, without sending CSI. The paper's rule is
+fixed: send the gradient when h_k >= h_th = rho W^2 / P (7), inverting the channel (4) and filling the rest of the
+power with artificial noise (11); below the threshold send noise (CDPB-n), stay silent (CDPB-i) or toss a coin
+(CDPB-mixed). Here a device chooses, each round:
+
+* its own participation threshold c_k h_th with c_k in [1, :data:`THRESHOLD_SCALE_MAX`] (it cannot go below h_th,
+  where its power no longer allows the inversion (4)); between h_th and c_k h_th it abstains and acts as an
+  unreliable device. The accountant keeps the paper's sampled accounting: the device's participation rate is
+  exp(-c_k h_th / E[h_k]) (53), exact because c_k is chosen before the round's channel is seen;
+* under CDPB-mixed, also the probability that it sends noise when it does not send its gradient (the paper's
+  ``portion``, per device).
+
+A device observes what it can know before the round: the round, the server's public broadcasts about the last round
+(its share of reliable devices and its received noise), its own channel distribution E[h_k] and its own privacy
+loss so far; with ``csi_feedback`` (the accounting then counts realised participation, so it need not be random) also
+its channel of the round about to be played. A device whose privacy loss reaches eps-bar (25c) leaves: it transmits
+nothing from the next round on.
+
+Receive scaling (Kalarde et al.) admits no per-device decision: its devices' transmit weights are fixed by the
+server's receive scaling, a_m,t = sqrt(eta_t) / (M h_m,t) (the paper's Sec. II), so that the signals add up aligned;
+a device's own power would bias the aggregate. Anonymous OTA's devices likewise follow the server's public noise
+level. Both stay single-agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import ArrayLike, NDArray
+
+from otagym.schemes.cdpb.actions import DeviceDecisions
+from otagym.schemes.cdpb.core import CDPBCore
+from otagym.schemes.cdpb.formulas import round_reward
+from otagym.schemes.cdpb.observation import OBS_BOUND
+from otagym.schemes.cdpb.scenario import CDPBScenario
+from otagym.validation import Flag, OneOf, POSITIVE, Real, Spec, check_args, refuse_entries
+
+__all__ = ["LAYOUT_VERSION", "DEVICE_ENTRIES", "THRESHOLD_SCALE_MAX", "REWARDS", "DEVICE_TASK_SETTINGS",
+           "device_entry_names", "device_action_space", "device_decisions", "DeviceRound", "CDPBDevices"]
+
+#: The version of a device's observation layout (bumped with any change of an entry's meaning, order or scale).
+LAYOUT_VERSION = "cdpb-devices/1"
+#: A device's observation entries, in order (``log_channel_gain`` follows with ``csi_feedback`` only):
+#: t / tau; the last round's K_t / K and log10(sigma_q^2 / (K P mean E[h])) (0 before the first round), as the server
+#: broadcasts them; log10(E[h_k]); the device's cumulative RDP over eps-bar.
+DEVICE_ENTRIES: tuple[str, ...] = ("round_fraction", "reliable_share", "log_noise_var", "log_mean_gain",
+                                   "privacy_used")
+#: The largest c_k of a device's threshold c_k h_th: at 100 a device of E[h] = h_th takes part with probability e^-100.
+THRESHOLD_SCALE_MAX = 100.0
+#: ``"team"``: every device gets the server's reward (the round's share of -G (24), the worst device's RDP);
+#: ``"individual"``: each device gets the convergence share and is charged its own RDP.
+REWARDS: tuple[str, ...] = ("team", "individual")
+
+#: The device task's deployment (``otagym/CDPB-Devices-v0``, :data:`otagym.multiagent.DEVICE_TASKS`): K = 10 devices
+#: 10 dB apart in mean gain (Rayleigh scales 0.1 to 1, geometric), CDPB-n (a device that does not send its gradient
+#: sends noise), the server's rho = 0.3 P/W^2, privacy weight lambda_2 = 5e-3 (the paper's 1e-5 makes privacy
+#: irrelevant at K = 10), eps-bar = 20, tau = 100; rewards in units of the paper's rule's |return| on it (0.198).
+DEVICE_TASK_SETTINGS: dict[str, Any] = {
+    "scenario": "paper-cdpb",
+    "scenario_overrides": {"num_clients": 10, "channel_scale": tuple(np.round(np.geomspace(0.1, 1.0, 10), 4)),
+                           "strategy": "noisy", "lambda_privacy": 5e-3, "epsilon_max": 20.0},
+    "rho": 0.3, "reward_scale": 0.198,
+}
+
+
+def device_entry_names(s: CDPBScenario) -> tuple[str, ...]:
+    """The name of every entry of a device's observation under scenario ``s``, in order."""
+    return DEVICE_ENTRIES + (("log_channel_gain",) if s.csi_feedback else ())
+
+
+def device_action_space(s: CDPBScenario) -> spaces.Box:
+    """A device's action: ``Box(-1, 1, (1,))`` (its threshold), ``(2,)`` under CDPB-mixed (threshold, noise
+    portion); float32."""
+    return spaces.Box(-1.0, 1.0, shape=(1 + (s.strategy == "mixed"),), dtype=np.float32)
+
+
+def device_decisions(s: CDPBScenario, actions: ArrayLike, active: NDArray) -> DeviceDecisions:
+    """The devices' decisions from their actions (N, K, A) in [-1, 1]: c_k = THRESHOLD_SCALE_MAX^((a + 1) / 2)
+    (log-linear, 1 at a = -1), the noise portion (a' + 1) / 2 under CDPB-mixed; ``active`` (N, K)."""
+    a = np.asarray(actions, dtype=float)
+    width = device_action_space(s).shape[0]
+    if a.shape[-2:] != (s.num_clients, width):
+        raise ValueError(f"device actions must have shape (N, K={s.num_clients}, {width}); got {a.shape}")
+    refuse_entries("device action", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
+    portion = 0.5 * (a[..., 1] + 1.0) if width == 2 else None
+    return DeviceDecisions(THRESHOLD_SCALE_MAX ** (0.5 * (a[..., 0] + 1.0)), portion, np.asarray(active, dtype=bool))
+
+
+class DeviceRound(NamedTuple):
+    """One round for the K devices of one episode: each (K,) but ``done`` and ``info``."""
+
+    rewards: NDArray
+    costs: NDArray  # tau Delta E_k / eps-bar: a device's share of its budget (an episode's sum <= tau within it)
+    left: NDArray  # bool: the devices that reached eps-bar this round and leave
+    done: bool  # the episode's last round (tau) was played
+    info: dict[str, NDArray]  # per device (K,) entries and the round's server-side entries (scalars)
+
+
+class CDPBDevices:
+    """The K devices of one CDPB episode as agents, over a :class:`~otagym.schemes.cdpb.core.CDPBCore` of one env.
+
+    Args:
+        scenario: the deployment.
+        rho: the server's broadcast rho over P/W^2, in (0, 1] (fixed for the episode; the paper's planner would choose
+            it from the channel distributions, :class:`baselines.cdpb.policies.CDPB`).
+        reward: one of :data:`REWARDS`.
+        reward_scale: rewards are divided by it (> 0).
+        leave_when_spent: a device whose cumulative RDP reaches eps-bar leaves (True) or stays (False).
+        **core_kwargs: the core's other arguments (``dp_orders``, ``accountant``, the training fidelity's).
+    """
+
+    ARGS: dict[str, Spec] = {"rho": Real(0.0, 1.0, low_open=True), "reward": OneOf(REWARDS),
+                             "reward_scale": POSITIVE, "leave_when_spent": Flag()}
+
+    def __init__(self, scenario: CDPBScenario, *, rho: float = 1.0, reward: str = "team", reward_scale: float = 1.0,
+                 leave_when_spent: bool = True, **core_kwargs: Any) -> None:
+        args = check_args(self.ARGS, rho=rho, reward=reward, reward_scale=reward_scale,
+                          leave_when_spent=leave_when_spent)
+        self.core = CDPBCore(scenario, 1, action_type="rho", reward_scale=args["reward_scale"], **core_kwargs)
+        self.scenario = s = self.core.scenario
+        self.rho = np.array([args["rho"] * s.rho_max])
+        self.reward, self.leave_when_spent = args["reward"], args["leave_when_spent"]
+        self.num_devices = s.num_clients
+        self.active = np.ones(s.num_clients, dtype=bool)
+
+    def observation_space(self) -> spaces.Box:
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(len(device_entry_names(self.scenario)),), dtype=np.float32)
+
+    def action_space(self) -> spaces.Box:
+        return device_action_space(self.scenario)
+
+    def state_space(self) -> spaces.Box:
+        """The global state: the server's observation (:mod:`otagym.schemes.cdpb.observation`) and every device's
+        observation, flattened."""
+        n = self.core.observation_space().shape[0] + self.num_devices * self.observation_space().shape[0]
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(n,), dtype=np.float32)
+
+    def reset(self, rng: np.random.Generator, channel_gains: NDArray | None = None) -> None:
+        """A new episode; ``channel_gains`` (T, K) replays a realisation (:func:`~otagym.schemes.cdpb.core.
+        sample_realisation`)."""
+        self.core.reset(rng, channel_gains=None if channel_gains is None else np.asarray(channel_gains)[:, None])
+        self.active[:] = True
+
+    def privacy_used(self) -> NDArray:
+        """Each device's cumulative RDP (the scenario's accounting, at alpha) over eps-bar, (K,)."""
+        return self.core.rdp_sum[self.scenario.accounting][0] / self.scenario.epsilon_max
+
+    def observations(self) -> NDArray:
+        """Every device's observation (K, entries), float32, clipped to [-OBS_BOUND, OBS_BOUND]."""
+        s, server = self.scenario, self.core.observation()[0]
+        cols = [np.full(s.num_clients, server[0]), np.full(s.num_clients, server[1]),
+                np.full(s.num_clients, server[2]), np.log10(s.mean_gain), self.privacy_used()]
+        if s.csi_feedback:
+            with np.errstate(divide="ignore"):  # a zero gain only from a replayed realisation; clipped below
+                cols.append(np.log10(self.core.gains[0] / s.mean_gain))
+        return np.clip(np.stack(cols, axis=1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
+
+    def state(self) -> NDArray:
+        """The global state for a centralised critic (:meth:`state_space`)."""
+        return np.concatenate([self.core.observation()[0], self.observations().ravel()]).astype(np.float32)
+
+    def step(self, rng: np.random.Generator, actions: ArrayLike) -> DeviceRound:
+        """One round: ``actions`` (K, A), a departed device's row ignored."""
+        s = self.scenario
+        a = np.where(self.active[:, None], np.asarray(actions, dtype=float).reshape(s.num_clients, -1), -1.0)
+        decisions = device_decisions(s, a[None], self.active[None])
+        before = self.core.rdp_sum[s.accounting][0].copy()
+        team, done, info = self.core.play_round(rng, self.rho, decisions)
+        spent = self.core.rdp_sum[s.accounting][0] - before
+        if self.reward == "team":
+            rewards = np.full(s.num_clients, team[0])
+        else:
+            rewards = round_reward(s, np.full(s.num_clients, info["convergence_term"][0]), spent,
+                                   self.core.reward_scale)
+        left = self.active & (self.privacy_used() >= 1.0) if self.leave_when_spent else np.zeros_like(self.active)
+        self.active &= ~left
+        per_device = {key: info[key][0] for key in ("channel_gain", "reliable", "sends_noise", "transmit_power_w",
+                                                    "participation", "rdp_round", "rdp_cumulative")}
+        server = {key: info[key][0] for key in ("round", "rho", "num_reliable", "convergence_term", "gamma",
+                                                "utility", "cost") if key in info}
+        per_device["threshold_scale"] = decisions.threshold_scale[0]
+        return DeviceRound(rewards, s.num_rounds * spent / s.epsilon_max, left, bool(done[0]),
+                           {**per_device, **{f"server_{key}": value for key, value in server.items()}})
+
