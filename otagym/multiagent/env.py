@@ -91,7 +91,7 @@ class DevicesParallelEnv(ParallelEnv):
         self.side.reset(self.np_random, **{key: options[key] for key in self.RESET_OPTIONS if key in options})
         self.agents = list(self.possible_agents)
         self.cycles = 0
-        obs = self.side.observations()
+        obs = self.side.observations()[0]
         return {a: obs[k] for k, a in enumerate(self.possible_agents)}, {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict[str, NDArray], dict[str, float], dict[str, bool],
@@ -103,26 +103,30 @@ class DevicesParallelEnv(ParallelEnv):
             raise ValueError(f"actions for agents that are not in the episode: {sorted(unknown)}; "
                              f"live agents: {self.agents}")
         width = self.side.action_space().shape[0]
-        stacked = np.full((self.side.num_devices, width), -1.0)
+        stacked = np.full((1, self.side.num_devices, width), -1.0)
         for k, agent in enumerate(self.possible_agents):
             if agent in actions:
-                stacked[k] = np.asarray(actions[agent], dtype=float).reshape(width)
+                stacked[0, k] = np.asarray(actions[agent], dtype=float).reshape(width)
         played = self.side.step(self.np_random, stacked)
+        rewards_all, done = played.rewards[0], bool(played.done[0])
+        if not self.side.active.any() and not done:  # the last devices left: the rest is charged to them now
+            rewards_all, done = rewards_all + self.side.finish(self.np_random)[0], True
         self.cycles += 1
-        truncate = self.cycles >= self.max_cycles and not played.done
-        obs = self.side.observations()
+        truncate = self.cycles >= self.max_cycles and not done
+        obs = self.side.observations()[0]
         live = [(k, a) for k, a in enumerate(self.possible_agents) if a in self.agents]
         observations = {a: obs[k] for k, a in live}
-        rewards = {a: float(played.rewards[k]) for k, a in live}
-        terminations = {a: bool(played.done or played.left[k]) for k, a in live}
+        rewards = {a: float(rewards_all[k]) for k, a in live}
+        terminations = {a: bool(done or played.left[0, k]) for k, a in live}
         truncations = {a: bool(truncate) for _, a in live}
-        infos = {a: {"cost": float(played.costs[k]), **{key: value[k] if np.ndim(value) else value
-                                                       for key, value in played.info.items()}} for k, a in live}
+        infos = {a: {"cost": float(played.costs[0, k]),
+                     **{key: value[0, k] if np.ndim(value) == 2 else value[0] for key, value in played.info.items()}}
+                 for k, a in live}
         self.agents = [a for _, a in live if not (terminations[a] or truncations[a])]
         return observations, rewards, terminations, truncations, infos
 
     def state(self) -> NDArray:
-        return self.side.state()
+        return self.side.state()[0]
 
     def render(self) -> None:
         return None

@@ -94,20 +94,28 @@ def device_decisions(s: CDPBScenario, actions: ArrayLike, active: NDArray) -> De
 
 
 class DeviceRound(NamedTuple):
-    """One round for the K devices of one episode: each (K,) but ``done`` and ``info``."""
+    """One round for the K devices of N episodes: each (N, K) but ``done`` (N,) and ``info``."""
 
     rewards: NDArray
     costs: NDArray  # tau Delta E_k / eps-bar: a device's share of its budget (an episode's sum <= tau within it)
     left: NDArray  # bool: the devices that reached eps-bar this round and leave
-    done: bool  # the episode's last round (tau) was played
-    info: dict[str, NDArray]  # per device (K,) entries and the round's server-side entries (scalars)
+    done: NDArray  # bool: the episode's last round (tau) was played
+    info: dict[str, NDArray]  # per device (N, K) entries and the round's server-side entries ``server_*`` (N,)
+
+
+#: The core's info entries that are per device, and those of the server (prefixed ``server_`` in a round's info).
+DEVICE_INFO = ("channel_gain", "reliable", "sends_noise", "transmit_power_w", "participation", "rdp_round",
+               "rdp_cumulative")
+SERVER_INFO = ("round", "rho", "num_reliable", "convergence_term", "gamma", "utility")
 
 
 class CDPBDevices:
-    """The K devices of one CDPB episode as agents, over a :class:`~otagym.schemes.cdpb.core.CDPBCore` of one env.
+    """The K devices of N CDPB episodes as agents, over a :class:`~otagym.schemes.cdpb.core.CDPBCore` of N envs
+    played in step (the PettingZoo env is N = 1; N > 1 evaluates policies on many realisations at once).
 
     Args:
         scenario: the deployment.
+        num_envs: N.
         rho: the server's broadcast rho over P/W^2, in (0, 1] (fixed for the episode; the paper's planner would choose
             it from the channel distributions, :class:`baselines.cdpb.policies.CDPB`).
         reward: one of :data:`REWARDS`.
@@ -119,16 +127,16 @@ class CDPBDevices:
     ARGS: dict[str, Spec] = {"rho": Real(0.0, 1.0, low_open=True), "reward": OneOf(REWARDS),
                              "reward_scale": POSITIVE, "leave_when_spent": Flag()}
 
-    def __init__(self, scenario: CDPBScenario, *, rho: float = 1.0, reward: str = "team", reward_scale: float = 1.0,
-                 leave_when_spent: bool = True, **core_kwargs: Any) -> None:
+    def __init__(self, scenario: CDPBScenario, num_envs: int = 1, *, rho: float = 1.0, reward: str = "team",
+                 reward_scale: float = 1.0, leave_when_spent: bool = True, **core_kwargs: Any) -> None:
         args = check_args(self.ARGS, rho=rho, reward=reward, reward_scale=reward_scale,
                           leave_when_spent=leave_when_spent)
-        self.core = CDPBCore(scenario, 1, action_type="rho", reward_scale=args["reward_scale"], **core_kwargs)
+        self.core = CDPBCore(scenario, num_envs, action_type="rho", reward_scale=args["reward_scale"], **core_kwargs)
         self.scenario = s = self.core.scenario
-        self.rho = np.array([args["rho"] * s.rho_max])
+        self.num_envs, self.num_devices = self.core.num_envs, s.num_clients
+        self.rho = np.full(self.num_envs, args["rho"] * s.rho_max)
         self.reward, self.leave_when_spent = args["reward"], args["leave_when_spent"]
-        self.num_devices = s.num_clients
-        self.active = np.ones(s.num_clients, dtype=bool)
+        self.active = np.ones((self.num_envs, s.num_clients), dtype=bool)
 
     def observation_space(self) -> spaces.Box:
         return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(len(device_entry_names(self.scenario)),), dtype=np.float32)
@@ -143,49 +151,62 @@ class CDPBDevices:
         return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(n,), dtype=np.float32)
 
     def reset(self, rng: np.random.Generator, channel_gains: NDArray | None = None) -> None:
-        """A new episode; ``channel_gains`` (T, K) replays a realisation (:func:`~otagym.schemes.cdpb.core.
-        sample_realisation`)."""
-        self.core.reset(rng, channel_gains=None if channel_gains is None else np.asarray(channel_gains)[:, None])
+        """New episodes; ``channel_gains`` (T, N, K) (or (T, K) for N = 1) replays realisations
+        (:func:`~otagym.schemes.cdpb.core.sample_realisation`)."""
+        if channel_gains is not None and np.ndim(channel_gains) == 2:
+            channel_gains = np.asarray(channel_gains)[:, None]
+        self.core.reset(rng, channel_gains=channel_gains)
         self.active[:] = True
 
     def privacy_used(self) -> NDArray:
-        """Each device's cumulative RDP (the scenario's accounting, at alpha) over eps-bar, (K,)."""
-        return self.core.rdp_sum[self.scenario.accounting][0] / self.scenario.epsilon_max
+        """Each device's cumulative RDP (the scenario's accounting, at alpha) over eps-bar, (N, K)."""
+        return self.core.rdp_sum[self.scenario.accounting] / self.scenario.epsilon_max
 
     def observations(self) -> NDArray:
-        """Every device's observation (K, entries), float32, clipped to [-OBS_BOUND, OBS_BOUND]."""
-        s, server = self.scenario, self.core.observation()[0]
-        cols = [np.full(s.num_clients, server[0]), np.full(s.num_clients, server[1]),
-                np.full(s.num_clients, server[2]), np.log10(s.mean_gain), self.privacy_used()]
+        """Every device's observation (N, K, entries), float32, clipped to [-OBS_BOUND, OBS_BOUND]."""
+        s, server = self.scenario, self.core.observation()
+        shape = (self.num_envs, s.num_clients)
+        cols = [np.broadcast_to(server[:, i:i + 1], shape) for i in range(3)]
+        cols += [np.broadcast_to(np.log10(s.mean_gain), shape), self.privacy_used()]
         if s.csi_feedback:
             with np.errstate(divide="ignore"):  # a zero gain only from a replayed realisation; clipped below
-                cols.append(np.log10(self.core.gains[0] / s.mean_gain))
-        return np.clip(np.stack(cols, axis=1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
+                cols.append(np.log10(self.core.gains / s.mean_gain))
+        return np.clip(np.stack(cols, axis=-1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
 
     def state(self) -> NDArray:
-        """The global state for a centralised critic (:meth:`state_space`)."""
-        return np.concatenate([self.core.observation()[0], self.observations().ravel()]).astype(np.float32)
+        """The global state for a centralised critic (:meth:`state_space`), (N, state)."""
+        obs = self.observations()
+        return np.concatenate([self.core.observation(), obs.reshape(self.num_envs, -1)], axis=1).astype(np.float32)
 
     def step(self, rng: np.random.Generator, actions: ArrayLike) -> DeviceRound:
-        """One round: ``actions`` (K, A), a departed device's row ignored."""
+        """One round in every episode: ``actions`` (N, K, A) in [-1, 1]; a departed device's row is ignored."""
         s = self.scenario
-        a = np.where(self.active[:, None], np.asarray(actions, dtype=float).reshape(s.num_clients, -1), -1.0)
-        decisions = device_decisions(s, a[None], self.active[None])
-        before = self.core.rdp_sum[s.accounting][0].copy()
+        a = np.asarray(actions, dtype=float).reshape(self.num_envs, s.num_clients, -1)
+        decisions = device_decisions(s, np.where(self.active[..., None], a, -1.0), self.active.copy())
+        before = self.core.rdp_sum[s.accounting].copy()
         team, done, info = self.core.play_round(rng, self.rho, decisions)
-        spent = self.core.rdp_sum[s.accounting][0] - before
-        if self.reward == "team":
-            rewards = np.full(s.num_clients, team[0])
-        else:
-            rewards = round_reward(s, np.full(s.num_clients, info["convergence_term"][0]), spent,
-                                   self.core.reward_scale)
+        spent = self.core.rdp_sum[s.accounting] - before
         left = self.active & (self.privacy_used() >= 1.0) if self.leave_when_spent else np.zeros_like(self.active)
         self.active &= ~left
-        per_device = {key: info[key][0] for key in ("channel_gain", "reliable", "sends_noise", "transmit_power_w",
-                                                    "participation", "rdp_round", "rdp_cumulative")}
-        server = {key: info[key][0] for key in ("round", "rho", "num_reliable", "convergence_term", "gamma",
-                                                "utility", "cost") if key in info}
-        per_device["threshold_scale"] = decisions.threshold_scale[0]
-        return DeviceRound(rewards, s.num_rounds * spent / s.epsilon_max, left, bool(done[0]),
-                           {**per_device, **{f"server_{key}": value for key, value in server.items()}})
+        info = {**{key: info[key] for key in DEVICE_INFO}, "threshold_scale": decisions.threshold_scale,
+                **{f"server_{key}": info[key] for key in SERVER_INFO}}
+        return DeviceRound(self._rewards(team, info["server_convergence_term"], spent),
+                           s.num_rounds * spent / s.epsilon_max, left, done, info)
 
+    def _rewards(self, team: NDArray, term: NDArray, spent: NDArray) -> NDArray:
+        """Each device's reward (N, K) from the server's (N,), the round's convergence term (N,) and each device's
+        RDP increase (N, K)."""
+        if self.reward == "team":
+            return np.repeat(team[:, None], self.num_devices, axis=1)
+        return round_reward(self.scenario, term[:, None], spent, self.core.reward_scale)
+
+    def finish(self, rng: np.random.Generator) -> NDArray:
+        """Play the episodes' remaining rounds with every device gone (K_t = 0: the estimate is noise); their rewards
+        summed, (N, K): an episode may not end early by its devices leaving (the PettingZoo env calls this when its
+        last agent leaves)."""
+        total = np.zeros((self.num_envs, self.num_devices))
+        silent = np.full((self.num_envs, self.num_devices, self.action_space().shape[0]), -1.0)
+        self.active[:] = False
+        while (self.core.t < self.scenario.num_rounds).any():
+            total += self.step(rng, silent).rewards
+        return total
