@@ -1,0 +1,133 @@
+"""Reference policies of CDPB's devices as agents (:mod:`otagym.multiagent`) and their evaluation on a device
+task's frozen realisations.
+
+A device policy maps the devices' observations (N, K, entries) to their actions (N, K, A) in [-1, 1]
+(:mod:`otagym.schemes.cdpb.devices`: a = -1 is the paper's threshold h_th, a = 1 a threshold 100 h_th).
+
+* :func:`paper_rule`: every device follows the paper's CDPB rule (c_k = 1, the scenario's noise portion).
+* :class:`UniformRandom`: each device draws its action uniformly.
+* :class:`ConstantActions`: every device plays a fixed action; :func:`best_common_constant` finds the best action
+  common to all devices (the floor), :func:`best_per_device_constants` the best action of each device by coordinate
+  search (the computed ceiling: with i.i.d. fading and the sampled accounting a device's loss does not depend on the
+  channel it sees, so little is left to a policy that reacts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Protocol, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from otagym.multiagent import DEVICE_TASKS, device_evaluation_options
+from otagym.schemes import get_scheme
+
+__all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "DeviceEpisodes", "evaluate_devices",
+           "best_common_constant", "best_per_device_constants", "ACTION_GRID"]
+
+#: The actions searched for constants: a in [-1, 1], c = 100^((a + 1)/2) from 1 to 100 (every 0.05 of a decade).
+ACTION_GRID: NDArray = np.linspace(-1.0, 1.0, 41)
+
+
+class DevicePolicy(Protocol):
+    def act(self, observations: NDArray) -> NDArray:
+        """Actions (N, K, A) from the devices' observations (N, K, entries)."""
+
+
+@dataclass
+class ConstantActions:
+    """Every device k plays ``actions[k]`` (shape (K, A), or (A,) for all devices) whatever it observes."""
+
+    actions: NDArray
+
+    def act(self, observations: NDArray) -> NDArray:
+        n, k = observations.shape[:2]
+        a = np.asarray(self.actions, dtype=float)
+        return np.broadcast_to(a if a.ndim == 2 else a[None], (n, k, a.shape[-1])).copy()
+
+
+@dataclass
+class UniformRandom:
+    """Each device draws its action uniformly from [-1, 1]^A each round (``width`` = A)."""
+
+    rng: np.random.Generator
+    width: int = 1
+
+    def act(self, observations: NDArray) -> NDArray:
+        return self.rng.uniform(-1.0, 1.0, observations.shape[:2] + (self.width,))
+
+
+def paper_rule(task_id: str) -> ConstantActions:
+    """The paper's CDPB rule for every device of a task: threshold h_th (a = -1) and, under CDPB-mixed, the
+    scenario's noise portion (a' = 2 portion - 1)."""
+    env = _devices(task_id, 1)
+    s = env.scenario
+    return ConstantActions(np.array([-1.0, 2.0 * s.portion - 1.0])[:env.action_space().shape[0]])
+
+
+class DeviceEpisodes(NamedTuple):
+    """A policy's episodes on realisations (each (S,)): the team's return, the worst device's privacy used over
+    eps-bar at the end, and the devices that left."""
+
+    returns: NDArray
+    worst_privacy_used: NDArray
+    devices_left: NDArray
+
+
+def _devices(task_id: str, num_envs: int):
+    """The device side of a task for ``num_envs`` episodes in step."""
+    task = DEVICE_TASKS[task_id]
+    info = get_scheme(task.scheme)
+    kwargs = dict(task.kwargs)
+    scenario = info.scenario(kwargs.pop("scenario", None), **kwargs.pop("scenario_overrides", {}))
+    return info.devices(scenario, num_envs, **kwargs)
+
+
+def evaluate_devices(task_id: str, policy: DevicePolicy, seeds: Sequence[int]) -> DeviceEpisodes:
+    """Play ``policy`` on the realisations of ``seeds`` of a device task, all in step (the realisation of a seed as
+    :func:`~otagym.multiagent.device_evaluation_options` draws it; the rest of the randomness from
+    ``default_rng(seeds)``)."""
+    seeds = list(seeds)
+    side = _devices(task_id, len(seeds))
+    gains = np.stack([device_evaluation_options(task_id, seed)["channel_gains"] for seed in seeds], axis=1)
+    rng = np.random.default_rng(seeds)
+    side.reset(rng, channel_gains=gains)
+    returns = np.zeros(len(seeds))
+    while (side.core.t < side.scenario.num_rounds).any():
+        returns += side.step(rng, policy.act(side.observations())).rewards.mean(axis=1)
+    return DeviceEpisodes(returns, side.privacy_used().max(axis=1), (~side.active).sum(axis=1))
+
+
+def _mean_return(task_id: str, seeds: Sequence[int]) -> Callable[[NDArray], float]:
+    return lambda actions: float(evaluate_devices(task_id, ConstantActions(actions), seeds).returns.mean())
+
+
+def best_common_constant(task_id: str, seeds: Sequence[int], grid: NDArray = ACTION_GRID) -> tuple[float, float]:
+    """The action of :data:`ACTION_GRID` that, played by every device every round, has the best mean return on
+    ``seeds`` (the validation seeds: select there, report on the evaluation seeds); ``(action, mean return)``."""
+    score = _mean_return(task_id, seeds)
+    values = [score(np.array([a])) for a in grid]
+    best = int(np.argmax(values))
+    return float(grid[best]), values[best]
+
+
+def best_per_device_constants(task_id: str, seeds: Sequence[int], start: float, *, grid: NDArray = ACTION_GRID,
+                              sweeps: int = 3) -> tuple[NDArray, float]:
+    """Coordinate search from every device at ``start``: each sweep sets each device's action in turn to the best of
+    ``grid`` given the others'; ``(actions (K, 1), mean return)`` after ``sweeps`` sweeps or none improves."""
+    score = _mean_return(task_id, seeds)
+    actions = np.full((_devices(task_id, 1).num_devices, 1), start)
+    best = score(actions)
+    for _ in range(sweeps):
+        improved = False
+        for k in range(actions.shape[0]):
+            for a in grid:
+                trial = actions.copy()
+                trial[k] = a
+                value = score(trial)
+                if value > best + 1e-12:
+                    actions, best, improved = trial, value, True
+        if not improved:
+            break
+    return actions, best

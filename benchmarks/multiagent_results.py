@@ -1,0 +1,155 @@
+"""Devices as agents: the room on ``otagym/CDPB-Devices-v0`` and shared-parameter IPPO against its references.
+
+1. The references, chosen on the task's validation realisations (32): the paper's rule for every device, the best
+   action common to all devices (the floor: :func:`baselines.cdpb.devices.best_common_constant`), uniform random, and
+   the best action of each device by coordinate search (the computed ceiling:
+   :func:`~baselines.cdpb.devices.best_per_device_constants`).
+2. IPPO (SB3 PPO through SuperSuit, parameters shared by the devices, :func:`agents.multiagent.train_ippo`) trained
+   with ``--seeds`` training seeds (the task's training seeds) for ``--steps`` device steps each, one at a time, one
+   torch thread; the final model of each run (no checkpoint selection; its validation score is reported).
+3. Everything played on the task's 128 evaluation realisations, never used above. Score: 0 = the paper's rule, 100 =
+   the per-device constants, paired per realisation (100 (R - R_paper) / (R_ceiling - R_paper)). rliable's IQM with
+   its stratified-bootstrap 95% CI, the probability of improvement over the best common constant, the mean, CVaR 10%
+   and the worst realisation; the share of episodes in which a device spent its budget (and left).
+
+Writes ``references.json``, ``runs/seed_<s>/`` (model, run record, scores) and ``multiagent_results.{json,md}`` to
+``--out``; ``--docs`` copies the last two into docs/. Rerunning resumes: references, finished runs and their scores are
+read back.
+
+    python -m benchmarks.multiagent_results --docs        # the docs' numbers (about 40 min on 2 cores)
+    python -m benchmarks.multiagent_results --seeds 1 --steps 50000 --out /tmp/ma    # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
+from baselines.benchmark import aggregate
+from baselines.cdpb.devices import (ConstantActions, DeviceEpisodes, UniformRandom, best_common_constant,
+                                    best_per_device_constants, evaluate_devices, paper_rule)
+from otagym._io import write_json, write_text
+from otagym.multiagent import DEVICE_TASKS
+
+TASK = "otagym/CDPB-Devices-v0"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _cached(path: Path, compute: Callable[[], Any]) -> Any:
+    """``compute()``'s JSON-able result, kept in ``path`` (read back when it exists)."""
+    if path.exists():
+        return json.loads(path.read_text())
+    value = compute()
+    write_json(path, value)
+    return value
+
+
+def references(out: Path) -> dict[str, Any]:
+    """The floor and the ceiling, chosen on the validation realisations (cached in ``references.json``)."""
+    seeds = DEVICE_TASKS[TASK].validation_seeds
+
+    def compute() -> dict[str, Any]:
+        start = time.time()
+        common, common_value = best_common_constant(TASK, seeds)
+        per_device, per_device_value = best_per_device_constants(TASK, seeds, common)
+        return {"common_action": common, "common_validation_return": common_value,
+                "per_device_actions": per_device[:, 0].tolist(), "per_device_validation_return": per_device_value,
+                "paper_validation_return": float(evaluate_devices(TASK, paper_rule(TASK), seeds).returns.mean()),
+                "search_seconds": time.time() - start}
+
+    return _cached(out / "references.json", compute)
+
+
+def _record(episodes: DeviceEpisodes) -> dict[str, list]:
+    return {"returns": episodes.returns.tolist(), "worst_privacy_used": episodes.worst_privacy_used.tolist(),
+            "devices_left": episodes.devices_left.tolist()}
+
+
+def ippo_runs(out: Path, seeds: int, settings: IPPOSettings) -> list[dict[str, Any]]:
+    """Train (or read back) the IPPO runs and score each on the validation and evaluation realisations."""
+    task, runs = DEVICE_TASKS[TASK], []
+    for seed in task.training_seeds[:seeds]:
+        folder = out / "runs" / f"seed_{seed}"
+
+        def compute(folder: Path = folder, seed: int = seed) -> dict[str, Any]:
+            start = time.time()
+            policy = load_shared_policy(train_ippo(TASK, seed, folder, settings))
+            trained = time.time() - start
+            return {"seed": seed, "train_seconds": trained, "steps": settings.total_timesteps,
+                    "validation": _record(evaluate_devices(TASK, policy, task.validation_seeds)),
+                    "evaluation": _record(evaluate_devices(TASK, policy, task.eval_seeds))}
+
+        runs.append(_cached(folder / "scores.json", compute))
+        print(f"IPPO seed {seed}: validation return {np.mean(runs[-1]['validation']['returns']):.4f}", flush=True)
+    return runs
+
+
+def evaluate_references(refs: dict[str, Any]) -> dict[str, dict[str, list]]:
+    """The references on the evaluation realisations."""
+    seeds = DEVICE_TASKS[TASK].eval_seeds
+    policies = {"PaperRule": paper_rule(TASK), "BestCommonConstant": ConstantActions(np.array([refs["common_action"]])),
+                "UniformRandom": UniformRandom(np.random.default_rng(0)),
+                "PerDeviceConstants": ConstantActions(np.array(refs["per_device_actions"])[:, None])}
+    return {name: _record(evaluate_devices(TASK, policy, seeds)) for name, policy in policies.items()}
+
+
+def summarise(refs: dict[str, Any], evaluated: dict[str, dict], runs: list[dict]) -> dict[str, Any]:
+    """Scores (0 = PaperRule, 100 = PerDeviceConstants, paired), rliable statistics and the budget columns."""
+    zero = np.array(evaluated["PaperRule"]["returns"])
+    hundred = np.array(evaluated["PerDeviceConstants"]["returns"])
+    score = lambda returns: 100.0 * (np.asarray(returns) - zero) / (hundred - zero)  # noqa: E731
+    records = {**{name: [rec] for name, rec in evaluated.items()}, "IPPO": [run["evaluation"] for run in runs]}
+    table = {name: np.stack([score(r["returns"]) for r in recs]) for name, recs in records.items()}
+    stats = aggregate(table, baseline="BestCommonConstant")
+    for name, recs in records.items():
+        left = np.concatenate([r["devices_left"] for r in recs])
+        stats[name].update(mean_return=float(np.mean([r["returns"] for r in recs])),
+                           share_over_budget=float(np.mean(left > 0)), mean_devices_left=float(left.mean()))
+    return {"task": TASK, "references": refs, "statistics": stats,
+            "ippo_validation_returns": [float(np.mean(run["validation"]["returns"])) for run in runs],
+            "ippo_steps": runs[0]["steps"] if runs else None,
+            "ippo_train_seconds": [run["train_seconds"] for run in runs],
+            "room_return": float(np.mean(hundred - np.array(evaluated["BestCommonConstant"]["returns"])))}
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The results table."""
+    lines = ["| policy | IQM [95% CI] | mean | CVaR 10% | worst | P(> BestCommonConstant) [CI] | mean return | "
+             "episodes with a device over budget | devices left (mean) |", "|---" * 9 + "|"]
+    for name, s in summary["statistics"].items():
+        poi = "–" if s["p_improve"] is None else f"{s['p_improve']:.2f} [{s['p_improve_ci'][0]:.2f}, " \
+                                                 f"{s['p_improve_ci'][1]:.2f}]"
+        lines.append(f"| {name} | {s['iqm']:.1f} [{s['iqm_ci'][0]:.1f}, {s['iqm_ci'][1]:.1f}] | {s['mean']:.1f} | "
+                     f"{s['cvar10']:.1f} | {s['worst']:.1f} | {poi} | {s['mean_return']:.4f} | "
+                     f"{100 * s['share_over_budget']:.0f}% | {s['mean_devices_left']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=5, help="IPPO training seeds (default 5)")
+    p.add_argument("--steps", type=int, default=1_500_000, help="device steps per IPPO run (default 1.5M)")
+    p.add_argument("--out", type=Path, default=Path("results/multiagent"))
+    p.add_argument("--docs", action="store_true", help="copy the table and the JSON into docs/")
+    args = p.parse_args(argv)
+    refs = references(args.out)
+    print(f"references: {refs}", flush=True)
+    runs = ippo_runs(args.out, args.seeds, IPPOSettings(total_timesteps=args.steps))
+    summary = summarise(refs, evaluate_references(refs), runs)
+    table = markdown(summary)
+    write_json(args.out / "multiagent_results.json", summary)
+    write_text(args.out / "multiagent_results.md", table)
+    print(table)
+    if args.docs:
+        write_json(DOCS / "multiagent_results.json", summary)
+        write_text(DOCS / "multiagent_results.md", table)
+
+
+if __name__ == "__main__":
+    main()
