@@ -40,7 +40,7 @@ from otagym.schemes.cdpb.core import CDPBCore
 from otagym.schemes.cdpb.formulas import round_reward
 from otagym.schemes.cdpb.observation import OBS_BOUND
 from otagym.schemes.cdpb.scenario import CDPBScenario
-from otagym.validation import Flag, OneOf, POSITIVE, Real, Spec, check_args, refuse_entries
+from otagym.validation import Flag, OneOf, POSITIVE, Real, Spec, check_args, real_array, refuse_entries
 
 __all__ = ["LAYOUT_VERSION", "DEVICE_ENTRIES", "THRESHOLD_SCALE_MAX", "REWARDS", "DEVICE_TASK_SETTINGS",
            "device_entry_names", "device_action_space", "device_decisions", "DeviceRound", "CDPBDevices"]
@@ -145,7 +145,10 @@ class CDPBDevices:
     def reset(self, rng: np.random.Generator, channel_gains: NDArray | None = None) -> None:
         """A new episode; ``channel_gains`` (T, K) replays a realisation (:func:`~otagym.schemes.cdpb.core.
         sample_realisation`)."""
-        self.core.reset(rng, channel_gains=None if channel_gains is None else np.asarray(channel_gains)[:, None])
+        if channel_gains is not None:  # the core's check (range) then sees the env axis it expects
+            shape = (self.scenario.num_rounds, self.num_devices)
+            channel_gains = real_array("reset option channel_gains", channel_gains, (shape,))[:, None]
+        self.core.reset(rng, channel_gains=channel_gains)
         self.active[:] = True
 
     def privacy_used(self) -> NDArray:
