@@ -124,11 +124,10 @@ class DevicesParallelEnv(ParallelEnv):
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise ValueError(f"actions must hold an action for every live agent; missing {missing}")
-        space = self.side.action_space()
-        stacked = np.full((self.side.num_devices,) + space.shape, -1.0)
+        stacked = np.full((self.side.num_devices,) + self.action_spaces[self.possible_agents[0]].shape, -1.0)
         for k, agent in enumerate(self.possible_agents):
             if agent in self.agents:
-                where = f"actions[{agent!r}]"
+                where, space = f"actions[{agent!r}]", self.action_spaces[agent]
                 shapes = (space.shape,) + (((),) if space.shape == (1,) else ())  # a scalar for a 1-entry action
                 a = real_array(where, actions[agent], shapes).reshape(space.shape)
                 refuse_entries(where, f"lie in the action space [{bound(space.low.min())}, "
