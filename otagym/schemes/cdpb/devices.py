@@ -78,14 +78,19 @@ def device_entry_names(s: CDPBScenario) -> tuple[str, ...]:
 def device_action_space(s: CDPBScenario) -> spaces.Box:
     """A device's action: ``Box(-1, 1, (1,))`` (its threshold), ``(2,)`` under CDPB-mixed (threshold, noise
     portion); float32."""
-    return spaces.Box(-1.0, 1.0, shape=(1 + (s.strategy == "mixed"),), dtype=np.float32)
+    return spaces.Box(-1.0, 1.0, shape=(_action_width(s),), dtype=np.float32)
+
+
+def _action_width(s: CDPBScenario) -> int:
+    """The entries of a device's action: its threshold, and its noise portion under CDPB-mixed."""
+    return 1 + (s.strategy == "mixed")
 
 
 def device_decisions(s: CDPBScenario, actions: ArrayLike, active: NDArray) -> DeviceDecisions:
     """The devices' decisions from their actions (N, K, A) in [-1, 1]: c_k = THRESHOLD_SCALE_MAX^((a + 1) / 2)
     (log-linear, 1 at a = -1), the noise portion (a' + 1) / 2 under CDPB-mixed; ``active`` (N, K)."""
     a = np.asarray(actions, dtype=float)
-    width = device_action_space(s).shape[0]
+    width = _action_width(s)
     if a.shape[-2:] != (s.num_clients, width):
         raise ValueError(f"device actions must have shape (N, K={s.num_clients}, {width}); got {a.shape}")
     refuse_entries("device action", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
