@@ -1,8 +1,8 @@
 """The devices-as-agents env (otagym.multiagent) driven by MARL clients their own way: RLlib's multi-agent PPO through
 its PettingZoo wrapper (where ray is installed: CI's second environment, gymnasium 1.2.2), TorchRL's
 PettingZooWrapper, SB3's PPO through SuperSuit, and a CleanRL-style shared-parameter loop over the parallel API. In
-each the devices leave (eps-bar 2 on the task: a few rounds of the paper's rule), so each client's handling of agents
-that leave is exercised."""
+each the devices leave (eps-bar 0.5 on the task, 20 rounds), so each client's handling of agents that leave is
+exercised."""
 
 from __future__ import annotations
 
@@ -15,33 +15,28 @@ from pettingzoo.utils import BaseParallelWrapper  # noqa: E402
 from otagym.multiagent import make_device_env  # noqa: E402
 
 TASK = "otagym/CDPB-Devices-v0"
-#: The task, 20 rounds, an eps-bar that devices reach within them.
-SHORT = {"max_cycles": 20, "scenario_overrides": {"epsilon_max": 2.0}}
+#: The task, 20 rounds, an eps-bar that devices reach within them under random actions (3 to 9 of the 10 leave).
+SHORT = {"max_cycles": 20, "scenario_overrides": {"epsilon_max": 0.5}}
 
 
 @pytest.mark.slow  # starts Ray: about 20 s
-def test_rllib_multi_agent_ppo_with_one_shared_policy_trains_an_iteration():
+def test_rllib_multi_agent_ppo_with_one_shared_policy_trains_an_iteration(ray_session):
     """``ParallelPettingZooEnv`` registered by name, every device mapped to one policy; the devices that leave take
     fewer steps, all of them through the shared module."""
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.rllib")
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
     from ray.tune.registry import register_env
 
     register_env("otagym_devices", lambda config: ParallelPettingZooEnv(make_device_env(TASK, **config)))
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    algo = (PPOConfig()
+            .environment("otagym_devices", env_config=SHORT)
+            .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, episode, **kwargs: "shared")
+            .env_runners(num_env_runners=0)
+            .training(train_batch_size=200, minibatch_size=100, num_epochs=1)).build_algo()
     try:
-        config = (PPOConfig()
-                  .environment("otagym_devices", env_config=SHORT)
-                  .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, episode, **kwargs: "shared")
-                  .env_runners(num_env_runners=0)
-                  .training(train_batch_size=200, minibatch_size=100, num_epochs=1))
-        algo = config.build_algo()
         result = algo.train()
-        algo.stop()
     finally:
-        ray.shutdown()
+        algo.stop()
     runners = result["env_runners"]
     per_agent = runners["num_agent_steps_sampled"]
     assert sorted(per_agent) == [f"device_{k}" for k in range(10)]
@@ -63,6 +58,7 @@ def test_torchrl_pettingzoo_wrapper_masks_the_devices_that_leave():
     env = PettingZooWrapper(env=make_device_env(TASK, **SHORT), use_mask=True, done_on_any=False, return_state=True,
                             group_map=MarlGroupMapType.ALL_IN_ONE_GROUP)
     check_env_specs(env, seed=0)
+    torch.manual_seed(0)  # the rollout's random actions
     rollout = env.rollout(20, break_when_any_done=True)
     mask = rollout["next", "agents", "mask"]
     assert mask.shape == (len(rollout), 10)
@@ -85,12 +81,12 @@ class EndsForBlackDeath(BaseParallelWrapper):
         return obs, rewards, terminations, truncations, infos
 
 
-@pytest.mark.slow  # about 6 s
 @pytest.mark.filterwarnings("ignore:The `render_mode` attribute is not defined")
 def test_sb3_ppo_through_supersuit_learns_with_one_policy_for_every_device(one_torch_thread):
     """black_death_v3 (devices leave: zero observations and rewards), pettingzoo_env_to_vec_env_v1 (a device a vector
-    env slot) and concat_vec_envs_v1 for SB3: PPO's MlpPolicy, its parameters shared by the devices, learns over four
-    episodes; every device's episode lasts the 20 rounds and a departed device's slot is zero."""
+    env slot) and concat_vec_envs_v1 for SB3: PPO's MlpPolicy, its parameters shared by the devices, learns over 80
+    rounds per slot, the episodes ended (at 20 rounds or when every device has left); a departed device's slot is
+    zero."""
     ss = pytest.importorskip("supersuit")
     pytest.importorskip("stable_baselines3")
     from stable_baselines3 import PPO
@@ -106,7 +102,8 @@ def test_sb3_ppo_through_supersuit_learns_with_one_policy_for_every_device(one_t
     model.learn(1600)
     assert model.num_timesteps == 1600
     assert any(not np.allclose(b, p.detach()) for b, p in zip(before, model.policy.parameters()))
-    assert len(model.ep_info_buffer) == 80 and {e["l"] for e in model.ep_info_buffer} == {20}
+    lengths = [e["l"] for e in model.ep_info_buffer]  # 80 steps per slot, episodes of at most 20
+    assert len(lengths) >= 60 and max(lengths) <= 20
     obs = venv.reset()
     departed, ended, seen = np.zeros(20, dtype=bool), np.zeros(20, dtype=bool), 0
     for _ in range(19):  # the paper's rule: every device leaves within 19 rounds, and its episode ends early
@@ -124,7 +121,7 @@ def test_cleanrl_style_shared_parameter_ppo_over_the_parallel_api(one_torch_thre
     (a departed device's trajectory ends at its termination), three updates of the clipped PPO objective."""
     import torch
 
-    env = make_device_env(TASK, max_cycles=20, scenario_overrides={"epsilon_max": 0.5})
+    env = make_device_env(TASK, **SHORT)
     torch.manual_seed(0)
     obs_dim = env.observation_space("device_0").shape[0]
     body = torch.nn.Sequential(torch.nn.Linear(obs_dim, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2))
