@@ -32,7 +32,7 @@ import numpy as np
 
 from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
 from baselines.benchmark import aggregate
-from baselines.cdpb.devices import (ConstantActions, DeviceEpisodes, UniformRandom, best_common_constant,
+from baselines.cdpb.devices import (ACTION_GRID, ConstantActions, DeviceEpisodes, UniformRandom, best_common_constant,
                                     best_per_device_constants, evaluate_devices, paper_rule)
 from otagym._io import write_json, write_text
 from otagym.multiagent import DEVICE_TASKS
@@ -57,7 +57,7 @@ def references(out: Path) -> dict[str, Any]:
     def compute() -> dict[str, Any]:
         start = time.time()
         common, common_value = best_common_constant(TASK, seeds)
-        per_device, per_device_value = best_per_device_constants(TASK, seeds, common)
+        per_device, per_device_value = best_per_device_constants(TASK, seeds, common, grid=ACTION_GRID[::2])
         return {"common_action": common, "common_validation_return": common_value,
                 "per_device_actions": per_device[:, 0].tolist(), "per_device_validation_return": per_device_value,
                 "paper_validation_return": float(evaluate_devices(TASK, paper_rule(TASK), seeds).returns.mean()),

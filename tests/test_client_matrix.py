@@ -148,15 +148,6 @@ def test_rl_zoo3_trains_on_a_task_with_the_shipped_config(task_id, tmp_path):
     assert list(tmp_path.rglob(task_id.replace("/", "-") + ".zip"))
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.rllib")
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.mark.parametrize("task_id", TASK_IDS)
 def test_rllib_samples_an_episode_of_the_task_by_its_module_prefixed_id(task_id, ray_session):
     """RLlib's env runner builds the task from ``"otagym:<id>"`` (ray[rllib] pins gymnasium 1.2.2: CI runs this in its

@@ -7,6 +7,7 @@ facts on the pages are the package's."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -214,3 +215,45 @@ def test_iqm_is_the_mean_of_the_middle_half():
     x = rng.normal(size=32)
     middle = np.sort(x)[8:24]
     assert hook.iqm(x) == pytest.approx(middle.mean(), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------- devices as agents (PettingZoo)
+
+MULTIAGENT_PAGE = (ROOT / "docs" / "environment" / "multiagent.md").read_text()
+MULTIAGENT_BLOCKS = re.findall(r"```python\n(.*?)\n```", MULTIAGENT_PAGE, re.S)
+
+
+def _imported_packages(code: str) -> set[str]:
+    return set(re.findall(r"^(?:from|import) (\w+)", code, re.M))
+
+
+@pytest.mark.parametrize("code", MULTIAGENT_BLOCKS, ids=[f"block{i}" for i in range(len(MULTIAGENT_BLOCKS))])
+def test_multiagent_page_python_blocks_run(code, tmp_path):
+    """Each block of the devices-as-agents page runs as written (a block whose client is not installed here, e.g.
+    RLlib outside its gymnasium 1.2.2 environment, is skipped)."""
+    missing = sorted(p for p in _imported_packages(code) if importlib.util.find_spec(p) is None)
+    if missing:
+        pytest.skip(f"not installed: {missing}")
+    script = tmp_path / "block.py"
+    script.write_text("import torch\ntorch.set_num_threads(1)\n" * ("torch" in code or "stable_baselines3" in code)
+                      + code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's otagym, not an installed one
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_multiagent_page_states_the_task_envs_spaces():
+    pytest.importorskip("pettingzoo")
+    from otagym.multiagent import make_device_env
+    from otagym.schemes.cdpb.devices import device_entry_names
+
+    env = make_device_env("otagym/CDPB-Devices-v0")
+    rows = dict(re.findall(r"^\| ([A-Z][a-z ]+?) +\| (.+?) +\|$", MULTIAGENT_PAGE, re.M))
+    assert rows["Action shape"].startswith(f"`{env.action_space('client_0').shape}`")
+    assert rows["Observation shape"].startswith(f"`{env.observation_space('client_0').shape}`")
+    assert rows["State shape"].startswith(f"`{env.state_space.shape}`")
+    assert f"{len(env.possible_agents)} on the task" in rows["Number of agents"]
+    assert rows["Action values"] == "[-1, 1]" and rows["Observation values"] == rows["State values"] == "[-10, 10]"
+    entries = re.findall(r"^\| \d \| `(\w+)` \|", MULTIAGENT_PAGE, re.M)
+    assert tuple(entries) == device_entry_names(env.side.scenario.replace(csi_feedback=True))

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from pettingzoo import ParallelEnv
 
 from otagym.schemes import SCHEMES, get_scheme
-from otagym.validation import Integer
+from otagym.validation import Integer, bound, real_array, refuse_entries
 
 __all__ = ["DevicesParallelEnv", "parallel_env", "agent_name", "MULTIAGENT_SCHEMES"]
 
@@ -23,20 +23,22 @@ MULTIAGENT_SCHEMES: tuple[str, ...] = tuple(name for name, info in SCHEMES.items
 
 
 def agent_name(k: int) -> str:
-    """The PettingZoo name of device ``k``: ``"device_k"``."""
-    return f"device_{k}"
+    """The PettingZoo name of device ``k``: ``"client_k"`` (the CDPB paper's word; TorchRL groups agents by the name's
+    prefix, and a group called ``"device"`` would collide with its specs' ``device`` attribute)."""
+    return f"client_{k}"
 
 
 class DevicesParallelEnv(ParallelEnv):
     """Each device of an over-the-air FL deployment an agent (PettingZoo's parallel API).
 
-    Every agent (``"device_0"`` ... ``"device_{K-1}"``) observes what its device can know and chooses its own
+    Every agent (``"client_0"`` ... ``"client_{K-1}"``) observes what its device can know and chooses its own
     decision each round; the server's side (aggregation, its broadcast) and the physics and accounting are the
     scheme's single-agent ones. ``infos[agent]["cost"]`` is the device's share of its privacy budget in the round
     (an episode's sum is at most tau within it, Safety-Gymnasium's convention); a device whose budget is spent leaves
     (``terminations[agent]`` True, removed from :attr:`agents`). The episode ends after the scenario's tau rounds
     (every remaining agent terminated) or at ``max_cycles`` rounds (truncated). :meth:`state` is the global state
-    for centralised critics.
+    for centralised critics. ``step`` takes an action for every live agent (an agent's action is checked against
+    its space); actions of agents that have left are ignored, as PettingZoo's conversions do.
 
     Args:
         scheme: one of :data:`MULTIAGENT_SCHEMES`.
@@ -98,15 +100,7 @@ class DevicesParallelEnv(ParallelEnv):
                                                     dict[str, bool], dict[str, dict[str, Any]]]:
         if not self.agents:
             raise RuntimeError("step() called after the episode ended; call reset() first")
-        unknown = set(actions) - set(self.agents)
-        if unknown:
-            raise ValueError(f"actions for agents that are not in the episode: {sorted(unknown)}; "
-                             f"live agents: {self.agents}")
-        width = self.side.action_space().shape[0]
-        stacked = np.full((1, self.side.num_devices, width), -1.0)
-        for k, agent in enumerate(self.possible_agents):
-            if agent in actions:
-                stacked[0, k] = np.asarray(actions[agent], dtype=float).reshape(width)
+        stacked = self._stacked_actions(actions)[None]
         played = self.side.step(self.np_random, stacked)
         rewards_all, done = played.rewards[0], bool(played.done[0])
         if not self.side.active.any() and not done:  # the last devices left: the rest is charged to them now
@@ -124,6 +118,28 @@ class DevicesParallelEnv(ParallelEnv):
                  for k, a in live}
         self.agents = [a for _, a in live if not (terminations[a] or truncations[a])]
         return observations, rewards, terminations, truncations, infos
+
+    def _stacked_actions(self, actions: dict[str, Any]) -> NDArray:
+        """The live agents' actions as a (K, A) array (a departed device's row -1, which the device side ignores),
+        each checked against its agent's action space; actions of departed agents are ignored (TorchRL's
+        ``PettingZooWrapper`` passes one for every agent of a group), an unknown name or a missing live agent is
+        refused."""
+        unknown = sorted(set(actions) - set(self.possible_agents))
+        if unknown:
+            raise ValueError(f"actions has unknown agents {unknown}; the agents are {self.possible_agents}")
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"actions must hold an action for every live agent; missing {missing}")
+        stacked = np.full((self.side.num_devices,) + self.action_spaces[self.possible_agents[0]].shape, -1.0)
+        for k, agent in enumerate(self.possible_agents):
+            if agent in self.agents:
+                where, space = f"actions[{agent!r}]", self.action_spaces[agent]
+                shapes = (space.shape,) + (((),) if space.shape == (1,) else ())  # a scalar for a 1-entry action
+                a = real_array(where, actions[agent], shapes).reshape(space.shape)
+                refuse_entries(where, f"lie in the action space [{bound(space.low.min())}, "
+                               f"{bound(space.high.max())}]", a, ~((a >= space.low) & (a <= space.high)))
+                stacked[k] = a
+        return stacked
 
     def state(self) -> NDArray:
         return self.side.state()[0]

@@ -57,9 +57,13 @@ def _task(task_id: str) -> DeviceTask:
 
 
 def make_device_env(task_id: str, **overrides: Any) -> DevicesParallelEnv:
-    """The parallel env of a task, with its settings and any ``overrides`` of the env's arguments."""
+    """The parallel env of a task, with its settings and any ``overrides`` of the env's arguments;
+    ``scenario_overrides`` update the task's own (``{"epsilon_max": 2.0}`` keeps its ten devices)."""
     task = _task(task_id)
-    return DevicesParallelEnv(scheme=task.scheme, **{**task.kwargs, **overrides})
+    scenario_overrides = {**task.kwargs.get("scenario_overrides", {}),
+                          **(overrides.pop("scenario_overrides", None) or {})}
+    return DevicesParallelEnv(scheme=task.scheme, **{**task.kwargs, **overrides,
+                                                     "scenario_overrides": scenario_overrides})
 
 
 def device_evaluation_options(task_id: str, seed: int) -> dict[str, NDArray]:

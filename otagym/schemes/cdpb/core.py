@@ -264,6 +264,8 @@ class CDPBCore:
         total = pw.noise_var[:, None]
         others = pw.noise_var_others(s.noise_power_w)
         rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
+        if devices is not None:  # a device that has left leaks nothing (Theorem 1 as printed charges p = 0 log 2/(a-1))
+            rdp = {acc: np.where(devices.active, r, 0.0) for acc, r in rdp.items()}
         before = self.rdp_sum[s.accounting].max(axis=-1)
         for acc, r in rdp.items():
             self.rdp_sum[acc] += r

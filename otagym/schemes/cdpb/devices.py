@@ -40,7 +40,7 @@ from otagym.schemes.cdpb.core import CDPBCore
 from otagym.schemes.cdpb.formulas import round_reward
 from otagym.schemes.cdpb.observation import OBS_BOUND
 from otagym.schemes.cdpb.scenario import CDPBScenario
-from otagym.validation import Flag, OneOf, POSITIVE, Real, Spec, check_args, refuse_entries
+from otagym.validation import Flag, OneOf, POSITIVE, Real, Spec, check_args, real_array, refuse_entries
 
 __all__ = ["LAYOUT_VERSION", "DEVICE_ENTRIES", "THRESHOLD_SCALE_MAX", "REWARDS", "DEVICE_TASK_SETTINGS",
            "device_entry_names", "device_action_space", "device_decisions", "DeviceRound", "CDPBDevices"]
@@ -78,14 +78,19 @@ def device_entry_names(s: CDPBScenario) -> tuple[str, ...]:
 def device_action_space(s: CDPBScenario) -> spaces.Box:
     """A device's action: ``Box(-1, 1, (1,))`` (its threshold), ``(2,)`` under CDPB-mixed (threshold, noise
     portion); float32."""
-    return spaces.Box(-1.0, 1.0, shape=(1 + (s.strategy == "mixed"),), dtype=np.float32)
+    return spaces.Box(-1.0, 1.0, shape=(_action_width(s),), dtype=np.float32)
+
+
+def _action_width(s: CDPBScenario) -> int:
+    """The entries of a device's action: its threshold, and its noise portion under CDPB-mixed."""
+    return 1 + (s.strategy == "mixed")
 
 
 def device_decisions(s: CDPBScenario, actions: ArrayLike, active: NDArray) -> DeviceDecisions:
     """The devices' decisions from their actions (N, K, A) in [-1, 1]: c_k = THRESHOLD_SCALE_MAX^((a + 1) / 2)
     (log-linear, 1 at a = -1), the noise portion (a' + 1) / 2 under CDPB-mixed; ``active`` (N, K)."""
     a = np.asarray(actions, dtype=float)
-    width = device_action_space(s).shape[0]
+    width = _action_width(s)
     if a.shape[-2:] != (s.num_clients, width):
         raise ValueError(f"device actions must have shape (N, K={s.num_clients}, {width}); got {a.shape}")
     refuse_entries("device action", "lie in [-1, 1]", a, ~(np.abs(a) <= 1.0))
@@ -153,8 +158,12 @@ class CDPBDevices:
     def reset(self, rng: np.random.Generator, channel_gains: NDArray | None = None) -> None:
         """New episodes; ``channel_gains`` (T, N, K) (or (T, K) for N = 1) replays realisations
         (:func:`~otagym.schemes.cdpb.core.sample_realisation`)."""
-        if channel_gains is not None and np.ndim(channel_gains) == 2:
-            channel_gains = np.asarray(channel_gains)[:, None]
+        if channel_gains is not None:  # the core's check (range) then sees the env axis it expects
+            shapes = ((self.scenario.num_rounds, self.num_envs, self.num_devices),)
+            if self.num_envs == 1:
+                shapes += ((self.scenario.num_rounds, self.num_devices),)
+            channel_gains = real_array("reset option channel_gains", channel_gains, shapes)
+            channel_gains = channel_gains.reshape(shapes[0])
         self.core.reset(rng, channel_gains=channel_gains)
         self.active[:] = True
 
@@ -205,7 +214,7 @@ class CDPBDevices:
         summed, (N, K): an episode may not end early by its devices leaving (the PettingZoo env calls this when its
         last agent leaves)."""
         total = np.zeros((self.num_envs, self.num_devices))
-        silent = np.full((self.num_envs, self.num_devices, self.action_space().shape[0]), -1.0)
+        silent = np.full((self.num_envs, self.num_devices, _action_width(self.scenario)), -1.0)
         self.active[:] = False
         while (self.core.t < self.scenario.num_rounds).any():
             total += self.step(rng, silent).rewards
