@@ -1,0 +1,56 @@
+"""The device task's reference policies and their batched evaluation, against the PettingZoo env played seed by
+seed (an independent path: the parallel API's dicts, one realisation at a time)."""
+
+import numpy as np
+import pytest
+
+from baselines.cdpb.devices import (ConstantActions, UniformRandom, best_common_constant, best_per_device_constants,
+                                    evaluate_devices, paper_rule)
+from otagym.multiagent import DEVICE_TASKS, device_evaluation_options, make_device_env
+
+TASK = "otagym/CDPB-Devices-v0"
+SEEDS = DEVICE_TASKS[TASK].validation_seeds[:3]
+
+
+def env_return(actions: np.ndarray, seed: int) -> float:
+    """The team's return of device k playing ``actions[k]`` on the realisation of ``seed``, through the env."""
+    env = make_device_env(TASK)
+    env.reset(seed=0, options=device_evaluation_options(TASK, seed))
+    total = 0.0
+    while env.agents:
+        _, rewards, _, _, _ = env.step({a: actions[int(a.split("_")[1])] for a in env.agents})
+        total += next(iter(rewards.values()))
+    return total
+
+
+def test_the_batched_evaluation_equals_the_parallel_env_seed_by_seed():
+    """CDPB-n with every client in: no coin, no sampling, so a replayed realisation fixes the episode; the batched
+    evaluation then gives each env's return (the team reward of the live agents, the rest charged when all leave)."""
+    actions = np.linspace(-1.0, -0.4, 10)[:, None]
+    batched = evaluate_devices(TASK, ConstantActions(actions), SEEDS)
+    np.testing.assert_allclose(batched.returns, [env_return(actions, seed) for seed in SEEDS], rtol=1e-12)
+    assert batched.worst_privacy_used.shape == batched.devices_left.shape == (3,)
+
+
+def test_constant_actions_and_the_papers_rule():
+    obs = np.zeros((2, 10, 5))
+    np.testing.assert_array_equal(ConstantActions(np.array([0.5])).act(obs), np.full((2, 10, 1), 0.5))
+    per_device = np.arange(10.0)[:, None] / 10
+    np.testing.assert_array_equal(ConstantActions(per_device).act(obs)[1], per_device)
+    np.testing.assert_array_equal(paper_rule(TASK).actions, [-1.0])  # c_k = 1, the paper's threshold
+    draws = UniformRandom(np.random.default_rng(0)).act(np.zeros((100, 10, 5)))
+    assert draws.shape == (100, 10, 1) and -1 <= draws.min() < -0.99 and 0.99 < draws.max() <= 1
+
+
+def test_the_best_common_constant_is_the_argmax_of_its_grid():
+    grid = np.array([-1.0, -0.5, 0.0])
+    action, value = best_common_constant(TASK, SEEDS, grid)
+    values = [evaluate_devices(TASK, ConstantActions(np.array([a])), SEEDS).returns.mean() for a in grid]
+    assert action == grid[int(np.argmax(values))] and value == pytest.approx(max(values), rel=1e-12)
+
+
+def test_the_per_device_search_never_ends_below_its_start():
+    start_value = evaluate_devices(TASK, ConstantActions(np.array([-1.0])), SEEDS[:2]).returns.mean()
+    actions, value = best_per_device_constants(TASK, SEEDS[:2], -1.0, grid=np.array([-1.0, -0.6]), sweeps=1)
+    assert actions.shape == (10, 1) and value >= start_value
+    assert value == pytest.approx(evaluate_devices(TASK, ConstantActions(actions), SEEDS[:2]).returns.mean())
