@@ -8,7 +8,8 @@
    with ``--seeds`` training seeds (the task's training seeds) for ``--steps`` device steps each, one at a time, one
    torch thread; the final model of each run (no checkpoint selection; its validation score is reported).
 3. Everything played on the task's 128 evaluation realisations, never used above. Score: 0 = the paper's rule, 100 =
-   the per-device constants, paired per realisation (100 (R - R_paper) / (R_ceiling - R_paper)). rliable's IQM with
+   the per-device constants: 100 (R - R_paper) / mean(R_ceiling - R_paper), paired per realisation over the mean room
+   (one realisation's room can be near 0, where a ratio per realisation would blow up). rliable's IQM with
    its stratified-bootstrap 95% CI, the probability of improvement over the best common constant, the mean, CVaR 10%
    and the worst realisation; the share of episodes in which a device spent its budget (and left).
 
@@ -103,7 +104,7 @@ def summarise(refs: dict[str, Any], evaluated: dict[str, dict], runs: list[dict]
     """Scores (0 = PaperRule, 100 = PerDeviceConstants, paired), rliable statistics and the budget columns."""
     zero = np.array(evaluated["PaperRule"]["returns"])
     hundred = np.array(evaluated["PerDeviceConstants"]["returns"])
-    score = lambda returns: 100.0 * (np.asarray(returns) - zero) / (hundred - zero)  # noqa: E731
+    score = lambda returns: 100.0 * (np.asarray(returns) - zero) / np.mean(hundred - zero)  # noqa: E731
     records = {**{name: [rec] for name, rec in evaluated.items()}, "IPPO": [run["evaluation"] for run in runs]}
     table = {name: np.stack([score(r["returns"]) for r in recs]) for name, recs in records.items()}
     stats = aggregate(table, baseline="BestCommonConstant")
@@ -119,10 +120,31 @@ def summarise(refs: dict[str, Any], evaluated: dict[str, dict], runs: list[dict]
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    """The results table."""
-    lines = ["| policy | IQM [95% CI] | mean | CVaR 10% | worst | P(> BestCommonConstant) [CI] | mean return | "
+    """The results page: what was run, the room, and the table."""
+    refs, stats = summary["references"], summary["statistics"]
+    runs = len(summary["ippo_validation_returns"])
+    head = [
+        "# Devices as agents: results", "",
+        f"`{summary['task']}` ([the environment](environment/multiagent.md)), the 128 evaluation realisations "
+        "(never used to choose anything). Score: 100 (R - R_paper) / mean(R_ceiling - R_paper), paired per "
+        "realisation: 0 = every device follows the paper's CDPB rule, 100 (on average) = the best per-device constant "
+        "actions (the computed ceiling). IPPO: SB3 PPO through SuperSuit, "
+        f"one network shared by the devices, {runs} training seeds x {summary['ippo_steps']:,} device steps each "
+        "(the final model; one torch thread), IQM over seeds x realisations with its stratified-bootstrap 95% CI "
+        "(rliable); P(>) is the probability of improvement over the best common constant. Regenerate with "
+        "`python -m benchmarks.multiagent_results --docs`.", "",
+        f"**The room.** On the validation realisations the best action common to all devices is a = "
+        f"{refs['common_action']:g} (mean return {refs['common_validation_return']:.4f}; the paper's rule: "
+        f"{refs['paper_validation_return']:.4f}); the best per-device actions (coordinate search) reach "
+        f"{refs['per_device_validation_return']:.4f}, with the devices' actions "
+        f"{', '.join(f'{a:g}' for a in refs['per_device_actions'])} from the weakest mean gain to the strongest. On "
+        f"the evaluation realisations the ceiling's return is {summary['room_return']:.4f} above the floor's "
+        f"(returns are in units of the paper's rule's |return|: about {100 * summary['room_return']:.1f}% of it).",
+        "", f"IPPO's validation returns by seed: {', '.join(f'{v:.4f}' for v in summary['ippo_validation_returns'])}.",
+        "", ""]
+    lines = head + ["| policy | IQM [95% CI] | mean | CVaR 10% | worst | P(> BestCommonConstant) [CI] | mean return | "
              "episodes with a device over budget | devices left (mean) |", "|---" * 9 + "|"]
-    for name, s in summary["statistics"].items():
+    for name, s in stats.items():
         poi = "–" if s["p_improve"] is None else f"{s['p_improve']:.2f} [{s['p_improve_ci'][0]:.2f}, " \
                                                  f"{s['p_improve_ci'][1]:.2f}]"
         lines.append(f"| {name} | {s['iqm']:.1f} [{s['iqm_ci'][0]:.1f}, {s['iqm_ci'][1]:.1f}] | {s['mean']:.1f} | "
