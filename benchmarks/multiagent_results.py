@@ -3,7 +3,9 @@
 1. The references, chosen on the task's validation realisations (32): the paper's rule for every device, the best
    action common to all devices (the floor: :func:`baselines.cdpb.devices.best_common_constant`), uniform random, and
    the best action of each device by coordinate search (the computed ceiling:
-   :func:`~baselines.cdpb.devices.best_per_device_constants`).
+   :func:`~baselines.cdpb.devices.best_per_device_constants`); beside them an upper bound no policy can beat, even
+   with every channel known (:func:`~baselines.cdpb.devices.full_csi_bound`: the paper's rule, nobody leaving, no
+   privacy charged).
 2. IPPO (SB3 PPO through SuperSuit, parameters shared by the devices, :func:`agents.multiagent.train_ippo`) trained
    with ``--seeds`` training seeds (the task's training seeds) for ``--steps`` device steps each, one at a time, one
    torch thread; the final model of each run (no checkpoint selection; its validation score is reported).
@@ -34,7 +36,7 @@ import numpy as np
 from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
 from baselines.benchmark import aggregate
 from baselines.cdpb.devices import (ACTION_GRID, ConstantActions, DeviceEpisodes, UniformRandom, best_common_constant,
-                                    best_per_device_constants, evaluate_devices, paper_rule)
+                                    best_per_device_constants, evaluate_devices, full_csi_bound, paper_rule)
 from otagym._io import write_json, write_text
 from otagym.multiagent import DEVICE_TASKS
 
@@ -97,7 +99,10 @@ def evaluate_references(refs: dict[str, Any]) -> dict[str, dict[str, list]]:
     policies = {"PaperRule": paper_rule(TASK), "BestCommonConstant": ConstantActions(np.array([refs["common_action"]])),
                 "UniformRandom": UniformRandom(np.random.default_rng(0)),
                 "PerDeviceConstants": ConstantActions(np.array(refs["per_device_actions"])[:, None])}
-    return {name: _record(evaluate_devices(TASK, policy, seeds)) for name, policy in policies.items()}
+    records = {name: _record(evaluate_devices(TASK, policy, seeds)) for name, policy in policies.items()}
+    bound = full_csi_bound(TASK, seeds)
+    return {**records, "FullCSIBound": {"returns": bound.tolist(), "worst_privacy_used": [np.nan] * len(seeds),
+                                        "devices_left": [0] * len(seeds)}}
 
 
 def summarise(refs: dict[str, Any], evaluated: dict[str, dict], runs: list[dict]) -> dict[str, Any]:
@@ -139,7 +144,10 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{refs['per_device_validation_return']:.4f}, with the devices' actions "
         f"{', '.join(f'{a:g}' for a in refs['per_device_actions'])} from the weakest mean gain to the strongest. On "
         f"the evaluation realisations the ceiling's return is {summary['room_return']:.4f} above the floor's "
-        f"(returns are in units of the paper's rule's |return|: about {100 * summary['room_return']:.1f}% of it).",
+        f"(returns are in units of the paper's rule's |return|: about {100 * summary['room_return']:.1f}% of it). "
+        "No policy can beat `FullCSIBound`, even one that sees every channel (the paper's rule with nobody leaving "
+        "and no privacy charged: under CDPB-n each round's convergence term falls with every device that joins, "
+        "`baselines.cdpb.devices.full_csi_bound`); it is loose by the privacy charge, which every policy pays.",
         "", f"IPPO's validation returns by seed: {', '.join(f'{v:.4f}' for v in summary['ippo_validation_returns'])}.",
         "", ""]
     lines = head + ["| policy | IQM [95% CI] | mean | CVaR 10% | worst | P(> BestCommonConstant) [CI] | mean return | "

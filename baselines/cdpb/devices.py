@@ -10,12 +10,13 @@ A device policy maps the devices' observations (N, K, entries) to their actions 
   common to all devices (the floor), :func:`best_per_device_constants` the best action of each device by coordinate
   search (the computed ceiling: with i.i.d. fading and the sampled accounting a device's loss does not depend on the
   channel it sees, so little is left to a policy that reacts).
+* :func:`full_csi_bound`: a return no policy can beat, even one that knows every channel.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,7 +25,7 @@ from otagym.multiagent import DEVICE_TASKS, device_evaluation_options
 from otagym.schemes import get_scheme
 
 __all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "DeviceEpisodes", "evaluate_devices",
-           "best_common_constant", "best_per_device_constants", "ACTION_GRID"]
+           "best_common_constant", "best_per_device_constants", "full_csi_bound", "ACTION_GRID"]
 
 #: The actions searched for constants: a in [-1, 1], c = 100^((a + 1)/2) from 1 to 100 (every 0.05 of a decade).
 ACTION_GRID: NDArray = np.linspace(-1.0, 1.0, 41)
@@ -75,21 +76,24 @@ class DeviceEpisodes(NamedTuple):
     devices_left: NDArray
 
 
-def _devices(task_id: str, num_envs: int):
-    """The device side of a task for ``num_envs`` episodes in step."""
+def _devices(task_id: str, num_envs: int, **overrides: Any):
+    """The device side of a task for ``num_envs`` episodes in step, with ``overrides`` of its arguments (its
+    ``scenario_overrides`` merged into the task's)."""
     task = DEVICE_TASKS[task_id]
     info = get_scheme(task.scheme)
-    kwargs = dict(task.kwargs)
-    scenario = info.scenario(kwargs.pop("scenario", None), **kwargs.pop("scenario_overrides", {}))
+    kwargs = {**task.kwargs, **overrides,
+              "scenario_overrides": {**task.kwargs.get("scenario_overrides", {}),
+                                     **overrides.get("scenario_overrides", {})}}
+    scenario = info.scenario(kwargs.pop("scenario", None), **kwargs.pop("scenario_overrides"))
     return info.devices(scenario, num_envs, **kwargs)
 
 
-def evaluate_devices(task_id: str, policy: DevicePolicy, seeds: Sequence[int]) -> DeviceEpisodes:
+def evaluate_devices(task_id: str, policy: DevicePolicy, seeds: Sequence[int], **overrides: Any) -> DeviceEpisodes:
     """Play ``policy`` on the realisations of ``seeds`` of a device task, all in step (the realisation of a seed as
     :func:`~otagym.multiagent.device_evaluation_options` draws it; the rest of the randomness from
-    ``default_rng(seeds)``)."""
+    ``default_rng(seeds)``); ``overrides`` change the task's env arguments."""
     seeds = list(seeds)
-    side = _devices(task_id, len(seeds))
+    side = _devices(task_id, len(seeds), **overrides)
     gains = np.stack([device_evaluation_options(task_id, seed)["channel_gains"] for seed in seeds], axis=1)
     rng = np.random.default_rng(seeds)
     side.reset(rng, channel_gains=gains)
@@ -131,3 +135,23 @@ def best_per_device_constants(task_id: str, seeds: Sequence[int], start: float, 
         if not improved:
             break
     return actions, best
+
+
+def full_csi_bound(task_id: str, seeds: Sequence[int]) -> NDArray:
+    """An upper bound on the team's return of any device policy on each realisation of a CDPB-n task, even one that
+    sees every device's channel of every round: the paper's rule with no device leaving and no privacy charged.
+
+    Under CDPB-n every device transmits at its full power P, its gradient or not (eqs. (10), (11)), so the received
+    noise is sigma_q^2 = sum_k P h_k - K_t rho W^2 + sigma_z^2 and the round's term (41) is
+    B = 4 M^2 G / K_t + (A - K_t rho W^2) / (K_t^2 rho) with A = sum_k P h_k + sigma_z^2; its derivative in K_t has the
+    sign of K_t rho W^2 - 2A < 0 (each of the K_t devices in has P h_k >= rho W^2 (7)), so B falls with every device
+    that joins, and K_t is at most the number of devices above h_th: the paper's rule, every able device in, makes
+    each round's convergence share the best it can be, whatever is known. The privacy charge is never negative and a
+    device's leaving only takes it out. (S,) returns."""
+    scenario = _devices(task_id, 1).scenario
+    if scenario.strategy != "noisy" or scenario.client_sampling != 1.0:
+        raise ValueError("full_csi_bound holds for CDPB-n with every client sampled (strategy='noisy', "
+                         f"client_sampling=1); got strategy={scenario.strategy!r}, "
+                         f"client_sampling={scenario.client_sampling!r}")
+    return evaluate_devices(task_id, paper_rule(task_id), seeds, leave_when_spent=False,
+                            scenario_overrides={"lambda_privacy": 0.0}).returns

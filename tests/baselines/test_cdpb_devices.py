@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from baselines.cdpb.devices import (ConstantActions, UniformRandom, best_common_constant, best_per_device_constants,
+                                    full_csi_bound,
                                     evaluate_devices, paper_rule)
 from otagym.multiagent import DEVICE_TASKS, device_evaluation_options, make_device_env
 
@@ -54,3 +55,20 @@ def test_the_per_device_search_never_ends_below_its_start():
     actions, value = best_per_device_constants(TASK, SEEDS[:2], -1.0, grid=np.array([-1.0, -0.6]), sweeps=1)
     assert actions.shape == (10, 1) and value >= start_value
     assert value == pytest.approx(evaluate_devices(TASK, ConstantActions(actions), SEEDS[:2]).returns.mean())
+
+
+def test_no_policy_beats_the_full_csi_bound_on_any_realisation():
+    """The bound against the paper's rule (its privacy charge is positive), random per-device constants and uniform
+    random devices, realisation by realisation."""
+    bound = full_csi_bound(TASK, SEEDS)
+    rng = np.random.default_rng(0)
+    policies = [paper_rule(TASK), UniformRandom(rng)] + [ConstantActions(rng.uniform(-1, 1, (10, 1)))
+                                                         for _ in range(4)]
+    for policy in policies:
+        assert np.all(evaluate_devices(TASK, policy, SEEDS).returns < bound)
+    loose = make_device_env(TASK, leave_when_spent=False, scenario_overrides={"lambda_privacy": 0.0})
+    loose.reset(seed=0, options=device_evaluation_options(TASK, SEEDS[0]))
+    total = 0.0
+    while loose.agents:
+        total += next(iter(loose.step({a: np.array([-1.0]) for a in loose.agents})[1].values()))
+    assert total == pytest.approx(bound[0], rel=1e-12)
