@@ -1,6 +1,7 @@
 """Devices as agents: the room on ``otagym/CDPB-Devices-v0`` and shared-parameter IPPO against its references.
 
-1. The references, chosen on the task's validation realisations (32): the paper's rule for every device, the best
+1. The references, chosen on the task's validation realisations (32): the paper's rule for every device, the
+   paper's planner per device (the threshold of its Stage-II rho at the task's tau, where above the server's), the best
    action common to all devices (the floor: :func:`baselines.cdpb.devices.best_common_constant`), uniform random, and
    the best action of each device by coordinate search (the computed ceiling:
    :func:`~baselines.cdpb.devices.best_per_device_constants`); beside them an upper bound no policy can beat, even
@@ -36,7 +37,8 @@ import numpy as np
 from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
 from baselines.benchmark import aggregate
 from baselines.cdpb.devices import (ACTION_GRID, ConstantActions, DeviceEpisodes, UniformRandom, best_common_constant,
-                                    best_per_device_constants, evaluate_devices, full_csi_bound, paper_rule)
+                                    best_per_device_constants, evaluate_devices, full_csi_bound, paper_planner,
+                                    paper_rule)
 from otagym._io import write_json, write_text
 from otagym.multiagent import DEVICE_TASKS
 
@@ -96,7 +98,7 @@ def ippo_runs(out: Path, seeds: int, settings: IPPOSettings) -> list[dict[str, A
 def evaluate_references(refs: dict[str, Any]) -> dict[str, dict[str, list]]:
     """The references on the evaluation realisations."""
     seeds = DEVICE_TASKS[TASK].eval_seeds
-    policies = {"PaperRule": paper_rule(TASK), "BestCommonConstant": ConstantActions(np.array([refs["common_action"]])),
+    policies = {"PaperRule": paper_rule(TASK), "PaperPlanner": paper_planner(TASK), "BestCommonConstant": ConstantActions(np.array([refs["common_action"]])),
                 "UniformRandom": UniformRandom(np.random.default_rng(0)),
                 "PerDeviceConstants": ConstantActions(np.array(refs["per_device_actions"])[:, None])}
     records = {name: _record(evaluate_devices(TASK, policy, seeds)) for name, policy in policies.items()}

@@ -4,7 +4,8 @@ task's frozen realisations.
 A device policy maps the devices' observations (N, K, entries) to their actions (N, K, A) in [-1, 1]
 (:mod:`otagym.schemes.cdpb.devices`: a = -1 is the paper's threshold h_th, a = 1 a threshold 100 h_th).
 
-* :func:`paper_rule`: every device follows the paper's CDPB rule (c_k = 1, the scenario's noise portion).
+* :func:`paper_rule`: every device follows the paper's CDPB rule (c_k = 1, the scenario's noise portion);
+  :func:`paper_planner`: each device plays the threshold of the paper's planner (Stage II's rho at the task's tau).
 * :class:`UniformRandom`: each device draws its action uniformly.
 * :class:`ConstantActions`: every device plays a fixed action; :func:`best_common_constant` finds the best action
   common to all devices (the floor), :func:`best_per_device_constants` the best action of each device by coordinate
@@ -23,8 +24,9 @@ from numpy.typing import NDArray
 
 from otagym.multiagent import DEVICE_TASKS, device_evaluation_options
 from otagym.schemes import get_scheme
+from otagym.schemes.cdpb.devices import THRESHOLD_SCALE_MAX
 
-__all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "DeviceEpisodes", "evaluate_devices",
+__all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "paper_planner", "DeviceEpisodes", "evaluate_devices",
            "best_common_constant", "best_per_device_constants", "full_csi_bound", "ACTION_GRID"]
 
 #: The actions searched for constants: a in [-1, 1], c = 100^((a + 1)/2) from 1 to 100 (every 0.05 of a decade).
@@ -57,6 +59,22 @@ class UniformRandom:
 
     def act(self, observations: NDArray) -> NDArray:
         return self.rng.uniform(-1.0, 1.0, observations.shape[:2] + (self.width,))
+
+
+def paper_planner(task_id: str) -> ConstantActions:
+    """The paper's planner, per device: the threshold of Stage II's rho_tau at the task's tau (Algorithm 2,
+    :func:`baselines.cdpb.policies.minimize_weighted`), played by each device as c = rho_tau / rho over the server's
+    rho; a rho_tau below the server's gives c = 1 (no device can go below h_th, eq. (7)), the paper's rule."""
+    from baselines.cdpb.policies import minimize_weighted
+
+    side = _devices(task_id, 1)
+    s = side.scenario
+    rho_tau = float(minimize_weighted(s, np.array([6.0 * s.lambda_convergence / s.num_rounds]),
+                                      np.array([s.lambda_privacy * s.num_rounds]))[0])
+    scale = min(max(rho_tau / side.rho[0], 1.0), THRESHOLD_SCALE_MAX)
+    rule = paper_rule(task_id).actions.copy()
+    rule[0] = 2.0 * np.log(scale) / np.log(THRESHOLD_SCALE_MAX) - 1.0
+    return ConstantActions(rule)
 
 
 def paper_rule(task_id: str) -> ConstantActions:

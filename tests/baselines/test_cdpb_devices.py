@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 from baselines.cdpb.devices import (ConstantActions, UniformRandom, best_common_constant, best_per_device_constants,
-                                    full_csi_bound,
+                                    full_csi_bound, paper_planner,
                                     evaluate_devices, paper_rule)
 from otagym.multiagent import DEVICE_TASKS, device_evaluation_options, make_device_env
+from otagym.schemes.cdpb.devices import THRESHOLD_SCALE_MAX
 
 TASK = "otagym/CDPB-Devices-v0"
 SEEDS = DEVICE_TASKS[TASK].validation_seeds[:3]
@@ -72,3 +73,15 @@ def test_no_policy_beats_the_full_csi_bound_on_any_realisation():
     while loose.agents:
         total += next(iter(loose.step({a: np.array([-1.0]) for a in loose.agents})[1].values()))
     assert total == pytest.approx(bound[0], rel=1e-12)
+
+
+def test_the_papers_planner_per_device_is_the_threshold_of_its_rho(monkeypatch):
+    """Its Stage-II rho at tau = 100 (0.109 P/W^2) lies below the server's 0.3 P/W^2: every device is at c = 1, the
+    paper's rule; with the server's rho at 0.05 P/W^2 the devices raise their threshold by rho_tau / rho."""
+    np.testing.assert_array_equal(paper_planner(TASK).actions, paper_rule(TASK).actions)
+    from baselines.cdpb import devices
+
+    real = devices._devices
+    monkeypatch.setattr(devices, "_devices", lambda task_id, n, **kw: real(task_id, n, **{**kw, "rho": 0.05}))
+    scale = THRESHOLD_SCALE_MAX ** ((paper_planner(TASK).actions[0] + 1) / 2)
+    assert scale * 0.05 == pytest.approx(0.10902, rel=1e-4)
