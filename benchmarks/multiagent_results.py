@@ -98,7 +98,8 @@ def ippo_runs(out: Path, seeds: int, settings: IPPOSettings) -> list[dict[str, A
 def evaluate_references(refs: dict[str, Any]) -> dict[str, dict[str, list]]:
     """The references on the evaluation realisations."""
     seeds = DEVICE_TASKS[TASK].eval_seeds
-    policies = {"PaperRule": paper_rule(TASK), "PaperPlanner": paper_planner(TASK), "BestCommonConstant": ConstantActions(np.array([refs["common_action"]])),
+    policies = {"PaperRule": paper_rule(TASK), "PaperPlanner": paper_planner(TASK),
+                "BestCommonConstant": ConstantActions(np.array([refs["common_action"]])),
                 "UniformRandom": UniformRandom(np.random.default_rng(0)),
                 "PerDeviceConstants": ConstantActions(np.array(refs["per_device_actions"])[:, None])}
     records = {name: _record(evaluate_devices(TASK, policy, seeds)) for name, policy in policies.items()}

@@ -26,8 +26,8 @@ from otagym.multiagent import DEVICE_TASKS, device_evaluation_options
 from otagym.schemes import get_scheme
 from otagym.schemes.cdpb.devices import THRESHOLD_SCALE_MAX
 
-__all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "paper_planner", "DeviceEpisodes", "evaluate_devices",
-           "best_common_constant", "best_per_device_constants", "full_csi_bound", "ACTION_GRID"]
+__all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "paper_planner", "DeviceEpisodes",
+           "evaluate_devices", "best_common_constant", "best_per_device_constants", "full_csi_bound", "ACTION_GRID"]
 
 #: The actions searched for constants: a in [-1, 1], c = 100^((a + 1)/2) from 1 to 100 (every 0.05 of a decade).
 ACTION_GRID: NDArray = np.linspace(-1.0, 1.0, 41)
