@@ -111,7 +111,7 @@ class DeviceRound(NamedTuple):
 #: The core's info entries that are per device, and those of the server (prefixed ``server_`` in a round's info).
 DEVICE_INFO = ("channel_gain", "reliable", "sends_noise", "transmit_power_w", "participation", "rdp_round",
                "rdp_cumulative")
-SERVER_INFO = ("round", "rho", "num_reliable", "convergence_term", "gamma", "utility")
+SERVER_INFO = ("round", "rho", "num_reliable", "convergence_term", "gamma", "utility", "cost")
 
 
 class CDPBDevices:
