@@ -76,21 +76,18 @@ def make_federation(dataset: str, num_devices: int, rng: np.random.Generator, *,
     eval_samples = Integer(1, optional=True)("eval_samples", eval_samples)
     folder = data_folder(dataset, data_dir)
     x, y, x_test, y_test = digits_dataset(rng) if folder is None else LOADERS[dataset](folder)
-    if train_samples is not None:
-        keep = _subset(rng, len(y), train_samples, "train_samples")
+    if train_samples is not None:  # at least one sample per device
+        keep = _subset(rng, len(y), Integer(num_devices, len(y))("train_samples", train_samples))
         x, y = x[keep], y[keep]
     parts = partition(y.numpy(), num_devices, rng, split=split)
     device_data = [(x[p], y[p]) for p in parts]
     if eval_samples is None:
         return Federation(device_data, (x_test, y_test), DATASETS[dataset])
-    test = _subset(rng, len(y_test), min(eval_samples, len(y_test)), "eval_samples")
-    pooled = np.sort(np.concatenate(parts))
-    own = pooled[_subset(rng, len(pooled), min(eval_samples, len(pooled)), "eval_samples")]
+    test = _subset(rng, len(y_test), min(eval_samples, len(y_test)))
+    own = _subset(rng, len(y), min(eval_samples, len(y)))  # the devices' data is all of (x, y), split
     return Federation(device_data, (x_test[test], y_test[test]), DATASETS[dataset], (x[own], y[own]))
 
 
-def _subset(rng: np.random.Generator, size: int, count: int, name: str) -> torch.Tensor:
-    """``count`` distinct indices of ``range(size)`` drawn with ``rng``, in ascending order; ``count`` must not
-    exceed ``size`` (a ``ValueError`` names ``name``)."""
-    count = Integer(1, size)(name, count)
+def _subset(rng: np.random.Generator, size: int, count: int) -> torch.Tensor:
+    """``count`` (<= ``size``) distinct indices of ``range(size)`` drawn with ``rng``, in ascending order."""
     return torch.from_numpy(np.sort(rng.choice(size, count, replace=False)))

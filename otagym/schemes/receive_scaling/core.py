@@ -182,7 +182,11 @@ class ReceiveScalingCore:
         self.training = TrainingRuns.create(args, scenario.num_devices, self.num_envs, scenario.num_rounds)
         if self.training is not None:  # the scenario's d and n_m follow the model and the data that are trained
             fed = self.training.federation
-            scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
+            try:
+                scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
+            except ValueError as err:
+                raise ValueError(f"{err} (n_m follows the training data: dataset={args['dataset']!r} and "
+                                 f"train_samples={args['train_samples']} give n_m = {fed.dataset_sizes})") from None
         self.scenario = scenario
         self.num_rounds = scenario.num_rounds
         self.model = ReceiveScalingModel(scenario)

@@ -125,7 +125,9 @@ def test_subsets_train_and_evaluate_on_the_samples_drawn(tmp_path):
         float(torch.nn.functional.cross_entropy(engine.model(fed.eval_data[0]), fed.eval_data[1])), rel=1e-5)
     whole = make_federation("fashion-mnist", 4, np.random.default_rng(1), data_dir=tmp_path, eval_samples=1000)
     assert len(whole.test_data[1]) == 12 and len(whole.eval_data[1]) == 40  # at most what there is
-    with pytest.raises(ValueError, match=r"train_samples must be an integer in \[1, 40\]; got 41"):
+    one = make_federation("fashion-mnist", 4, np.random.default_rng(1), data_dir=tmp_path, eval_samples=1)
+    assert one.test_data[0].shape == one.eval_data[0].shape == (1, 1, 28, 28)
+    with pytest.raises(ValueError, match=r"train_samples must be an integer in \[4, 40\]; got 41"):
         make_federation("fashion-mnist", 4, np.random.default_rng(1), data_dir=tmp_path, train_samples=41)
 
 
@@ -138,6 +140,11 @@ def test_the_env_takes_the_subsets_and_its_scenario_follows(tmp_path):
     assert env.scenario.dataset_size == (5, 5, 5, 5)
     with pytest.raises(ValueError, match="eval_samples applies only with fidelity"):
         OTAPrivacyEnv(eval_samples=5)
+    with pytest.raises(ValueError, match=r"train_samples must be an integer in \[4, 40\]; got 3"):
+        make_federation("fashion-mnist", 4, np.random.default_rng(0), data_dir=tmp_path, train_samples=3)
+    with pytest.raises(ValueError, match=r"batch_size must be .* train_samples=8 give n_m = \(2, 2, 2, 2\)"):
+        OTAPrivacyEnv(fidelity="train", dataset="fashion-mnist", data_dir=tmp_path, num_devices=4, batch_size=5,
+                      train_samples=8)
 
 
 def _installed() -> str | None:
