@@ -4,10 +4,11 @@ its scoring is ``baselines/<scheme>/benchmark.py``'s ``BENCHMARK``, so that the 
 
 A *cell* here is the sweep's JSON-able dict (:mod:`otagym.cli.sweep.cells`): ``scheme``, ``preset``, ``overrides``,
 ``rounds``, ``fidelity``, ``policy`` (``{name, policy, params}`` of an analytic policy, or ``{name, model, ...}`` of a
-trained model), ``seed``, ``nu`` where the scheme has a budget axis, ``dataset``/``data_dir`` under the training
-fidelity, and ``accountant`` where it is ``"pld"`` (:func:`cell_accountant`: the cell also records
-``epsilon_pld``). :meth:`SchemeSweep.run_cells` computes cells that differ only in nu and seed (one batch) on their
-resolved scenario; a cell's numbers never depend on the batch it runs in.
+trained model), ``seed``, ``nu`` where the scheme has a budget axis, ``dataset``/``data_dir`` (and the data subsets
+it sets: :func:`cell_subsets`) under the training fidelity, and ``accountant`` where it is ``"pld"``
+(:func:`cell_accountant`: the cell also records ``epsilon_pld``). :meth:`SchemeSweep.run_cells` computes cells that
+differ only in nu and seed (one batch) on their resolved scenario; a cell's numbers never depend on the batch it runs
+in.
 
 Two kinds of scheme: receive scaling's cell is the matched-nu comparison of its paper
 (:mod:`baselines.receive_scaling.sweep`); CDPB's and anonymous OTA's cell is one episode of a policy in the scheme's
@@ -25,11 +26,12 @@ import numpy as np
 
 from baselines.report import ci95
 from otagym.env import OTAPrivacyVectorEnv
+from otagym.fidelity import SUBSET_KEYS
 from otagym.schemes import get_scheme
 from otagym.validation import Spec
 
 __all__ = ["SweepPolicy", "SchemeSweep", "EpisodeSweep", "EpisodeColumns", "scheme_sweep", "mean_ci_rows",
-           "cell_accountant", "OPTIONAL_COLUMNS"]
+           "cell_accountant", "cell_subsets", "OPTIONAL_COLUMNS"]
 
 #: One computed cell: its result (JSON-able numbers) and the scenario it ran on (``to_dict()``).
 CellResult = tuple[dict[str, Any], dict[str, Any]]
@@ -42,6 +44,12 @@ def cell_accountant(cell: Mapping[str, Any]) -> str:
     """The accountant of a cell's end-of-episode eps: its ``accountant`` (``"pld"``: ``epsilon_pld`` beside the RDP
     ledger's ``epsilon``), ``"rdp"`` where it names none."""
     return cell.get("accountant", "rdp")
+
+
+def cell_subsets(cell: Mapping[str, Any]) -> dict[str, int]:
+    """The data subsets a training cell names (``train_samples``, ``eval_samples``: :data:`SUBSET_KEYS`), as env
+    arguments; empty where it names none."""
+    return {k: cell[k] for k in SUBSET_KEYS if cell.get(k) is not None}
 
 
 @dataclass(frozen=True)
@@ -210,7 +218,8 @@ class EpisodeSweep(SchemeSweep):
         played = self.configure(policy, scenario.replace(**spec.scenario) if spec.scenario else scenario)
         env_kwargs = {**self.env_kwargs, **{k: params[k] for k in spec.env_params}}
         if cell["fidelity"] == "train":
-            env_kwargs.update(fidelity="train", dataset=cell.get("dataset") or "digits", data_dir=cell.get("data_dir"))
+            env_kwargs.update(fidelity="train", dataset=cell.get("dataset") or "digits", data_dir=cell.get("data_dir"),
+                              **cell_subsets(cell))
         if cell_accountant(cell) != "rdp":
             env_kwargs["accountant"] = cell_accountant(cell)
         outs = [self.play_episode(policy, played, int(c["seed"]), cell["scheme"], env_kwargs) for c in cells]

@@ -26,7 +26,8 @@ from numpy.typing import NDArray
 from otagym.datasets import DATASET_NAMES
 from otagym.validation import Integer, OfType, OneOf, Spec
 
-__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "TrainingRuns", "fork_safe_torch"]
+__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "SUBSET_KEYS", "TrainingRuns",
+           "fork_safe_torch"]
 
 Fidelity = Literal["analytic", "train"]
 #: Step info of the training fidelity: the round's training loss, and the latest evaluation (every ``eval_every``
@@ -42,9 +43,15 @@ TRAINING_ARGS: dict[str, Spec] = {
     "data_split": OneOf(("iid", "classes")),
     "data_seed": Integer(0, 2**32 - 1),
     "eval_every": Integer(1, 1_000_000),
+    "train_samples": Integer(1, optional=True),
+    "eval_samples": Integer(1, optional=True),
 }
+#: The arguments of :data:`TRAINING_ARGS` that train or evaluate on random subsets of the data, to run faster: the
+#: number of training samples kept (n_m follows) and the most test and training samples an evaluation measures.
+SUBSET_KEYS = ("train_samples", "eval_samples")
 TRAINING_DEFAULTS: dict[str, Any] = {"fidelity": "analytic", "dataset": "digits", "data_dir": None,
-                                     "data_split": "iid", "data_seed": 0, "eval_every": 10}
+                                     "data_split": "iid", "data_seed": 0, "eval_every": 10, "train_samples": None,
+                                     "eval_samples": None}
 
 #: ``play(i, engine, rng) -> train_loss``: one round of env ``i`` on its engine, with its generator.
 Play = Callable[[int, Any, np.random.Generator], float]
@@ -101,7 +108,8 @@ class TrainingRuns:
         from otagym.training import make_federation
 
         self.federation = make_federation(args["dataset"], num_devices, np.random.default_rng(args["data_seed"]),
-                                          split=args["data_split"], data_dir=args["data_dir"])
+                                          split=args["data_split"], data_dir=args["data_dir"],
+                                          train_samples=args["train_samples"], eval_samples=args["eval_samples"])
         self.eval_every, self.num_rounds = args["eval_every"], num_rounds
         self.engines: list[Any] = [None] * num_envs
         self._rngs: list[np.random.Generator | None] = [None] * num_envs

@@ -10,7 +10,7 @@ import functools
 import operator
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -97,13 +97,15 @@ class EpisodeResult:
 
 def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
                dp: bool = True, nu: NDArray | None = None, fidelity: str = "analytic", eval_every: int | None = None,
-               dataset: str = "digits", data_dir: str | None = None, accountant: str = "rdp") -> EpisodeResult:
+               dataset: str = "digits", data_dir: str | None = None, accountant: str = "rdp",
+               subsets: Mapping[str, int] | None = None) -> EpisodeResult:
     """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``).
 
     ``nu`` (N,) is each env's budget as the env observes it (default: the scenario's); the policy is told its own nu
     when it is built. ``fidelity="train"`` also trains the env's model (the scenario must be the training env's own,
     whose d and n_m follow the model and data: :func:`training_scenario`) and reports its test accuracy after every
-    ``eval_every`` rounds (default: T/20) and at the end, on ``dataset`` (``data_dir`` for MNIST and CIFAR-10).
+    ``eval_every`` rounds (default: T/20) and at the end, on ``dataset`` (``data_dir`` for its files; ``subsets``:
+    the env's ``train_samples``/``eval_samples``, :data:`otagym.fidelity.SUBSET_KEYS`).
     ``accountant="pld"`` (with ``dp``) also reports ``epsilon_pld``, the same rounds composed by the PLD accountant
     (:data:`otagym.accounting.ACCOUNTANTS`); the RDP ``epsilon`` is reported either way.
     """
@@ -111,7 +113,8 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}; got {accountant!r}")
     n = realisations.num_envs
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
-    training = {"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir} if fidelity == "train" else {}
+    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, **(subsets or {})}
+                if fidelity == "train" else {})
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
                               autoreset_mode=AutoresetMode.SAME_STEP, **training)  # reads info["final_info"]
     if env.scenario != scenario:
@@ -173,9 +176,12 @@ def _episode_epsilon_pld(model: ReceiveScalingModel, sigma: NDArray, delta: floa
     return eps
 
 
-def training_scenario(scenario: Scenario, dataset: str = "digits", data_dir: str | None = None) -> Scenario:
-    """``scenario`` as the training fidelity runs it on ``dataset``: d and n_m of the trained model and its data."""
-    return OTAPrivacyVectorEnv(1, scenario, fidelity="train", dataset=dataset, data_dir=data_dir).scenario
+def training_scenario(scenario: Scenario, dataset: str = "digits", data_dir: str | None = None,
+                      subsets: Mapping[str, int] | None = None) -> Scenario:
+    """``scenario`` as the training fidelity runs it on ``dataset`` (and ``subsets``, as :func:`run_policy`): d and
+    n_m of the trained model and its data."""
+    return OTAPrivacyVectorEnv(1, scenario, fidelity="train", dataset=dataset, data_dir=data_dir,
+                               **(subsets or {})).scenario
 
 
 def calibrate(

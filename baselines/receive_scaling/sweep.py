@@ -16,15 +16,15 @@ import numpy as np
 
 from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES, PolicySpec, evaluate_cells, summarize
 from baselines.receive_scaling.evaluation import training_scenario
-from baselines.sweep import CellResult, SchemeSweep, cell_accountant
+from baselines.sweep import CellResult, SchemeSweep, cell_accountant, cell_subsets
 from otagym.validation import POSITIVE, Spec
 
 __all__ = ["ReceiveScalingSweep", "SWEEP"]
 
 
 @functools.lru_cache(maxsize=16)
-def _training_scenario(scenario: Any, dataset: str, data_dir: str | None) -> Any:
-    return training_scenario(scenario, dataset, data_dir)
+def _training_scenario(scenario: Any, dataset: str, data_dir: str | None, subsets: tuple[tuple[str, int], ...]) -> Any:
+    return training_scenario(scenario, dataset, data_dir, dict(subsets))
 
 
 class ReceiveScalingSweep(SchemeSweep):
@@ -59,8 +59,9 @@ class ReceiveScalingSweep(SchemeSweep):
         """:func:`~baselines.receive_scaling.compare.evaluate_cells` of the batch (the same numbers as one at a
         time); under the training fidelity on :func:`~baselines.receive_scaling.evaluation.training_scenario`'s."""
         cell = cells[0]
+        subsets = cell_subsets(cell)
         if cell["fidelity"] == "train":
-            scenario = _training_scenario(scenario, cell["dataset"], cell["data_dir"])
+            scenario = _training_scenario(scenario, cell["dataset"], cell["data_dir"], tuple(subsets.items()))
         options: dict[str, float] = {}
         if trained is not None:
             spec = PolicySpec(lambda nu, p: trained(nu))
@@ -68,7 +69,7 @@ class ReceiveScalingSweep(SchemeSweep):
             spec, options = POLICIES[cell["policy"]["policy"]], dict(cell["policy"]["params"])
         results = evaluate_cells(scenario, spec, [(c["nu"], c["seed"]) for c in cells], options=options,
                                  fidelity=cell["fidelity"], dataset=cell.get("dataset") or "digits",
-                                 data_dir=cell.get("data_dir"), accountant=cell_accountant(cell))
+                                 data_dir=cell.get("data_dir"), accountant=cell_accountant(cell), subsets=subsets)
         return [(result, scenario.to_dict()) for result in results]
 
     def summarize(self, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

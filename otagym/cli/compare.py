@@ -35,6 +35,7 @@ from otagym.cli.argtypes import correlation, field_type, from_spec, non_negative
 from otagym._io import remove_stale_temporaries
 from otagym.accounting import ACCOUNTANTS
 from otagym.channel import FadingFields
+from otagym.datasets import DATA_PACKAGES, DATASET_NAMES, FASHION_MNIST_DIR
 from otagym.schemes import SCHEMES
 from otagym.tasks import EVALUATION_SEEDS
 
@@ -220,7 +221,7 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error("--coherence-rounds needs --fading block")
     if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None):
         parser.error("--dataset and --data-dir need --fidelity train")
-    if args.dataset != "digits" and args.data_dir is None:
+    if args.dataset not in DATA_PACKAGES and args.dataset != "digits" and args.data_dir is None:
         parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
     presets = sorted(SCHEMES[args.scheme].presets)
     if args.scenario is not None and args.scenario not in presets:
@@ -274,10 +275,13 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
                    help="train: also train a real model under each policy's noise and report test accuracy "
                         "(digits: about 0.1 s per env and round)")
-    p.add_argument("--dataset", choices=["digits", "mnist", "cifar10"], default="digits",
-                   help="with --fidelity train: digits (embedded, DigitsCNN), mnist (the paper's CNN) or cifar10 "
-                        "(CifarResNet); the last two read their standard files from --data-dir")
-    p.add_argument("--data-dir", default=None, help="folder of the MNIST IDX files or the CIFAR-10 python batches")
+    p.add_argument("--dataset", choices=list(DATASET_NAMES), default="digits",
+                   help="with --fidelity train: digits (embedded, DigitsCNN), mnist or fashion-mnist (the paper's "
+                        "CNN) or cifar10 (CifarResNet), read from their standard files in --data-dir; fashion-mnist "
+                        "needs no --data-dir once `apt-get install dataset-fashion-mnist` has put it in "
+                        f"{FASHION_MNIST_DIR}")
+    p.add_argument("--data-dir", default=None,
+                   help="folder of the (Fashion-)MNIST IDX files or the CIFAR-10 python batches")
     p.add_argument("--out", type=writable_dir, default="results",
                    help="output folder; model A's cell records go to OUT/compare/cells/ (a rerun reuses them, and a "
                    "comparison of another configuration replaces the tables while its cells stay there)")

@@ -18,8 +18,10 @@ Imported on demand (torch is optional): ``from otagym.training import FedSGD``. 
   Learning*), on linear regression (scikit-learn's diabetes) and an MLP on the digits (``docs/fadmm.md``).
 * Models: :class:`MnistCNN` (the AdaScale paper's, d = 26,010), :class:`DigitsCNN`, :class:`CifarResNet`
   (d = 494,394).
-* Data: scikit-learn's 8x8 digits (embedded), MNIST IDX and CIFAR-10 python batches from local files, IID or
-  2-classes-per-device partitions; :func:`make_federation` puts a dataset, its split and its model together.
+* Data: scikit-learn's 8x8 digits (embedded), MNIST and Fashion-MNIST IDX files (Fashion-MNIST where Debian's
+  ``dataset-fashion-mnist`` installs it, :data:`otagym.datasets.FASHION_MNIST_DIR`) and CIFAR-10 python batches from
+  local files, IID or 2-classes-per-device partitions, random subsets to train or evaluate on;
+  :func:`make_federation` puts a dataset, its split and its model together.
 """
 
 from otagym.training.power_balancing import CDPBTraining, clip_to_norm

@@ -1,5 +1,6 @@
-"""Data of the training fidelity: scikit-learn's 8x8 digits (embedded), MNIST and CIFAR-10 from local files in their
-standard formats (nothing is downloaded; torchvision is not needed), and their split over devices."""
+"""Data of the training fidelity: scikit-learn's 8x8 digits (embedded), MNIST and Fashion-MNIST (one IDX reader) and
+CIFAR-10 from local files in their standard formats (nothing is downloaded; torchvision is not needed), and their split
+over devices."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from otagym.datasets import MNIST_FILES
 from otagym.validation import Integer, OneOf, Real
 
-__all__ = ["digits_dataset", "partition", "read_idx", "load_mnist", "load_cifar10"]
+__all__ = ["digits_dataset", "partition", "read_idx", "load_mnist", "load_cifar10", "MNIST_FILES"]
 
 
 def digits_dataset(rng: np.random.Generator, test_fraction: float = 0.2
@@ -52,9 +54,6 @@ def partition(labels: np.ndarray | torch.Tensor, num_devices: int, rng: np.rando
     return [np.sort(np.concatenate([shards[s] for s in row])) for row in owner]
 
 
-#: The IDX files of MNIST (LeCun et al.), optionally gzipped, as ``(split, kind) -> file name``.
-MNIST_FILES = {("train", "images"): "train-images-idx3-ubyte", ("train", "labels"): "train-labels-idx1-ubyte",
-               ("test", "images"): "t10k-images-idx3-ubyte", ("test", "labels"): "t10k-labels-idx1-ubyte"}
 #: The python-pickle batches of CIFAR-10 (Krizhevsky), inside ``cifar-10-batches-py/`` or the folder itself.
 CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
 CIFAR10_TEST = ("test_batch",)
@@ -86,15 +85,16 @@ def read_idx(path: str | Path) -> np.ndarray:
 
 
 def load_mnist(directory: str | Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(x_train, y_train, x_test, y_test)`` from MNIST's four IDX files in ``directory`` (raw or ``.gz``): images
-    float32 (N, 1, 28, 28) in [0, 1], labels int64."""
+    """``(x_train, y_train, x_test, y_test)`` from the four IDX files of MNIST, or of Fashion-MNIST (the same names and
+    format), in ``directory`` (raw or ``.gz``, :data:`MNIST_FILES`): images float32 (N, 1, 28, 28) in [0, 1], labels
+    int64."""
     directory = Path(directory)
     out = []
     for split in ("train", "test"):
-        images = read_idx(_find(directory, MNIST_FILES[split, "images"], "MNIST IDX images"))
-        labels = read_idx(_find(directory, MNIST_FILES[split, "labels"], "MNIST IDX labels"))
+        images = read_idx(_find(directory, MNIST_FILES[split, "images"], "IDX images"))
+        labels = read_idx(_find(directory, MNIST_FILES[split, "labels"], "IDX labels"))
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise ValueError(f"{directory}: MNIST {split} images {images.shape} and labels {labels.shape} do not match")
+            raise ValueError(f"{directory}: IDX {split} images {images.shape} and labels {labels.shape} do not match")
         out += [torch.tensor(images / 255.0, dtype=torch.float32).unsqueeze(1), torch.tensor(labels, dtype=torch.int64)]
     return tuple(out)
 

@@ -34,15 +34,20 @@ class Engine:
         model: a torch module without batch norm (per-sample or per-client clipping).
         device_data: per device, ``(x, y)`` tensors of its local dataset (n_m samples).
         test_data: ``(x, y)`` of the held-out set for :meth:`evaluate`.
+        eval_data: ``(x, y)`` that :meth:`train_loss` and :meth:`gradient_norm2` measure f(w) on (a subset of the
+            devices' data, to evaluate faster); None: every device's data.
     """
 
     def __init__(self, model: nn.Module, device_data: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                 test_data: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 test_data: tuple[torch.Tensor, torch.Tensor] | None = None, *,
+                 eval_data: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         self.model = model
         self.device_data = list(device_data)
         self.test_data = test_data
-        self._all_x = torch.cat([x for x, _ in self.device_data])  # every local sample, for f(w) and its gradient
+        self._all_x = torch.cat([x for x, _ in self.device_data])  # every local sample, by device
         self._all_y = torch.cat([y for _, y in self.device_data])
+        self._own_eval_data = eval_data
+        self.eval_data = (self._all_x, self._all_y) if eval_data is None else eval_data  # f(w) and its gradient
         #: True once the model diverged: it is back at its last weights of finite training loss and trains no more.
         self.diverged = False
         self._good = self.weights().clone()
@@ -83,11 +88,11 @@ class Engine:
     # --- one engine: the list of one ------------------------------------------------------------------------------
 
     def train_loss(self) -> float:
-        """Mean cross-entropy of the current model over every device's data."""
+        """Mean cross-entropy of the current model over every device's data (its ``eval_data``)."""
         return float(type(self).train_loss_all([self])[0])
 
     def gradient_norm2(self) -> float:
-        """||grad f(w_t)||^2 over every device's data (:func:`full_gradient_norm2`)."""
+        """||grad f(w_t)||^2 over every device's data (its ``eval_data``; :func:`full_gradient_norm2`)."""
         return float(type(self).gradient_norm2_all([self])[0])
 
     def evaluate(self) -> tuple[float, float]:
@@ -109,7 +114,7 @@ class Engine:
     def batch_key(self) -> tuple:
         """Equal for engines that can compute together: the same class, architecture and settings
         (:attr:`_setup`), and the same data tensors (the identity of the objects, taken now)."""
-        data = [*self.device_data, *([self.test_data] if self.test_data is not None else [])]
+        data = [*self.device_data, *(pair for pair in (self._own_eval_data, self.test_data) if pair is not None)]
         return self._setup, tuple(id(t) for pair in data for t in pair)
 
     @classmethod
@@ -124,14 +129,14 @@ class Engine:
     def train_loss_all(cls, engines: Sequence["Engine"]) -> NDArray:
         """(E,): :meth:`train_loss` of each engine, computed together."""
         first = engines[0]
-        return stacked.loss_and_accuracy(first.model, cls._stack(engines), first._all_x, first._all_y)[0]
+        return stacked.loss_and_accuracy(first.model, cls._stack(engines), *first.eval_data)[0]
 
     @classmethod
     def gradient_norm2_all(cls, engines: Sequence["Engine"]) -> NDArray:
         """(E,): :meth:`gradient_norm2` of each engine, computed together; an engine whose value is not finite
         diverges (back to its last good weights) and is measured there."""
         first = engines[0]
-        value = stacked.gradient_norm2(first.model, cls._stack(engines), first._all_x, first._all_y)
+        value = stacked.gradient_norm2(first.model, cls._stack(engines), *first.eval_data)
         redo = _diverge_where(engines, value)
         if redo:
             value[redo] = cls.gradient_norm2_all([engines[j] for j in redo])

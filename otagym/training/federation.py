@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -9,22 +10,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from otagym.datasets import DATASET_NAMES
+from otagym.datasets import data_folder
 from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition
 from otagym.training.fedsgd import FedSGD
 from otagym.training.models import CifarResNet, DigitsCNN, MnistCNN, num_parameters
-from otagym.validation import OneOf
+from otagym.validation import Integer, OneOf
 
-__all__ = ["Federation", "DATASETS", "make_federation"]
+__all__ = ["Federation", "DATASETS", "LOADERS", "make_federation"]
 
 
 @dataclass
 class Federation:
-    """Per-device ``(x, y)`` data, the held-out ``(x, y)`` test data and a factory of fresh models."""
+    """Per-device ``(x, y)`` data, the held-out ``(x, y)`` test data, a factory of fresh models, and the ``(x, y)``
+    of the devices' data that evaluations measure f(w) and ||grad f(w)||^2 on (None: all of it)."""
 
     device_data: list[tuple[torch.Tensor, torch.Tensor]]
     test_data: tuple[torch.Tensor, torch.Tensor]
     make_model: Callable[[], nn.Module]
+    eval_data: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def dataset_sizes(self) -> tuple[int, ...]:
@@ -46,27 +49,45 @@ class Federation:
                momentum: float = 0.0, weight_decay: float = 0.0) -> FedSGD:
         """Model A's :class:`FedSGD` on :meth:`fresh_model`."""
         return FedSGD(self.fresh_model(rng), self.device_data, batch_sizes, clip_norm, learning_rate,
-                      momentum=momentum, weight_decay=weight_decay, test_data=self.test_data)
+                      momentum=momentum, weight_decay=weight_decay, test_data=self.test_data, eval_data=self.eval_data)
 
 
-#: The datasets of the training fidelity and their models: scikit-learn's 8x8 digits (embedded) with
-#: :class:`DigitsCNN`, MNIST with the paper's :class:`MnistCNN`, CIFAR-10 with :class:`CifarResNet`.
-DATASETS = dict(zip(DATASET_NAMES, (DigitsCNN, MnistCNN, CifarResNet)))
+#: The datasets of the training fidelity (:data:`otagym.datasets.DATASET_NAMES`) and their models: scikit-learn's 8x8
+#: digits (embedded) with :class:`DigitsCNN`, MNIST and Fashion-MNIST (the same 28x28 greyscale format) with the
+#: AdaScale paper's :class:`MnistCNN`, CIFAR-10 with :class:`CifarResNet`.
+DATASETS = {"digits": DigitsCNN, "mnist": MnistCNN, "fashion-mnist": MnistCNN, "cifar10": CifarResNet}
+#: The reader of each dataset's files (the digits are embedded: :func:`digits_dataset`).
+LOADERS = {"mnist": load_mnist, "fashion-mnist": load_mnist, "cifar10": load_cifar10}
 
 
 def make_federation(dataset: str, num_devices: int, rng: np.random.Generator, *, split: str = "iid",
-                    data_dir: str | None = None) -> Federation:
+                    data_dir: str | os.PathLike | None = None, train_samples: int | None = None,
+                    eval_samples: int | None = None) -> Federation:
     """``dataset``'s training split over ``num_devices`` devices (:func:`partition`), its test split and its model
-    (:data:`DATASETS`). ``"digits"`` is embedded (an 80/20 split drawn with ``rng``); ``"mnist"`` and ``"cifar10"``
-    read their standard files from ``data_dir`` (:func:`load_mnist`, :func:`load_cifar10`; nothing is downloaded)."""
-    dataset = OneOf(tuple(DATASETS))("dataset", dataset)
-    if dataset == "digits":
-        x, y, x_test, y_test = digits_dataset(rng)
-    elif data_dir is None:
-        raise ValueError(f"data_dir must name the folder of the {dataset} files with dataset={dataset!r} (nothing is "
-                         "downloaded); got None")
-    else:
-        x, y, x_test, y_test = (load_mnist if dataset == "mnist" else load_cifar10)(data_dir)
-    parts = partition(y.numpy(), num_devices, rng, split=split)
-    return Federation([(x[p], y[p]) for p in parts], (x_test, y_test), DATASETS[dataset])
+    (:data:`DATASETS`). ``"digits"`` is embedded (an 80/20 split drawn with ``rng``); the others read their standard
+    files (:data:`LOADERS`; nothing is downloaded) from the folder :func:`otagym.datasets.data_folder` gives:
+    ``data_dir``, or for ``"fashion-mnist"`` where Debian's ``dataset-fashion-mnist`` installs it.
 
+    ``train_samples``: train on that many samples of the training split, drawn with ``rng`` (None: all of them).
+    ``eval_samples``: evaluate on at most that many samples, drawn with ``rng``: of the test split (test loss and
+    accuracy) and of the devices' pooled data (f(w) and ||grad f(w)||^2); None: all of them."""
+    dataset = OneOf(tuple(DATASETS))("dataset", dataset)
+    train_samples = Integer(1, optional=True)("train_samples", train_samples)
+    eval_samples = Integer(1, optional=True)("eval_samples", eval_samples)
+    folder = data_folder(dataset, data_dir)
+    x, y, x_test, y_test = digits_dataset(rng) if folder is None else LOADERS[dataset](folder)
+    if train_samples is not None:  # at least one sample per device
+        keep = _subset(rng, len(y), Integer(num_devices, len(y))("train_samples", train_samples))
+        x, y = x[keep], y[keep]
+    parts = partition(y.numpy(), num_devices, rng, split=split)
+    device_data = [(x[p], y[p]) for p in parts]
+    if eval_samples is None:
+        return Federation(device_data, (x_test, y_test), DATASETS[dataset])
+    test = _subset(rng, len(y_test), min(eval_samples, len(y_test)))
+    own = _subset(rng, len(y), min(eval_samples, len(y)))  # the devices' data is all of (x, y), split
+    return Federation(device_data, (x_test[test], y_test[test]), DATASETS[dataset], (x[own], y[own]))
+
+
+def _subset(rng: np.random.Generator, size: int, count: int) -> torch.Tensor:
+    """``count`` (<= ``size``) distinct indices of ``range(size)`` drawn with ``rng``, in ascending order."""
+    return torch.from_numpy(np.sort(rng.choice(size, count, replace=False)))

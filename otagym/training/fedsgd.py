@@ -100,14 +100,16 @@ class FedSGD(Engine):
         momentum: heavy-ball momentum of the update (0 = the paper's MNIST setup).
         weight_decay: L2 weight decay of the update (0 = the paper's MNIST setup).
         test_data: ``(x, y)`` of the held-out set for :meth:`evaluate`.
+        eval_data: ``(x, y)`` of the devices' data that f(w) and its gradient are evaluated on (None: all of it).
     """
 
     def __init__(self, model: nn.Module, device_data: Sequence[tuple[torch.Tensor, torch.Tensor]],
                  batch_sizes: Sequence[float], clip_norm: float, learning_rate: float, *, momentum: float = 0.0,
-                 weight_decay: float = 0.0, test_data: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 weight_decay: float = 0.0, test_data: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 eval_data: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         if len(batch_sizes) != len(device_data):
             raise ValueError(f"batch_sizes must have one entry per device ({len(device_data)}); got {len(batch_sizes)}")
-        super().__init__(model, device_data, test_data)
+        super().__init__(model, device_data, test_data, eval_data=eval_data)
         self.batch_sizes = np.asarray(batch_sizes, dtype=float)
         self.rates = self.batch_sizes / np.array([len(y) for _, y in self.device_data])
         if not np.all((self.rates > 0) & (self.rates <= 1)):

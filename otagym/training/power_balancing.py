@@ -46,12 +46,13 @@ class CDPBTraining(Engine):
         local_steps: L, full-batch gradient steps per round on the client's data.
         learning_rate: the local step size.
         test_data: ``(x, y)`` of the held-out set.
+        eval_data: ``(x, y)`` of the clients' data that f(w) and its gradient are evaluated on (None: all of it).
     """
 
     def __init__(self, model: nn.Module, device_data: Sequence[tuple[torch.Tensor, torch.Tensor]], grad_bound: float,
-                 local_steps: int, learning_rate: float, *, test_data: tuple[torch.Tensor, torch.Tensor] | None = None
-                 ) -> None:
-        super().__init__(model, device_data, test_data)
+                 local_steps: int, learning_rate: float, *, test_data: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 eval_data: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        super().__init__(model, device_data, test_data, eval_data=eval_data)
         self.grad_bound, self.local_steps = float(grad_bound), int(local_steps)
         self.learning_rate = float(learning_rate)
         self._starts = np.cumsum([0] + [len(y) for _, y in self.device_data[:-1]])

@@ -15,6 +15,8 @@ from typing import Any, Callable, Mapping
 from otagym._io import file_sha256
 from otagym.cli.sweep.cells import cached_model, cell_key
 from otagym.accounting import ACCOUNTANTS
+from otagym.datasets import DATASET_NAMES, data_folder
+from otagym.fidelity import SUBSET_KEYS, TRAINING_ARGS
 from otagym.schemes import SCHEMES
 from otagym.validation import POSITIVE, Integer, Many, OneOf
 
@@ -25,13 +27,14 @@ __all__ = ["SWEEP_SCHEMES", "CONFIG_KEYS", "SEED_COUNT", "FIDELITIES", "DATASETS
 #: (:func:`baselines.sweep.scheme_sweep`).
 SWEEP_SCHEMES = tuple(SCHEMES)
 #: The keys of a sweep config.
-CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", "policies", "nu", "seeds",
-               "accountant")
+CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", *SUBSET_KEYS, "policies",
+               "nu", "seeds", "accountant")
 #: The number of seeds ``seeds: {start, count}`` (and ``otagym compare --seeds``) may ask for: each is a cell per
 #: policy and nu, and the plan lists every cell before the first runs.
 SEED_COUNT = Integer(1, 100_000)
 FIDELITIES = ("analytic", "train")
-DATASETS = ("digits", "mnist", "cifar10")
+#: The datasets of ``fidelity: train`` (:data:`otagym.datasets.DATASET_NAMES`).
+DATASETS = DATASET_NAMES
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -235,26 +238,28 @@ def plan(config: Mapping[str, Any]) -> Plan:
     Keys: ``name`` (the results folder), ``scheme`` (one or a list; :data:`SWEEP_SCHEMES`), ``scenarios`` (presets,
     or mappings ``{preset, label, FIELD: VALUE}`` of scenario field overrides), ``rounds`` (T, one or a list; default
     the scenario's), ``fidelity`` (``analytic``/``train``, one or a list, those the scheme's sweep runs) with
-    ``dataset``/``data_dir``, ``policies`` (names, ``NAME:PATH`` of trained models, ``{policy, name, params}`` or
-    ``{name, model}``; default the scheme's), ``nu`` (one or a list, each > 0; default the scenario's ``nu_grid``;
-    only for a scheme with a nu axis), ``seeds`` (a list of integers >= 0, or ``{start, count}``), ``accountant`` (one
-    of :data:`otagym.accounting.ACCOUNTANTS`, one value; default ``rdp``: ``pld`` also records each cell's
-    ``epsilon_pld``, and is part of its cells, so that a ``rdp`` cell's key is that of a config without it). The
-    policies, the
-    settable params and the axes are each scheme's :class:`baselines.sweep.SchemeSweep`'s; several schemes share
-    ``scenarios``, ``policies`` and ``nu``, so a config of several schemes leaves those to each scheme's defaults.
+    ``dataset``/``data_dir`` (``data_dir`` may be left out for ``fashion-mnist`` once Debian's
+    ``dataset-fashion-mnist`` is installed) and the data subsets ``train_samples``/``eval_samples``
+    (:data:`otagym.fidelity.SUBSET_KEYS`; each cell then names them), ``policies`` (names, ``NAME:PATH`` of trained
+    models, ``{policy, name, params}`` or ``{name, model}``; default the scheme's), ``nu`` (one or a list, each > 0;
+    default the scenario's ``nu_grid``; only for a scheme with a nu axis), ``seeds`` (a list of integers >= 0, or
+    ``{start, count}``), ``accountant`` (one of :data:`otagym.accounting.ACCOUNTANTS`, one value; default ``rdp``:
+    ``pld`` also records each cell's ``epsilon_pld``, and is part of its cells, so that a ``rdp`` cell's key is that
+    of a config without it). The policies, the settable params and the axes are each scheme's
+    :class:`baselines.sweep.SchemeSweep`'s; several schemes share ``scenarios``, ``policies`` and ``nu``, so a config
+    of several schemes leaves those to each scheme's defaults.
     """
     name = _name(config)
     schemes = _axis("scheme", config.get("scheme", SWEEP_SCHEMES[0]), OneOf(SWEEP_SCHEMES))
     rounds = _axis("rounds", config["rounds"], Integer(1, 10**6)) if config.get("rounds") is not None else [None]
     fidelities = _axis("fidelity", config.get("fidelity", "analytic"), OneOf(FIDELITIES))
-    dataset, data_dir = _training_data(config, fidelities)
+    training_data = _training_data(config, fidelities)
     seeds = _seeds(config)
     accountant = _spec(OneOf(ACCOUNTANTS), "accountant", config.get("accountant", "rdp"))
 
     cells: list[dict[str, Any]] = []
     normalised: dict[str, Any] = {"name": name, "scheme": schemes, "rounds": rounds, "fidelity": fidelities,
-                                  "dataset": dataset, "data_dir": data_dir, "seeds": seeds, "schemes": {},
+                                  **training_data, "seeds": seeds, "schemes": {},
                                   **({} if accountant == "rdp" else {"accountant": accountant})}
     for scheme in schemes:
         scenarios, policies, nus = _scheme_axes(config, scheme, fidelities)
@@ -262,8 +267,7 @@ def plan(config: Mapping[str, Any]) -> Plan:
             _check_accountant(scheme, scenarios, accountant)
         normalised["schemes"][scheme] = {"scenarios": scenarios, "policies": policies,
                                          **({} if nus == [None] else {"nu": nus})}
-        cells += _grid(scheme, scenarios, rounds, fidelities, policies, nus, seeds,
-                       {"dataset": dataset, "data_dir": data_dir}, accountant)
+        cells += _grid(scheme, scenarios, rounds, fidelities, policies, nus, seeds, training_data, accountant)
     keys = tuple(cell_key(c) for c in cells)
     return Plan(name, normalised, tuple(cells), keys)
 
@@ -316,18 +320,28 @@ def _name(config: Any) -> str:
     return name
 
 
-def _training_data(config: Mapping[str, Any], fidelities: list[str]) -> tuple[str | None, str | None]:
-    """``(dataset, data_dir)`` of the training fidelity (``data_dir`` resolved), both None without it."""
-    dataset, data_dir = config.get("dataset"), config.get("data_dir")
-    if "train" not in fidelities and (dataset is not None or data_dir is not None):
-        _fail("dataset and data_dir", "absent unless fidelity includes 'train'", {"dataset": dataset,
-                                                                                 "data_dir": data_dir})
-    if "train" in fidelities:
-        dataset = _spec(OneOf(DATASETS), "dataset", dataset or "digits")
-        if dataset != "digits" and not (isinstance(data_dir, str) and Path(data_dir).expanduser().is_dir()):
-            _fail("data_dir", f"an existing folder holding the {dataset} files (nothing is downloaded)", data_dir)
-        data_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
-    return dataset, data_dir
+def _training_data(config: Mapping[str, Any], fidelities: list[str]) -> dict[str, Any]:
+    """What a training cell names of its data: ``dataset`` and ``data_dir`` (resolved; None where the dataset needs
+    none or is found without one), and the subsets of :data:`otagym.fidelity.SUBSET_KEYS` that the config sets;
+    ``{"dataset": None, "data_dir": None}`` without the training fidelity."""
+    given = {k: config[k] for k in ("dataset", "data_dir", *SUBSET_KEYS) if config.get(k) is not None}
+    if "train" not in fidelities:
+        if given:
+            _fail(", ".join(given), "absent unless fidelity includes 'train'", given)
+        return {"dataset": None, "data_dir": None}
+    dataset = _spec(OneOf(DATASETS), "dataset", config.get("dataset") or "digits")
+    data_dir = config.get("data_dir")
+    if data_dir is not None and not (isinstance(data_dir, str) and Path(data_dir).expanduser().is_dir()):
+        _fail("data_dir", f"an existing folder holding the {dataset} files (nothing is downloaded)", data_dir)
+    try:
+        data_folder(dataset, data_dir)
+    except ValueError:
+        _fail("data_dir", f"an existing folder holding the {dataset} files (nothing is downloaded)", data_dir)
+    except FileNotFoundError as err:
+        raise ConfigError(f"data_dir: {err}") from None
+    subsets = {k: _spec(TRAINING_ARGS[k], k, config[k]) for k in SUBSET_KEYS if config.get(k) is not None}
+    return {"dataset": dataset, "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
+            **subsets}
 
 
 def _seeds(config: Mapping[str, Any]) -> list[int]:
@@ -357,11 +371,11 @@ def _nus(config: Mapping[str, Any], first: Any) -> list[float]:
 
 def _grid(scheme: str, scenarios: list[dict[str, Any]], rounds: list[int | None], fidelities: list[str],
           policies: list[dict[str, Any]], nus: list[float | None], seeds: list[int],
-          training_data: dict[str, str | None], accountant: str = "rdp") -> list[dict[str, Any]]:
+          training_data: dict[str, Any], accountant: str = "rdp") -> list[dict[str, Any]]:
     """The cells of one scheme, in grid order (scenario, rounds, fidelity, policy, nu, seed); a training cell also
-    names its ``dataset`` and ``data_dir``, a cell of a scheme without a nu axis (``nus == [None]``) has no ``nu``,
-    and a cell names its ``accountant`` only where it is not the default ``rdp`` (so that the keys of the cells of
-    before the option stay theirs)."""
+    names its ``dataset`` and ``data_dir`` (and the data subsets a config sets: ``training_data``), a cell of a scheme
+    without a nu axis (``nus == [None]``) has no ``nu``, and a cell names its ``accountant`` only where it is not the
+    default ``rdp`` (so that the keys of the cells of before the option stay theirs)."""
     info = SCHEMES[scheme]
     cells = []
     for scen in scenarios:

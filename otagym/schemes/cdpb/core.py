@@ -75,11 +75,13 @@ class CDPBCore:
             the scenario's d follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training arguments
             below apply only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their
             defaults.
-        dataset: ``"digits"`` (default), ``"mnist"`` or ``"cifar10"``, as for model A.
-        data_dir: the folder of the MNIST or CIFAR-10 files, as for model A.
+        dataset: ``"digits"`` (default), ``"mnist"``, ``"fashion-mnist"`` or ``"cifar10"``, as for model A.
+        data_dir: the folder of the dataset's files, as for model A (None finds Fashion-MNIST's Debian package).
         data_split: ``"iid"`` (default) or ``"classes"`` (2 classes per client), as for model A.
         data_seed: the seed of the data split, as for model A.
         eval_every: rounds between evaluations of the model (test loss and accuracy), as for model A.
+        train_samples: train on a random subset of this many training samples, as for model A.
+        eval_samples: evaluate on random subsets of at most this many samples, as for model A.
         local_steps: L, full-batch gradient steps per round on each reliable client under ``fidelity="train"``.
         local_learning_rate: the step size of those local steps.
         reward_scale: the reward is the round's share of -G divided by this (> 0, utility units): 1 keeps -G (24) as
@@ -115,11 +117,12 @@ class CDPBCore:
                  rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
                  accountant: str = "rdp", fidelity: Fidelity = "analytic", dataset: str = "digits",
                  data_dir: str | os.PathLike | None = None, data_split: str = "iid", data_seed: int = 0,
-                 eval_every: int = 10, local_steps: int = 1, local_learning_rate: float = 0.1,
-                 reward_scale: float = 1.0) -> None:
+                 eval_every: int = 10, train_samples: int | None = None, eval_samples: int | None = None,
+                 local_steps: int = 1, local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
         args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
                           accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
-                          data_split=data_split, data_seed=data_seed, eval_every=eval_every, local_steps=local_steps,
+                          data_split=data_split, data_seed=data_seed, eval_every=eval_every,
+                          train_samples=train_samples, eval_samples=eval_samples, local_steps=local_steps,
                           local_learning_rate=local_learning_rate, reward_scale=reward_scale)
         self.reward_scale = args["reward_scale"]
         refuse_without_effect(args, signature_defaults(CDPBCore.__init__), self.APPLIES_WITH)
@@ -193,7 +196,7 @@ class CDPBCore:
             w, local = self.scenario.grad_bound, self._local
             self.training.reset(rng, rows, lambda fed, child: CDPBTraining(
                 fed.fresh_model(child), fed.device_data, w, local["local_steps"], local["learning_rate"],
-                test_data=fed.test_data))
+                test_data=fed.test_data, eval_data=fed.eval_data))
 
     def _draw_round_state(self, rng: np.random.Generator, rows: NDArray | None = None) -> None:
         if self.trace is None:

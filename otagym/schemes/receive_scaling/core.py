@@ -79,13 +79,18 @@ class ReceiveScalingCore:
             over the air with the round's eta_t (:mod:`otagym.training`; the scenario's d and n_m follow the model and
             the data), and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
         dataset: the data under ``fidelity="train"``: ``"digits"`` (scikit-learn's 8x8 digits, embedded, with
-            ``DigitsCNN``), ``"mnist"`` (the paper's ``MnistCNN``) or ``"cifar10"`` (``CifarResNet``), the last two
-            read from their standard files in ``data_dir``.
-        data_dir: the folder of the MNIST or CIFAR-10 files (nothing is downloaded).
+            ``DigitsCNN``), ``"mnist"`` or ``"fashion-mnist"`` (both with the paper's ``MnistCNN``) or ``"cifar10"``
+            (``CifarResNet``), the last three read from their standard files (:data:`otagym.datasets.DATASET_NAMES`).
+        data_dir: the folder of the MNIST, Fashion-MNIST or CIFAR-10 files (nothing is downloaded); None finds
+            Fashion-MNIST where Debian's ``apt-get install dataset-fashion-mnist`` puts it
+            (:data:`otagym.datasets.FASHION_MNIST_DIR`).
         data_split: how the devices' data is split under ``fidelity="train"``: ``"iid"`` or ``"classes"`` (2
             classes per device).
-        data_seed: the seed of the split.
+        data_seed: the seed of the split (and of the subsets below).
         eval_every: rounds between evaluations (test loss and accuracy, ||grad f||^2) under ``fidelity="train"``.
+        train_samples: train on a random subset of this many training samples (None: all; n_m follows).
+        eval_samples: evaluate on random subsets of at most this many test samples (loss, accuracy) and devices'
+            samples (f(w), ||grad f||^2); None: all of them.
         momentum: of the model update (12) under ``fidelity="train"``.
         weight_decay: of the model update (12) under ``fidelity="train"``.
 
@@ -133,6 +138,8 @@ class ReceiveScalingCore:
         data_split: str = "iid",
         data_seed: int = 0,
         eval_every: int = 10,
+        train_samples: int | None = None,
+        eval_samples: int | None = None,
         momentum: float = 0.0,
         weight_decay: float = 0.0,
     ) -> None:
@@ -141,7 +148,8 @@ class ReceiveScalingCore:
                                   price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range,
                                   dp_orders=dp_orders, accountant=accountant, fidelity=fidelity, dataset=dataset,
                                   data_dir=data_dir, data_split=data_split, data_seed=data_seed, eval_every=eval_every,
-                                  momentum=momentum, weight_decay=weight_decay)
+                                  train_samples=train_samples, eval_samples=eval_samples, momentum=momentum,
+                                  weight_decay=weight_decay)
         self.num_envs = NUM_ENVS("num_envs", num_envs)
         self._bind_scenario(scenario, args)
         self._set_action_semantics(args)
@@ -174,7 +182,11 @@ class ReceiveScalingCore:
         self.training = TrainingRuns.create(args, scenario.num_devices, self.num_envs, scenario.num_rounds)
         if self.training is not None:  # the scenario's d and n_m follow the model and the data that are trained
             fed = self.training.federation
-            scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
+            try:
+                scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
+            except ValueError as err:
+                raise ValueError(f"{err} (n_m follows the training data: dataset={args['dataset']!r} and "
+                                 f"train_samples={args['train_samples']} give n_m = {fed.dataset_sizes})") from None
         self.scenario = scenario
         self.num_rounds = scenario.num_rounds
         self.model = ReceiveScalingModel(scenario)

@@ -90,7 +90,9 @@ def _write_config(tmp_path: Path, config: dict) -> Path:
     ({"scenarios": [{"preset": "paper-mnist", "num_devices": 0}]}, "scenarios[0]: Scenario.num_devices must be"),
     ({"scenarios": [{"preset": "paper-mnist", "fadding": "iid"}]}, "scenarios[0]: got an unexpected keyword"),
     ({"fidelity": "exact"}, "fidelity must be one of 'analytic', 'train'; got 'exact'"),
-    ({"dataset": "mnist"}, "dataset and data_dir must be absent unless fidelity includes 'train'"),
+    ({"dataset": "mnist"}, "dataset must be absent unless fidelity includes 'train'"),
+    ({"eval_samples": 100}, "eval_samples must be absent unless fidelity includes 'train'"),
+    ({"fidelity": "train", "eval_samples": 0}, "eval_samples must be an integer >= 1"),
     ({"fidelity": "train", "dataset": "mnist"}, "data_dir must be an existing folder holding the mnist files"),
     ({"polices": ["AdaScale"]}, "config keys must be among ['name'"),
     ({"name": "../up"}, "name must be a folder name"),
@@ -101,6 +103,25 @@ def test_a_bad_config_names_its_field_before_any_cell_runs(tmp_path, capsys, cha
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err, err
     assert not list((tmp_path / "out").rglob("*.json"))  # nothing ran, nothing was written
+
+
+def test_fashion_mnist_needs_no_data_dir_once_its_package_is_installed(tmp_path, monkeypatch):
+    """``dataset: fashion-mnist`` without ``data_dir`` reads Debian's folder (the cells name no folder, so they are the
+    same cells on every machine) and is refused before any cell runs, naming the apt-get line, where it is missing;
+    ``eval_samples`` goes into the cells only when the config sets it."""
+    from otagym.datasets import DATA_PACKAGES, MNIST_FILES
+
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    monkeypatch.setitem(DATA_PACKAGES, "fashion-mnist", DATA_PACKAGES["fashion-mnist"]._replace(folder=folder))
+    config = {**TINY, "fidelity": "train", "dataset": "fashion-mnist", "eval_samples": 500}
+    with pytest.raises(sweep.ConfigError, match=r"^data_dir: .*apt-get install dataset-fashion-mnist.*data_dir"):
+        sweep.plan(config)
+    for name in MNIST_FILES.values():
+        (folder / (name + ".gz")).write_bytes(b"")
+    cells = sweep.plan(config).cells
+    assert {(c["dataset"], c["data_dir"], c["eval_samples"]) for c in cells} == {("fashion-mnist", None, 500)}
+    assert "eval_samples" not in sweep.plan({**TINY, "fidelity": "train"}).cells[0]
 
 
 def test_yaml_numbers_in_e_notation_are_numbers(tmp_path):
