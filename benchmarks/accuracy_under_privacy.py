@@ -57,12 +57,15 @@ POLICIES: tuple[Any, ...] = ("OfflineOptimal", "AdaScale", "EqualAlloc", "BestCo
 #: The policies of the CDPB paper's Fig. 4.
 CDPB_POLICIES = ("CDPB-n", "CDPB-i", "gamma-based", "hmin-based", "IS-based", "noise-free")
 STEM = "accuracy_under_privacy"
+#: The datasets the script runs on: their name and where their files come from.
+SOURCES = {"fashion-mnist": ("Fashion-MNIST", "Debian's `dataset-fashion-mnist`"),
+           "mnist": ("MNIST", "MNIST's IDX files in `--data-dir`")}
 DOCS = ROOT / "docs"
 
 
 def sweep_configs(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The three sweep configs (``otagym sweep`` YAML as dicts) of this run's settings."""
-    data = {"fidelity": "train", "dataset": "fashion-mnist", "eval_samples": args.eval_samples,
+    data = {"fidelity": "train", "dataset": args.dataset, "eval_samples": args.eval_samples,
             **({"data_dir": args.data_dir} if args.data_dir else {})}
     seeds = list(range(args.seeds))
     model_a = {"scheme": "receive_scaling", "scenarios": ["paper-mnist"], "rounds": args.rounds, **data,
@@ -152,14 +155,15 @@ def _sig(stat: dict[str, Any]) -> str:
 def markdown(result: dict[str, Any]) -> str:
     """The docs page: what ran, the reduction, the wall time, and the three tables."""
     s = result["settings"]
+    name, source = SOURCES[s.get("dataset", "fashion-mnist")]
     lines = [
-        "# Accuracy under privacy on Fashion-MNIST: the measured tables",
+        f"# Accuracy under privacy on {name}: the measured tables",
         "",
         f"Written by `python -m benchmarks.{STEM} --docs` (resumable: a killed run continues from its last finished "
         "cell). [The papers, reproduced](results.md#accuracy-under-privacy-on-fashion-mnist) says what these numbers "
         "mean for each paper's claim.",
         "",
-        f"Training fidelity, Fashion-MNIST from Debian's `dataset-fashion-mnist`, {s['seeds']} seeds (channel "
+        f"Training fidelity, {name} from {source}, {s['seeds']} seeds (channel "
         f"realisations, model initialisations and batches). Reduction: T = {s['rounds']} rounds for model A (the "
         f"paper: 500); evaluations on {s['eval_samples']:,} random test images and as many training samples; CDPB's "
         f"clients on {s['cdpb_train_samples']:,} random training samples. Model, deployment and accounting are the "
@@ -240,7 +244,8 @@ def figure(result: dict[str, Any], path: Path) -> Path:
     for a in ax.values():
         a.grid(alpha=0.3, which="both")
     s = result["settings"]
-    fig.suptitle(f"Fashion-MNIST, training fidelity, {s['seeds']} seeds; model A T = {s['rounds']}, evaluations on "
+    name = SOURCES[s.get("dataset", "fashion-mnist")][0]
+    fig.suptitle(f"{name}, training fidelity, {s['seeds']} seeds; model A T = {s['rounds']}, evaluations on "
                  f"{s['eval_samples']:,} samples")
     save_figure(fig, path, dpi=100)
     plt.close(fig)
@@ -255,11 +260,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     p.add_argument("--eval-samples", type=int, default=2000, help="samples of each evaluation")
     p.add_argument("--cdpb-train-samples", type=int, default=2000, help="training samples of CDPB's clients")
-    p.add_argument("--data-dir", default=None, help="Fashion-MNIST's folder (default: Debian's package's)")
+    p.add_argument("--dataset", choices=tuple(SOURCES), default="fashion-mnist",
+                   help="fashion-mnist (default; Debian's package) or mnist (MNIST's IDX files in --data-dir)")
+    p.add_argument("--data-dir", default=None, help="the dataset's folder (default for fashion-mnist: Debian's)")
     p.add_argument("--workers", type=int, default=None, help="a process pool of N (default: in-process)")
     p.add_argument("--out", type=Path, default=Path("results") / STEM, help="sweeps, records and outputs")
     p.add_argument("--docs", action="store_true", help=f"write {STEM}.png/.md/.json to docs/ instead of --out")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.dataset == "mnist" and args.data_dir is None:
+        p.error("--dataset mnist reads MNIST's IDX files from --data-dir: give the folder (nothing is downloaded)")
+    if args.dataset != "fashion-mnist" and args.docs:
+        p.error("--docs holds the Fashion-MNIST run; write another dataset's run to --out")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

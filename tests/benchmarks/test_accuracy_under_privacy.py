@@ -77,3 +77,14 @@ def test_a_rerun_reuses_the_finished_cells(tmp_path, one_torch_thread):
     again, computed = script.run_sweeps([config], tmp_path / "out", None)
     assert computed == 0 and again["tiny"][0]["accuracy"] == first["tiny"][0]["accuracy"]
     assert first["tiny"][0]["accuracy_rounds"] == [0, 1, 2, 3] and 0.0 <= first["tiny"][0]["accuracy"] <= 1.0
+
+
+def test_mnist_runs_need_their_folder_and_stay_out_of_the_docs(tmp_path):
+    from benchmarks.accuracy_under_privacy import parse_args, sweep_configs
+
+    with pytest.raises(SystemExit):
+        parse_args(["--dataset", "mnist"])
+    with pytest.raises(SystemExit):
+        parse_args(["--dataset", "mnist", "--data-dir", str(tmp_path), "--docs"])
+    args = parse_args(["--dataset", "mnist", "--data-dir", str(tmp_path)])
+    assert all(c["dataset"] == "mnist" and c["data_dir"] == str(tmp_path) for c in sweep_configs(args))
