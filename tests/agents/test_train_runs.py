@@ -360,7 +360,10 @@ def test_sigint_ends_train_in_one_line_and_the_run_resumes(tmp_path, configs):
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "otagym.cli", "train", "--config", str(configs["ppo"]), "--run-dir", str(run),
            "--steps", "100000", "--checkpoint-freq", "240", "--no-progress", "--env", f"num_rounds={ROUNDS}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C in a terminal: SIGINT at its default disposition, whatever this process inherited (a job started in the
+    # background by a non-interactive shell, as a CI runner may be, ignores SIGINT, and its children inherit that)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while len(list((run / "checkpoints").glob("model_*_steps.zip"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
