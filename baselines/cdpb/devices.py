@@ -22,8 +22,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from otagym.multiagent import DEVICE_TASKS, device_evaluation_options
-from otagym.schemes import get_scheme
+from otagym.multiagent import device_evaluation_options, device_side
 from otagym.schemes.cdpb.devices import THRESHOLD_SCALE_MAX
 
 __all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "paper_planner", "DeviceEpisodes",
@@ -67,7 +66,7 @@ def paper_planner(task_id: str) -> ConstantActions:
     rho; a rho_tau below the server's gives c = 1 (no device can go below h_th, eq. (7)), the paper's rule."""
     from baselines.cdpb.policies import minimize_weighted
 
-    side = _devices(task_id, 1)
+    side = device_side(task_id, 1)
     s = side.scenario
     rho_tau = float(minimize_weighted(s, np.array([6.0 * s.lambda_convergence / s.num_rounds]),
                                       np.array([s.lambda_privacy * s.num_rounds]))[0])
@@ -80,7 +79,7 @@ def paper_planner(task_id: str) -> ConstantActions:
 def paper_rule(task_id: str) -> ConstantActions:
     """The paper's CDPB rule for every device of a task: threshold h_th (a = -1) and, under CDPB-mixed, the
     scenario's noise portion (a' = 2 portion - 1)."""
-    env = _devices(task_id, 1)
+    env = device_side(task_id, 1)
     s = env.scenario
     return ConstantActions(np.array([-1.0, 2.0 * s.portion - 1.0])[:env.action_space().shape[0]])
 
@@ -94,24 +93,12 @@ class DeviceEpisodes(NamedTuple):
     devices_left: NDArray
 
 
-def _devices(task_id: str, num_envs: int, **overrides: Any):
-    """The device side of a task for ``num_envs`` episodes in step, with ``overrides`` of its arguments (its
-    ``scenario_overrides`` merged into the task's)."""
-    task = DEVICE_TASKS[task_id]
-    info = get_scheme(task.scheme)
-    kwargs = {**task.kwargs, **overrides,
-              "scenario_overrides": {**task.kwargs.get("scenario_overrides", {}),
-                                     **overrides.get("scenario_overrides", {})}}
-    scenario = info.scenario(kwargs.pop("scenario", None), **kwargs.pop("scenario_overrides"))
-    return info.devices(scenario, num_envs, **kwargs)
-
-
 def evaluate_devices(task_id: str, policy: DevicePolicy, seeds: Sequence[int], **overrides: Any) -> DeviceEpisodes:
     """Play ``policy`` on the realisations of ``seeds`` of a device task, all in step (the realisation of a seed as
     :func:`~otagym.multiagent.device_evaluation_options` draws it; the rest of the randomness from
     ``default_rng(seeds)``); ``overrides`` change the task's env arguments."""
     seeds = list(seeds)
-    side = _devices(task_id, len(seeds), **overrides)
+    side = device_side(task_id, len(seeds), **overrides)
     gains = np.stack([device_evaluation_options(task_id, seed)["channel_gains"] for seed in seeds], axis=1)
     rng = np.random.default_rng(seeds)
     side.reset(rng, channel_gains=gains)
@@ -139,7 +126,7 @@ def best_per_device_constants(task_id: str, seeds: Sequence[int], start: float, 
     """Coordinate search from every device at ``start``: each sweep sets each device's action in turn to the best of
     ``grid`` given the others'; ``(actions (K, 1), mean return)`` after ``sweeps`` sweeps or none improves."""
     score = _mean_return(task_id, seeds)
-    actions = np.full((_devices(task_id, 1).num_devices, 1), start)
+    actions = np.full((device_side(task_id, 1).num_devices, 1), start)
     best = score(actions)
     for _ in range(sweeps):
         improved = False
@@ -166,7 +153,7 @@ def full_csi_bound(task_id: str, seeds: Sequence[int]) -> NDArray:
     that joins, and K_t is at most the number of devices above h_th: the paper's rule, every able device in, makes
     each round's convergence share the best it can be, whatever is known. The privacy charge is never negative and a
     device's leaving only takes it out. (S,) returns."""
-    scenario = _devices(task_id, 1).scenario
+    scenario = device_side(task_id, 1).scenario
     if scenario.strategy != "noisy" or scenario.client_sampling != 1.0:
         raise ValueError("full_csi_bound holds for CDPB-n with every client sampled (strategy='noisy', "
                          f"client_sampling=1); got strategy={scenario.strategy!r}, "

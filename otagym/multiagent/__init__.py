@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from otagym.multiagent.env import MULTIAGENT_SCHEMES, DevicesParallelEnv, agent_name, parallel_env
-from otagym.multiagent.tasks import DEVICE_TASKS, DeviceTask, device_evaluation_options, make_device_env
+from otagym.multiagent.tasks import (DEVICE_TASKS, DeviceTask, device_evaluation_options, device_side,
+                                     device_task_kwargs, make_device_env)
 
 __all__ = ["DevicesParallelEnv", "parallel_env", "env", "agent_name", "MULTIAGENT_SCHEMES", "DeviceTask",
-           "DEVICE_TASKS", "make_device_env", "device_evaluation_options"]
+           "DEVICE_TASKS", "device_task_kwargs", "make_device_env", "device_side", "device_evaluation_options"]
 
 
 def env(**kwargs: Any):

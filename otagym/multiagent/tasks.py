@@ -15,7 +15,8 @@ from otagym.schemes.cdpb.devices import DEVICE_TASK_SETTINGS
 from otagym.tasks import BENCHMARK_EVALUATION_SEEDS, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS
 from otagym.validation import OneOf
 
-__all__ = ["DeviceTask", "DEVICE_TASKS", "make_device_env", "device_evaluation_options"]
+__all__ = ["DeviceTask", "DEVICE_TASKS", "device_task_kwargs", "make_device_env", "device_side",
+           "device_evaluation_options"]
 
 
 @dataclass(frozen=True)
@@ -56,20 +57,33 @@ def _task(task_id: str) -> DeviceTask:
     return DEVICE_TASKS[OneOf(tuple(DEVICE_TASKS))("task_id", task_id)]
 
 
-def make_device_env(task_id: str, **overrides: Any) -> DevicesParallelEnv:
-    """The parallel env of a task, with its settings and any ``overrides`` of the env's arguments;
-    ``scenario_overrides`` update the task's own (``{"epsilon_max": 2.0}`` keeps its ten devices)."""
+def device_task_kwargs(task_id: str, **overrides: Any) -> dict[str, Any]:
+    """A task's env arguments with ``overrides``; ``scenario_overrides`` update the task's own
+    (``{"epsilon_max": 2.0}`` keeps its ten devices)."""
     task = _task(task_id)
     scenario_overrides = {**task.kwargs.get("scenario_overrides", {}),
                           **(overrides.pop("scenario_overrides", None) or {})}
-    return DevicesParallelEnv(scheme=task.scheme, **{**task.kwargs, **overrides,
-                                                     "scenario_overrides": scenario_overrides})
+    return {**task.kwargs, **overrides, "scenario_overrides": scenario_overrides}
+
+
+def make_device_env(task_id: str, **overrides: Any) -> DevicesParallelEnv:
+    """The parallel env of a task, with its settings and any ``overrides`` of the env's arguments
+    (:func:`device_task_kwargs`)."""
+    return DevicesParallelEnv(scheme=_task(task_id).scheme, **device_task_kwargs(task_id, **overrides))
+
+
+def device_side(task_id: str, num_envs: int = 1, **overrides: Any) -> Any:
+    """The scheme's device side of a task (:attr:`otagym.schemes.SchemeInfo.devices`) for ``num_envs`` episodes
+    played in step, with ``overrides`` of its arguments (:func:`device_task_kwargs`): what evaluates a device
+    policy on many realisations at once."""
+    info = get_scheme(_task(task_id).scheme)
+    kwargs = device_task_kwargs(task_id, **overrides)
+    scenario = info.scenario(kwargs.pop("scenario", None), **kwargs.pop("scenario_overrides"))
+    return info.devices(scenario, num_envs, **kwargs)
 
 
 def device_evaluation_options(task_id: str, seed: int) -> dict[str, NDArray]:
     """The ``reset`` options that replay the realisation of ``seed`` of a task: the scheme's realisation sampler
     (:attr:`otagym.schemes.SchemeInfo.sample_realisation`) drawn from ``numpy.random.default_rng(seed)``."""
-    task = _task(task_id)
-    info = get_scheme(task.scheme)
-    scenario = info.scenario(task.kwargs.get("scenario"), **task.kwargs.get("scenario_overrides", {}))
-    return info.sample_realisation(scenario, np.random.default_rng(seed))
+    sample = get_scheme(_task(task_id).scheme).sample_realisation
+    return sample(device_side(task_id).scenario, np.random.default_rng(seed))

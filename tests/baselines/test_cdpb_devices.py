@@ -81,7 +81,7 @@ def test_the_papers_planner_per_device_is_the_threshold_of_its_rho(monkeypatch):
     np.testing.assert_array_equal(paper_planner(TASK).actions, paper_rule(TASK).actions)
     from baselines.cdpb import devices
 
-    real = devices._devices
-    monkeypatch.setattr(devices, "_devices", lambda task_id, n, **kw: real(task_id, n, **{**kw, "rho": 0.05}))
+    real = devices.device_side
+    monkeypatch.setattr(devices, "device_side", lambda task_id, n, **kw: real(task_id, n, **{**kw, "rho": 0.05}))
     scale = THRESHOLD_SCALE_MAX ** ((paper_planner(TASK).actions[0] + 1) / 2)
     assert scale * 0.05 == pytest.approx(0.10902, rel=1e-4)
