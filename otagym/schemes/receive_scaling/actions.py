@@ -32,7 +32,7 @@ from otagym.validation import PHYSICAL_RANGE, OneOf, Real, Spec, bound, check_ar
 
 __all__ = ["ActionType", "ACTION_TYPES", "RewardMode", "BUDGET_ACTIONS", "UNIT_ACTIONS", "ACTION_PRICE", "ACTION_SHARE",
            "ACTION_NORMALIZED", "ACTION_X", "ACTION_ETA", "ACTION_SPEND", "ACTION_CODES", "ActionSettings",
-           "ACTION_ARGS", "ACTION_KEYS", "resolve_modes", "action_semantics", "normalized_x", "spend_cost",
+           "ACTION_ARGS", "ACTION_KEYS", "resolve_modes", "action_semantics", "normalized_x", "spend_cost", "spend_action",
            "budget_action_cost", "decide", "decode_actions", "check_actions", "action_space", "constrained"]
 
 ActionType = Literal["price", "share", "normalized", "x", "eta", "spend"]
@@ -112,6 +112,16 @@ def spend_cost(action: ArrayLike, nu: ArrayLike) -> NDArray:
     nu = 0.01), nu at a = 0 (EqualAlloc), 11 nu at a = 1; exponential in a, so that each tenth of the range multiplies
     the spend alike above nu."""
     return _elementwise(_spend_cost, (action, nu))
+
+
+def spend_action(cost: ArrayLike, nu: ArrayLike) -> NDArray:
+    """The spend action a in [-1, 1] whose :func:`spend_cost` is ``cost`` (the inverse, a = log10(9 c_t / nu + 1) - 1):
+    a cost of 0 or less is a = -1, one of 11 nu or more is a = 1 (the action's range), NaN is refused."""
+    cost, nu = np.asarray(cost, dtype=float), np.asarray(nu, dtype=float)
+    if np.isnan(cost).any() or not (nu > 0).all():
+        raise ValueError(f"cost must not be NaN and nu must be > 0; got cost={cost}, nu={nu}")
+    ratio = np.clip(cost / nu, 0.0, 11.0)
+    return np.clip(np.log10(9.0 * ratio + 1.0) - 1.0, -1.0, 1.0)
 
 
 @njit(**JIT_NO_ALLOC)
