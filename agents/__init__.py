@@ -10,3 +10,7 @@ CONFIG_DIR = Path(__file__).parent / "configs"
 #: Algorithms ``otagym train`` knows: SB3 and sb3-contrib classes by name; ``ppo_lagrangian`` is PPO on the CMDP
 #: formulation with dual ascent (:mod:`agents.lagrangian`).
 ALGOS = ("ppo", "sac", "td3", "trpo", "ppo_lagrangian")
+#: Algorithms ``otagym train`` runs with a batched trainer of its own instead of SB3's loop, on a benchmark task
+#: (``--task``): ``budget_ppo``, PPO over the native vector env with the action relative to the budget left
+#: (:mod:`agents.budget_ppo`).
+BATCHED_ALGOS = ("budget_ppo",)

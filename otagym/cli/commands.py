@@ -12,22 +12,34 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from typing import Any, NoReturn, Sequence
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
+from otagym import __version__
 from otagym.cli.argtypes import HelpFormatter, field_type, from_spec, key_value, non_negative_int, positive_int
 from otagym.cli.compare import COMMANDS, add_compare_parser
 from otagym.cli.evaluate import add_evaluate_parser
 from otagym.cli.sweep import add_sweep_parser
-from otagym import __version__
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 from otagym.tasks import BENCHMARK, EVALUATION_SEEDS, TASKS
 from otagym.validation import Integer, Real
 
-__all__ = ["HELD_OUT_SEED", "EXAMPLES", "build_parser", "INTERRUPTED", "main", "TRAIN_SEED", "TRAIN_MINUTES",
-           "TORCH_THREADS", "TRAIN_MODULES", "COMPARED_WITH", "next_steps"]
+__all__ = [
+    "COMPARED_WITH",
+    "EXAMPLES",
+    "HELD_OUT_SEED",
+    "INTERRUPTED",
+    "TORCH_THREADS",
+    "TRAIN_MINUTES",
+    "TRAIN_MODULES",
+    "TRAIN_SEED",
+    "build_parser",
+    "main",
+    "next_steps",
+]
 
 #: The first held-out channel seed: trained agents are compared and scored on seeds from here (the benchmark's
 #: evaluation set, :data:`otagym.tasks.EVALUATION_SEEDS`, starts here too).
@@ -215,17 +227,57 @@ _TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env", "task": "--tas
 
 
 def _train(args: argparse.Namespace) -> int:
+    from agents import BATCHED_ALGOS
     from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError, train
+
+    if args.algo in BATCHED_ALGOS:
+        return _train_batched(args)
 
     try:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
-                     total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
+                     total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq or 100_000, resume=args.resume,
                      overwrite=args.overwrite,
                      max_minutes=args.minutes, env_overrides=_env_overrides(args.env), task=args.task,
                      progress=not args.no_progress, verbose=args.verbose, torch_threads=args.torch_threads or None)
     except SettingsError as err:  # before the run folder is touched
         _usage_error("train", _TRAIN_OPTIONS.get(err.argument, err.argument), err.message)
     except (NoCheckpointError, RunExistsError, RunMismatchError) as err:  # before any work: one line, exit 2
+        print(f"otagym train: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(next_steps(args.algo, path))
+    return 0
+
+
+#: ``otagym train`` options the batched trainer does not take, and why.
+_NOT_BATCHED = {"config": ("--config", "its hyperparameters are agents.budget_ppo.BudgetPPOSettings"),
+                "env": ("--env", "it trains on a benchmark task's settings exactly (--task)"),
+                "resume": ("--resume", ("it keeps no checkpoints to resume from (a run of 4M steps takes minutes): "
+                                        "rerun with --overwrite")),
+                "minutes": ("--minutes", "a run is a number of env steps (--steps)"),
+                "checkpoint_freq": ("--checkpoint-freq", ("it plays the validation realisations every 500,000 env "
+                                                          "steps and keeps the best model instead"))}
+
+
+def _train_batched(args: argparse.Namespace) -> int:
+    """``otagym train --algo budget_ppo --task TASK``: :func:`agents.budget_ppo.train_budget_ppo`."""
+    import torch
+
+    from agents.budget_ppo import SPEND_TASKS, train_budget_ppo
+
+    for name, (option, why) in _NOT_BATCHED.items():
+        if getattr(args, name):
+            _usage_error("train", option, f"not with --algo {args.algo}: {why}")
+    if args.task not in SPEND_TASKS:
+        _usage_error("train", "--task", f"--algo {args.algo} trains on a spend task of the benchmark suite, one of "
+                     f"{', '.join(SPEND_TASKS)}; got {args.task!r}")
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    run_dir = args.run_dir or f"runs/{args.algo}"
+    try:
+        path = train_budget_ppo(args.task, run_dir, seed=args.seed, overwrite=args.overwrite,
+                                log=None if args.no_progress else print,
+                                **({} if args.steps is None else {"total_timesteps": args.steps}))
+    except FileExistsError as err:
         print(f"otagym train: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     print(next_steps(args.algo, path))
@@ -286,12 +338,14 @@ def _task_trained_on(model_path: Any) -> str | None:
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
-    from agents import ALGOS
+    from agents import ALGOS, BATCHED_ALGOS
 
     p = sub.add_parser("train", help="train an RL scheduler (stable-baselines3, rl_zoo3-format config)",
                        description="Train an RL scheduler with stable-baselines3 on the native vector env (needs the "
                        "rl extra). The run folder gets model.zip, run.json, checkpoints/, monitor.csv and tb/.")
-    p.add_argument("--algo", default="ppo", choices=ALGOS, help="algorithm")
+    p.add_argument("--algo", default="ppo", choices=ALGOS + BATCHED_ALGOS,
+                   help="algorithm (budget_ppo: PPO batched over the native vector env with the action relative to "
+                   "the budget left, on a spend task of the benchmark suite: --task)")
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
     p.add_argument("--run-dir", default=None, help="output folder (default: runs/<algo>): model.zip, run.json, "
                    "checkpoints/, monitor.csv, tb/ (TensorBoard)")
@@ -301,8 +355,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=from_spec(TRAIN_MINUTES), default=None,
                    help="also stop after this many minutes of wall time (the progress bar then counts seconds of "
                    "it); a run of --steps is the same on every machine, a run of minutes is not")
-    p.add_argument("--checkpoint-freq", type=positive_int, default=100_000,
-                   help="env steps between checkpoints (each at the first rollout boundary at or after a multiple)")
+    p.add_argument("--checkpoint-freq", type=positive_int, default=None,
+                   help="env steps between checkpoints (each at the first rollout boundary at or after a multiple; "
+                   "default 100,000)")
     ownership = p.add_mutually_exclusive_group()
     ownership.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir from its newest complete checkpoint, with the run's own "

@@ -14,8 +14,17 @@ import otagym  # noqa: F401  (registers the tasks)
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes.receive_scaling.actions import spend_action, spend_cost
 from otagym.tasks import COST_TOLERANCE, TASKS, sample_realisation
-from otagym.wrappers import (BudgetLedger, RelativeSpend, RelativeSpendVector, ReserveSafetyLayer,
-                             ReserveSafetyLayerVector, SauteBudget, SauteBudgetVector, relative_spend, spend_cap)
+from otagym.wrappers import (
+    BudgetLedger,
+    RelativeSpend,
+    RelativeSpendVector,
+    ReserveSafetyLayer,
+    ReserveSafetyLayerVector,
+    SauteBudget,
+    SauteBudgetVector,
+    relative_spend,
+    spend_cap,
+)
 
 TASK = "otagym/ReceiveScalingCMDP-v1"
 T = TASKS[TASK].max_episode_steps
@@ -139,7 +148,7 @@ def test_saute_penalty_sums_to_penalty_times_the_overspend_and_augments_the_stat
     assert saute.observation_space.shape == (plain.observation_space.shape[0] + 1,) and obs0[-1] == 1.0
     gap, cost, a = 0.0, 0.0, np.full(1, 0.5, dtype=np.float32)  # 3.5 nu a round: over the limit after 143 rounds
     for _ in range(T):
-        obs, r_saute, *_, info = saute.step(a)
+        obs, r_saute, *_ = saute.step(a)
         _, r_plain, *_, info_plain = plain.step(a)
         gap += r_plain - r_saute
         cost += info_plain["cost"]
