@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,8 +37,11 @@ import torch
 from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 from stable_baselines3 import PPO
+from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
+from agents.train.save import package_versions
 from otagym._io import atomic_write, write_json
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes.receive_scaling.actions import spend_action
@@ -74,19 +78,20 @@ class BudgetPPOSettings:
         reward_floor: the training reward is max(r_t, -reward_floor) (None: unclipped, the default). Measured: a floor
             of 1 (the episode's room) hides what running the budget dry costs, and the learner drains it.
         reserve: the safety layer's reserve (:func:`otagym.wrappers.spend_cap`; 0: the cap is the budget left).
+        budget_entries: the networks see only :data:`BUDGET_ENTRIES` of the observation (:class:`BudgetEntries`).
         shaping: add the potential-based term Phi(s_t+1) - Phi(s_t) of :class:`FairShareValue` to the reward (Ng et
             al., 1999: the same optimal policies; the episode's shaped return is its return less Phi(s_0)).
         eval_every: env steps between validation plays.
     """
 
-    num_envs: int = 128
-    rollout_steps: int = 128
+    num_envs: int = 256
+    rollout_steps: int = 64
     epochs: int = 4
     minibatches: int = 4
     learning_rate: float = 3e-4
     anneal_lr: bool = True
     gamma: float = 1.0
-    gae_lambda: float = 0.95
+    gae_lambda: float = 0.99
     clip_range: float = 0.2
     ent_coef: float = 0.0
     vf_coef: float = 0.5
@@ -97,6 +102,7 @@ class BudgetPPOSettings:
     reward_floor: float | None = None
     reserve: float = 0.0
     shaping: bool = True
+    budget_entries: bool = False
     eval_every: int = 500_000
 
     def __post_init__(self) -> None:
@@ -181,6 +187,25 @@ def env_actions(relative: NDArray, observation: NDArray, horizon: int, reserve: 
     return spend_action(relative_spend(a, budget_left, rounds_left, reserve), 1.0)[:, None]
 
 
+#: The observation entries :class:`BudgetEntries` keeps (receive scaling's names): what the round's spend depends on,
+#: the channels (each device's and the weakest's, against their means), the budget and the clock; not the devices'
+#: placements or their cumulative RDP.
+BUDGET_ENTRIES = ("fading", "channel", "progress", "budget_left", "fair_share", "log_nu", "block_phase")
+
+
+class BudgetEntries(BaseFeaturesExtractor):
+    """SB3 features extractor that keeps the observation's :data:`BUDGET_ENTRIES` (no parameters)."""
+
+    def __init__(self, observation_space: spaces.Box) -> None:
+        slices = ObservationOffsets.of_size(observation_space.shape[-1]).slices()
+        index = np.concatenate([np.arange(slices[n].start, slices[n].stop) for n in BUDGET_ENTRIES])
+        super().__init__(observation_space, features_dim=int(index.size))
+        self.register_buffer("index", torch.as_tensor(index, dtype=torch.long), persistent=False)
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return observations.index_select(-1, self.index)
+
+
 class RelativeSpendPolicy(ActorCriticPolicy):
     """SB3's MLP actor-critic whose distribution is over the relative action, and whose ``predict`` returns the task
     env's own spend action (:func:`env_actions`, with the episode's ``horizon`` T and the ``reserve`` it was trained
@@ -205,13 +230,18 @@ def _sb3_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
 
     task = TASKS[task_id]
     net = list(settings.net_arch)
-    return PPO(RelativeSpendPolicy, OTAPrivacySB3VecEnv(1, **task.kwargs), seed=seed, device="cpu",
-                     learning_rate=settings.learning_rate, n_steps=settings.rollout_steps,
-                     batch_size=settings.batch_size // settings.minibatches, n_epochs=settings.epochs,
-                     gamma=settings.gamma, gae_lambda=settings.gae_lambda, clip_range=settings.clip_range,
-                     ent_coef=settings.ent_coef, vf_coef=settings.vf_coef, max_grad_norm=settings.max_grad_norm,
-                     policy_kwargs={"net_arch": {"pi": net, "vf": net}, "log_std_init": settings.log_std_init,
-                                    "horizon": task.max_episode_steps, "reserve": settings.reserve})
+    policy_kwargs = {"net_arch": {"pi": net, "vf": net}, "log_std_init": settings.log_std_init,
+                     "horizon": task.max_episode_steps, "reserve": settings.reserve}
+    if settings.budget_entries:
+        policy_kwargs["features_extractor_class"] = BudgetEntries
+    with warnings.catch_warnings():  # SB3 checks its batch size against the one-env adapter's rollout: not used here
+        warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
+        return PPO(RelativeSpendPolicy, OTAPrivacySB3VecEnv(1, **task.kwargs), seed=seed, device="cpu",
+                   learning_rate=settings.learning_rate, n_steps=settings.rollout_steps,
+                   batch_size=settings.batch_size // settings.minibatches, n_epochs=settings.epochs,
+                   gamma=settings.gamma, gae_lambda=settings.gae_lambda, clip_range=settings.clip_range,
+                   ent_coef=settings.ent_coef, vf_coef=settings.vf_coef, max_grad_norm=settings.max_grad_norm,
+                   policy_kwargs=policy_kwargs)
 
 
 def _training_env(task_id: str, settings: BudgetPPOSettings, seed: int) -> gym.vector.VectorEnv:
@@ -327,7 +357,7 @@ def _update(policy: RelativeSpendPolicy, buf: _Rollout, adv: torch.Tensor, setti
 
 def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_timesteps: int = 4_000_000,
                      settings: BudgetPPOSettings | None = None, overwrite: bool = False,
-                     log: Callable[[str], None] | None = print) -> Path:
+                     log: Callable[[str], None] | None = print, torch_threads: int | None = 1) -> Path:
     """Train on a spend task of the suite and return the path of the selected ``model.zip`` (see the module).
 
     Args:
@@ -339,6 +369,7 @@ def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
         settings: hyperparameters (default :class:`BudgetPPOSettings`).
         overwrite: replace a run already in ``run_dir``.
         log: where progress lines go (None: silent).
+        torch_threads: ``torch.set_num_threads`` before training (process-wide, not restored; None: as it is).
     """
     settings = settings or BudgetPPOSettings()
     if task_id not in SPEND_TASKS:
@@ -349,11 +380,14 @@ def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
     if (run / "run.json").is_file() and not overwrite:
         raise FileExistsError(f"{run} holds a run (run.json): pass overwrite=True (--overwrite) to replace it")
     run.mkdir(parents=True, exist_ok=True)
+    if torch_threads is not None:
+        torch.set_num_threads(int(torch_threads))
     model = _sb3_model(task_id, settings, seed)
     iterations = -(-total_timesteps // settings.batch_size)
     meta: dict[str, Any] = {"algo": "budget_ppo", "task": task_id, "env_id": task_id, "seed": seed,
                             "env_kwargs": dict(TASKS[task_id].kwargs), "settings": asdict(settings),
-                            "total_timesteps": iterations * settings.batch_size, "validation": []}
+                            "total_timesteps": iterations * settings.batch_size, "validation": [],
+                            "versions": package_versions()}
     best, clock, rows, next_eval = -np.inf, time.perf_counter(), [], settings.eval_every
     for steps, stats in training_iterations(model, task_id, settings, seed, iterations):
         rows.append({"steps": steps, "wall_s": time.perf_counter() - clock, **stats})

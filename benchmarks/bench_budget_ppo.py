@@ -6,7 +6,7 @@ as a ratio of env steps per second timed in the same run, the two alternated, on
 SB3's PPO runs with the settings of ``agents/configs/ppo_lagrangian.yml`` (16 envs of the SB3 adapter
 :class:`otagym.sb3.OTAPrivacySB3VecEnv`, 512 steps per env per rollout, 10 epochs of minibatches of 1,024, a 64x64
 MLP), which ``otagym train --algo ppo_lagrangian`` trains with; the batched trainer with its defaults
-(:class:`agents.budget_ppo.BudgetPPOSettings`: 128 envs, 128 steps per env per rollout, 4 epochs of 4 minibatches,
+(:class:`agents.budget_ppo.BudgetPPOSettings`: 256 envs, 64 steps per env per rollout, 4 epochs of 4 minibatches,
 a 64x64 MLP, the relative action and the potential-based shaping included). Both are timed end to end, rollout and
 update, over whole rollouts (no validation play). Goal: batched >= 5x SB3's env steps per second.
 """

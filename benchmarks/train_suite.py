@@ -13,6 +13,11 @@ DIR: default ``agents/zoo``; a model already there is replaced only with ``--for
 
     pip install -e ".[rl,results]"
     python -m benchmarks.train_suite --algo ppo_lagrangian --tasks otagym/ReceiveScalingCMDP-v1 --seeds 5
+    python -m benchmarks.train_suite --algo budget_ppo --steps 6000000 --out benchmarks/records \
+        --tasks otagym/ReceiveScalingCMDP-v1 otagym/ReceiveScalingCMDPGaussMarkov-v0 otagym/ReceiveScalingCMDPBlock-v0
+
+``budget_ppo`` (:mod:`agents.budget_ppo`) selects its model on the validation realisations while it trains (every
+500,000 env steps) and keeps no checkpoints: an interrupted seed is trained again.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from agents import BATCHED_ALGOS
 from agents.policy import AgentPolicy, load_model
 from agents.train import checkpoint_models, train
 from baselines.benchmark import task_scores_and_costs
@@ -50,6 +56,8 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
     """Train (or resume) one seed, select its checkpoint on validation, score it on the evaluation set."""
     run = folder / f"seed{seed}"
     clock = time.perf_counter()
+    if algo in BATCHED_ALGOS:
+        return batched_seed(task_id, seed, steps, run, clock)
     if not (run / "model.zip").is_file():
         resume = (run / "run.json").is_file() and (run / "checkpoints").is_dir()
         train(algo, config=config, run_dir=run, seed=seed, total_timesteps=steps, checkpoint_freq=every, task=task_id,
@@ -64,6 +72,24 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
     return {"task": task_id, "algo": algo, "seed": seed, "steps": steps, "run": str(run), "selected": best,
             "checkpoints": validation,
             "wall_s": time.perf_counter() - clock, "test": {nu: s for nu, (s, _) in test.items()},
+            "test_cost_ratios": {nu: c for nu, (_, c) in test.items()}}
+
+
+def batched_seed(task_id: str, seed: int, steps: int, run: Path, clock: float) -> dict[str, Any]:
+    """One seed of :func:`agents.budget_ppo.train_budget_ppo`, which selects its model on the validation
+    realisations as it trains (every 500,000 env steps; an unfinished run is trained again), scored on the
+    evaluation set."""
+    from agents.budget_ppo import train_budget_ppo
+
+    if not ((run / "model.zip").is_file() and (run / "run.json").is_file()):
+        train_budget_ppo(task_id, run, seed=seed, total_timesteps=steps, overwrite=True, log=print)
+    meta = json.loads((run / "run.json").read_text())
+    test = play(run / "model.zip", task_id, TASKS[task_id].eval_seeds)
+    return {"task": task_id, "algo": "budget_ppo", "seed": seed, "steps": meta["total_timesteps"], "run": str(run),
+            "selected": {"steps": meta["selected"]["steps"], "model": str(run / "model.zip"),
+                         "validation": meta["selected"]["validation_mean_feasible_score"]},
+            "checkpoints": [{"steps": v["steps"], "validation": v["score"]} for v in meta["validation"]],
+            "wall_s": meta["wall_s"] + time.perf_counter() - clock, "test": {nu: s for nu, (s, _) in test.items()},
             "test_cost_ratios": {nu: c for nu, (_, c) in test.items()}}
 
 
@@ -90,7 +116,8 @@ def ship(records: list[dict[str, Any]], task_id: str, algo: str, zoo: Path) -> P
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.rsplit("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", default="ppo_lagrangian", help="an algorithm of `otagym train`")
+    parser.add_argument("--algo", default="ppo_lagrangian", help="an algorithm of `otagym train` (budget_ppo: "
+                        "the spend tasks only)")
     parser.add_argument("--config", type=Path, default=None,
                         help="an rl_zoo3-format YAML instead of the packaged one (a hyperparameter candidate)")
     parser.add_argument("--tasks", nargs="+", choices=list(BENCHMARK), default=list(BENCHMARK))

@@ -257,3 +257,18 @@ def test_multiagent_page_states_the_task_envs_spaces():
     assert rows["Action values"] == "[-1, 1]" and rows["Observation values"] == rows["State values"] == "[-10, 10]"
     entries = re.findall(r"^\| \d \| `(\w+)` \|", MULTIAGENT_PAGE, re.M)
     assert tuple(entries) == device_entry_names(env.side.scenario.replace(csi_feedback=True))
+
+
+# ----------------------------------------------------------------------------------------- constrained RL tutorial
+
+CONSTRAINED_BLOCKS = [b for b in re.findall(r"```python\n(.*?)\n```",
+                                            (ROOT / "docs" / "tutorials" / "constrained-rl.md").read_text(), re.S)
+                      if "otagym.wrappers" in b]
+
+
+@pytest.mark.parametrize("code", CONSTRAINED_BLOCKS, ids=[f"block{i}" for i in range(len(CONSTRAINED_BLOCKS))])
+def test_constrained_tutorial_wrapper_blocks_run(code):
+    """The budget wrappers' blocks of the constrained-RL tutorial run as written, and say what they print."""
+    namespace: dict = {}
+    exec(compile(code, "constrained-rl.md", "exec"), namespace)  # noqa: S102 - the page's own code
+    assert abs(float(namespace["info"]["cost"]) - 1.0) < 1e-5

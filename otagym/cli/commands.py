@@ -260,8 +260,6 @@ _NOT_BATCHED = {"config": ("--config", "its hyperparameters are agents.budget_pp
 
 def _train_batched(args: argparse.Namespace) -> int:
     """``otagym train --algo budget_ppo --task TASK``: :func:`agents.budget_ppo.train_budget_ppo`."""
-    import torch
-
     from agents.budget_ppo import SPEND_TASKS, train_budget_ppo
 
     for name, (option, why) in _NOT_BATCHED.items():
@@ -270,12 +268,10 @@ def _train_batched(args: argparse.Namespace) -> int:
     if args.task not in SPEND_TASKS:
         _usage_error("train", "--task", f"--algo {args.algo} trains on a spend task of the benchmark suite, one of "
                      f"{', '.join(SPEND_TASKS)}; got {args.task!r}")
-    if args.torch_threads:
-        torch.set_num_threads(args.torch_threads)
     run_dir = args.run_dir or f"runs/{args.algo}"
     try:
         path = train_budget_ppo(args.task, run_dir, seed=args.seed, overwrite=args.overwrite,
-                                log=None if args.no_progress else print,
+                                log=None if args.no_progress else print, torch_threads=args.torch_threads or None,
                                 **({} if args.steps is None else {"total_timesteps": args.steps}))
     except FileExistsError as err:
         print(f"otagym train: error: {err}", file=sys.stderr)

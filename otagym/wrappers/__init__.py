@@ -1,9 +1,19 @@
 """Gymnasium wrappers that change how an agent sees a task without changing its physics, each stackable by any client
 (as in ``gymnasium.wrappers``): the per-episode budget wrappers of :mod:`otagym.wrappers.budget`."""
 
-from otagym.wrappers.budget import (BudgetLedger, RelativeSpend, RelativeSpendVector, ReserveSafetyLayer,
-                                    ReserveSafetyLayerVector, SauteBudget, SauteBudgetVector, fair_share,
-                                    relative_spend, spend_cap, spend_multiplier)
+from otagym.wrappers.budget import (
+                                    BudgetLedger,
+                                    RelativeSpend,
+                                    RelativeSpendVector,
+                                    ReserveSafetyLayer,
+                                    ReserveSafetyLayerVector,
+                                    SauteBudget,
+                                    SauteBudgetVector,
+                                    fair_share,
+                                    relative_spend,
+                                    spend_cap,
+                                    spend_multiplier,
+)
 
 __all__ = ["BudgetLedger", "RelativeSpend", "RelativeSpendVector", "ReserveSafetyLayer", "ReserveSafetyLayerVector",
            "SauteBudget", "SauteBudgetVector", "fair_share", "relative_spend", "spend_cap", "spend_multiplier"]

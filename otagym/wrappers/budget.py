@@ -42,8 +42,19 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.schemes.receive_scaling.actions import spend_action, spend_cost
 
-__all__ = ["spend_multiplier", "fair_share", "spend_cap", "relative_spend", "BudgetLedger", "RelativeSpend",
-           "RelativeSpendVector", "ReserveSafetyLayer", "ReserveSafetyLayerVector", "SauteBudget", "SauteBudgetVector"]
+__all__ = [
+    "BudgetLedger",
+    "RelativeSpend",
+    "RelativeSpendVector",
+    "ReserveSafetyLayer",
+    "ReserveSafetyLayerVector",
+    "SauteBudget",
+    "SauteBudgetVector",
+    "fair_share",
+    "relative_spend",
+    "spend_cap",
+    "spend_multiplier",
+]
 
 
 def spend_multiplier(action: ArrayLike) -> NDArray:

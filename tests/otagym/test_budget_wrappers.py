@@ -154,3 +154,11 @@ def test_saute_penalty_sums_to_penalty_times_the_overspend_and_augments_the_stat
         cost += info_plain["cost"]
     assert cost > T and gap == pytest.approx(3.0 * (cost - T), rel=1e-9)
     assert obs[-1] == pytest.approx((T - cost) / T, rel=1e-6)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import otagym.wrappers.budget as module
+
+    assert doctest.testmod(module, raise_on_error=True).attempted >= 3
