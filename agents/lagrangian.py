@@ -14,7 +14,9 @@ cost:
 
     I_b <- max(0, I_b + k_I e_b),   lambda_b <- max(0, k_P e_b + I_b + k_D max(0, J_b - J_b,previous))
 
-(``lagrange_lr`` is k_I, ``lagrange_kp`` k_P, ``lagrange_kd`` k_D; I_b starts at ``lagrange_init``). With k_P = k_D =
+(``lagrange_lr`` is k_I, ``lagrange_kp`` k_P, ``lagrange_kd`` k_D; I_b starts at ``lagrange_init``). With
+``lagrange_quantile`` q, J_b is the q-quantile of the bin's episode costs instead of their mean (a quantile
+Lagrangian: at most a share 1 - q of episodes over the limit). With k_P = k_D =
 0 it is dual ascent, lambda_b <- max(0, lambda_b + k_I e_b). The proportional term reacts to an overspend within the
 rollout that shows it, where the integral alone overshoots and oscillates (the paper's Figure 1).
 """
@@ -100,15 +102,24 @@ class DualAscentCallback(BaseCallback):
     resumed run continues from it."""
 
     def __init__(self, env: LagrangianVecEnv, lr: float = 0.5, path: Path | None = None, kp: float = 0.0,
-                 kd: float = 0.0) -> None:
+                 kd: float = 0.0, quantile: float | None = None) -> None:
         super().__init__()
         for name, gain in (("lagrange_lr", lr), ("lagrange_kp", kp), ("lagrange_kd", kd)):
             if not (np.isfinite(gain) and gain >= 0):
                 raise ValueError(f"{name} must be finite and >= 0; got {gain}")
+        if quantile is not None and not 0.0 < quantile < 1.0:
+            raise ValueError(f"lagrange_quantile must lie in (0, 1) (None: the mean); got {quantile!r}")
         self.env, self.lr, self.kp, self.kd, self.path = env, float(lr), float(kp), float(kd), path
+        self.quantile = quantile
 
     def _on_step(self) -> bool:
         return True
+
+    def target(self, costs: NDArray) -> float:
+        """The statistic of a bin's episode costs per step that the controller drives to 1: their mean, or with
+        ``quantile`` q their q-quantile, so that a share 1 - q of the episodes at most is over the limit (the
+        per-episode constraint, where the mean allows half of them over it)."""
+        return float(np.mean(costs) if self.quantile is None else np.quantile(costs, self.quantile))
 
     def _on_rollout_end(self) -> None:
         if not self.env.finished:
@@ -117,7 +128,7 @@ class DualAscentCallback(BaseCallback):
         self.env.finished.clear()
         env = self.env
         for b in np.unique(bins):
-            mean_cost = float(costs[bins == b].mean())
+            mean_cost = float(self.target(costs[bins == b]))
             error = mean_cost - 1.0
             rising = 0.0 if np.isnan(env.previous_cost[b]) else max(0.0, mean_cost - env.previous_cost[b])
             env.integral[b] = max(0.0, env.integral[b] + self.lr * error)

@@ -167,6 +167,28 @@ def test_the_pid_multiplier_follows_stooke_et_al_algorithm_2_by_hand():
         DualAscentCallback(env, kp=-1.0)
 
 
+def test_quantile_lagrangian_drives_the_quantile_of_the_episode_costs_to_the_limit():
+    """With lagrange_quantile q the controller's J is the q-quantile of the bin's episode costs (numpy's linear
+    interpolation), not their mean: costs 0.5, 0.7, 0.9, 1.1, 1.3 have mean 0.9 (dual ascent would lower the
+    multiplier) and 0.8-quantile 1.14 (it rises by 0.5 x 0.14)."""
+    from types import SimpleNamespace
+
+    from stable_baselines3.common.logger import configure
+
+    from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
+    from otagym.sb3 import OTAPrivacySB3VecEnv
+
+    env = LagrangianVecEnv(OTAPrivacySB3VecEnv(2, reward_mode="cmdp", action_type="spend", dp_orders=None, **SHORT),
+                           initial=1.0)
+    callback = DualAscentCallback(env, lr=0.5, quantile=0.8)
+    callback.init_callback(SimpleNamespace(get_env=lambda: env, logger=configure(None, []), num_timesteps=0))
+    env.finished.extend((0, c) for c in (0.5, 0.7, 0.9, 1.1, 1.3))
+    callback.on_rollout_end()
+    assert env.multipliers[0] == pytest.approx(1.0 + 0.5 * 0.14, rel=1e-12)
+    with pytest.raises(ValueError, match="lagrange_quantile must lie in"):
+        DualAscentCallback(env, quantile=1.0)
+
+
 def test_ppo_lagrangian_updates_its_multiplier_by_dual_ascent(tmp_path):
     cfg = tmp_path / "lag.yml"
     cfg.write_text("otagym/OTAPrivacy-v0:\n  n_envs: 4\n  n_steps: 50\n  batch_size: 100\n  n_epochs: 1\n"
