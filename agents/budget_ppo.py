@@ -34,16 +34,17 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 from stable_baselines3 import PPO
-from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from agents.train.save import package_versions
 from otagym._io import atomic_write, write_json
 from otagym.env import OTAPrivacyVectorEnv
+from otagym.schemes import SCHEMES
 from otagym.schemes.receive_scaling.actions import spend_action
 from otagym.schemes.receive_scaling.observation import ObservationOffsets
 from otagym.tasks import BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
@@ -116,6 +117,10 @@ class BudgetPPOSettings:
         for name, low, high in (("gamma", 0, 1), ("gae_lambda", 0, 1), ("reward_gamma", 0, 1), ("reserve", 0, 1)):
             if not low <= getattr(self, name) <= high:
                 raise ValueError(f"{name} must lie in [{low}, {high}]; got {getattr(self, name)!r}")
+        if self.shaping and (self.reward_gamma > 0 or self.reward_floor is not None):
+            raise ValueError("shaping adds Phi in the reward's own units: not with reward_gamma > 0 or a reward_floor, "
+                             f"which rescale or clip it first; got reward_gamma={self.reward_gamma}, "
+                             f"reward_floor={self.reward_floor}")
         for name in ("learning_rate", "clip_range", "max_grad_norm"):
             if not (np.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise ValueError(f"{name} must be finite and > 0; got {getattr(self, name)!r}")
@@ -209,9 +214,11 @@ class BudgetEntries(BaseFeaturesExtractor):
 class RelativeSpendPolicy(ActorCriticPolicy):
     """SB3's MLP actor-critic whose distribution is over the relative action, and whose ``predict`` returns the task
     env's own spend action (:func:`env_actions`, with the episode's ``horizon`` T and the ``reserve`` it was trained
-    with, both saved in the zip): ``PPO.load(path).predict(obs)`` plays the raw task."""
+    with, both saved in the zip): ``PPO.load(path).predict(obs)`` plays the raw task (not one wrapped in
+    :class:`~otagym.wrappers.RelativeSpend`, which would map the action twice). Train it with
+    :func:`train_budget_ppo`: SB3's own ``learn`` would play its relative actions as raw spends."""
 
-    def __init__(self, *args: Any, horizon: int = 500, reserve: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, horizon: int, reserve: float = 0.0, **kwargs: Any) -> None:
         self.horizon, self.reserve = int(horizon), float(reserve)
         super().__init__(*args, **kwargs)
 
@@ -249,7 +256,7 @@ def _training_env(task_id: str, settings: BudgetPPOSettings, seed: int) -> gym.v
     rewards scaled by a running return's standard deviation."""
     task = TASKS[task_id]
     native = OTAPrivacyVectorEnv(settings.num_envs, **task.kwargs, autoreset_mode=AutoresetMode.SAME_STEP)
-    env: gym.vector.VectorEnv = RelativeSpendVector(native, settings.reserve, horizon=task.max_episode_steps)
+    env: gym.vector.VectorEnv = RelativeSpendVector(native, reserve=settings.reserve)
     if settings.reward_floor is not None:
         env = gym.wrappers.vector.ClipReward(env, min_reward=-settings.reward_floor)
     if settings.reward_gamma > 0:
@@ -286,10 +293,11 @@ class _Rollout:
 
 
 def _collect(policy: RelativeSpendPolicy, env: gym.vector.VectorEnv, obs: NDArray, steps: int,
-             potential: Callable[[NDArray], NDArray] | None) -> tuple[_Rollout, NDArray, torch.Tensor]:
+             potential: Callable[[NDArray], NDArray] | None,
+             gamma: float) -> tuple[_Rollout, NDArray, torch.Tensor]:
     """``steps`` steps of every env; the rollout, the next observation and its values. With a ``potential``, each
-    reward gets Phi(s_t+1) - Phi(s_t), Phi = 0 at an episode's end (same-step autoreset: the observation returned at
-    the end is the next episode's)."""
+    reward gets gamma Phi(s_t+1) - Phi(s_t), Phi = 0 at an episode's end (same-step autoreset: the observation
+    returned at the end is the next episode's)."""
     n = env.num_envs
     shape = (steps, n)
     buf = _Rollout(torch.zeros(shape + obs.shape[1:]), torch.zeros(shape + (1,)), torch.zeros(shape),
@@ -304,7 +312,7 @@ def _collect(policy: RelativeSpendPolicy, env: gym.vector.VectorEnv, obs: NDArra
         done = np.logical_or(terminated, truncated)
         if potential is not None:
             after = potential(obs)  # at an end, the next episode's first state: Phi of the end itself is 0
-            reward = reward + np.where(done, 0.0, after) - phi
+            reward = reward + gamma * np.where(done, 0.0, after) - phi
             phi = after
         buf.rewards[t] = torch.as_tensor(reward, dtype=torch.float32)
         buf.dones[t] = torch.as_tensor(done, dtype=torch.float32)
@@ -387,19 +395,21 @@ def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
     meta: dict[str, Any] = {"algo": "budget_ppo", "task": task_id, "env_id": task_id, "seed": seed,
                             "env_kwargs": dict(TASKS[task_id].kwargs), "settings": asdict(settings),
                             "total_timesteps": iterations * settings.batch_size, "validation": [],
-                            "versions": package_versions()}
+                            "versions": package_versions(),
+                            "observation_layout": SCHEMES[TASKS[task_id].scheme].observation_layout.version}
     best, clock, rows, next_eval = -np.inf, time.perf_counter(), [], settings.eval_every
     for steps, stats in training_iterations(model, task_id, settings, seed, iterations):
         rows.append({"steps": steps, "wall_s": time.perf_counter() - clock, **stats})
         if steps >= next_eval or steps == iterations * settings.batch_size:
-            next_eval += settings.eval_every
+            next_eval = (steps // settings.eval_every + 1) * settings.eval_every
             score, per_nu = validation_score(model, task_id)
             meta["validation"].append({"steps": steps, "score": score, "per_nu": per_nu})
             if score > best:
                 best = score
                 model.num_timesteps = steps
-                _save(model, run / "model.zip")
                 meta["selected"] = {"steps": steps, "validation_mean_feasible_score": score}
+                write_json(run / "run.json", {**meta, "complete": False})  # the model's metadata before the model
+                _save(model, run / "model.zip")
             if log:
                 log(f"{task_id} seed {seed}: {steps:,} steps, {time.perf_counter() - clock:.0f} s, validation "
                     f"{score:.1f} (" + ", ".join(f"nu {nu}: {v['score']:.1f}, {100 * v['over']:.0f}% over"
@@ -407,7 +417,7 @@ def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
     meta["wall_s"] = time.perf_counter() - clock
     meta["torch_threads"] = torch.get_num_threads()
     _write_progress(run / "progress.csv", rows)
-    write_json(run / "run.json", meta)
+    write_json(run / "run.json", {**meta, "complete": True})
     return run / "model.zip"
 
 
@@ -430,7 +440,8 @@ def training_iterations(model: PPO, task_id: str, settings: BudgetPPOSettings, s
             if settings.anneal_lr:
                 for group in policy.optimizer.param_groups:
                     group["lr"] = settings.learning_rate * (1.0 - (it - 1) / iterations)
-            buf, obs, next_values = _collect(policy, env, obs, settings.rollout_steps, potential)
+            buf, obs, next_values = _collect(policy, env, obs, settings.rollout_steps, potential,
+                                             settings.gamma)
             adv = _advantages(buf, next_values, settings.gamma, settings.gae_lambda)
             yield it * settings.batch_size, _update(policy, buf, adv, settings, rng)
     finally:

@@ -16,7 +16,8 @@ cost:
 
 (``lagrange_lr`` is k_I, ``lagrange_kp`` k_P, ``lagrange_kd`` k_D; I_b starts at ``lagrange_init``). With
 ``lagrange_quantile`` q, J_b is the q-quantile of the bin's episode costs instead of their mean (a quantile
-Lagrangian: at most a share 1 - q of episodes over the limit). With k_P = k_D =
+Lagrangian: it aims at a share of at most 1 - q of the training episodes over the limit, a target on a noisy
+empirical quantile of each rollout's finished episodes, not a guarantee). With k_P = k_D =
 0 it is dual ascent, lambda_b <- max(0, lambda_b + k_I e_b). The proportional term reacts to an overspend within the
 rollout that shows it, where the integral alone overshoots and oscillates (the paper's Figure 1).
 """
@@ -117,7 +118,7 @@ class DualAscentCallback(BaseCallback):
 
     def target(self, costs: NDArray) -> float:
         """The statistic of a bin's episode costs per step that the controller drives to 1: their mean, or with
-        ``quantile`` q their q-quantile, so that a share 1 - q of the episodes at most is over the limit (the
+        ``quantile`` q their q-quantile, which aims at a share of at most 1 - q of the episodes over the limit (the
         per-episode constraint, where the mean allows half of them over it)."""
         return float(np.mean(costs) if self.quantile is None else np.quantile(costs, self.quantile))
 

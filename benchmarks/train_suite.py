@@ -81,7 +81,8 @@ def batched_seed(task_id: str, seed: int, steps: int, run: Path, clock: float) -
     evaluation set."""
     from agents.budget_ppo import train_budget_ppo
 
-    if not ((run / "model.zip").is_file() and (run / "run.json").is_file()):
+    done = (run / "run.json").is_file() and json.loads((run / "run.json").read_text()).get("complete", True)
+    if not (done and (run / "model.zip").is_file()):
         train_budget_ppo(task_id, run, seed=seed, total_timesteps=steps, overwrite=True, log=print)
     meta = json.loads((run / "run.json").read_text())
     test = play(run / "model.zip", task_id, TASKS[task_id].eval_seeds)
@@ -89,7 +90,8 @@ def batched_seed(task_id: str, seed: int, steps: int, run: Path, clock: float) -
             "selected": {"steps": meta["selected"]["steps"], "model": str(run / "model.zip"),
                          "validation": meta["selected"]["validation_mean_feasible_score"]},
             "checkpoints": [{"steps": v["steps"], "validation": v["score"]} for v in meta["validation"]],
-            "wall_s": meta["wall_s"] + time.perf_counter() - clock, "test": {nu: s for nu, (s, _) in test.items()},
+            "wall_s": time.perf_counter() - clock, "train_wall_s": meta["wall_s"],
+            "test": {nu: s for nu, (s, _) in test.items()},
             "test_cost_ratios": {nu: c for nu, (_, c) in test.items()}}
 
 
@@ -128,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="<out>/<algo>/<task name>/seed<k>.json and the runs beside them")
     add_zoo_arguments(parser, "<task name>/<algo>")
     args = parser.parse_args(argv)
+    if args.algo in BATCHED_ALGOS and (args.config is not None or args.checkpoint_every != 250_000):
+        parser.error(f"--config and --checkpoint-every are not for --algo {args.algo}: its settings are "
+                     "agents.budget_ppo.BudgetPPOSettings' and it selects on validation every 500,000 steps")
     if args.zoo is not None:
         refuse_shipped(parser, [zoo_folder(args.zoo, task_id, args.algo) for task_id in args.tasks], args.force)
     for task_id in args.tasks:

@@ -147,7 +147,8 @@ def run_callbacks(checkpoint: AtomicCheckpoint, lagrangian: LagrangianVecEnv | N
         callbacks.append(DualAscentCallback(lagrangian, lr=float(hp.get("lagrange_lr", 0.5)),
                                             path=run / "lagrange.json", kp=float(hp.get("lagrange_kp", 0.0)),
                                             kd=float(hp.get("lagrange_kd", 0.0)),
-                                            quantile=hp.get("lagrange_quantile")))
+                                            quantile=None if hp.get("lagrange_quantile") is None
+                                            else float(hp["lagrange_quantile"])))
     if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
         if resume:
             print(f"resuming {run} from " + (f"{resumed_from[0].name} ({resumed_from[1]:,} env steps)" if resumed_from

@@ -22,9 +22,10 @@ The wrappers (Sootla et al., "Saute RL: almost surely safe reinforcement learnin
   Spending a round's reserve cannot leave the later rounds with nothing, which is where a plain clip to the budget
   left fails (rounds at zero spend at the end leak most).
 * :class:`SauteBudget` (and its vector form): the reward reshaped once the budget is spent, r_t - penalty x (the
-  overspend this round added), so that the penalty grows with the overspend and the unconstrained optimum is feasible
-  almost surely; ``augment=True`` appends B_t / T to the observation (Saute's state; receive scaling's observation
-  already carries it as ``budget_left``).
+  overspend this round added), a penalty that grows with the overspend (Saute's own reshaping is a constant -n per
+  round once the budget is gone; with a large enough penalty, the unconstrained optimum meets the limit);
+  ``augment=True`` appends B_t / T to the observation (Saute's state; receive scaling's observation already carries
+  it as ``budget_left``).
 
 The ledger (:class:`BudgetLedger`) follows each env's episode from the costs it reports, with either of Gymnasium's
 autoreset modes; it is the one state all of them keep.
@@ -107,6 +108,7 @@ class BudgetLedger:
             raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP; got {autoreset_mode!r}")
         self.horizon, self.autoreset_mode = int(horizon), autoreset_mode
         self.spent, self.t = np.zeros(num_envs), np.zeros(num_envs, dtype=np.int64)
+        self.final_budget_left = np.full(num_envs, float(horizon))
         self._restarting = np.zeros(num_envs, dtype=bool)
 
     @property
@@ -132,6 +134,8 @@ class BudgetLedger:
         self.spent[live] += cost[live]
         self.t[live] += 1
         over = np.maximum(self.spent - self.horizon, 0.0) - np.maximum(before - self.horizon, 0.0)
+        #: B after this step, before an ending episode's reset (what its final observation saw)
+        self.final_budget_left = self.horizon - self.spent
         done = np.logical_or(terminated, truncated)
         restart = done if self.autoreset_mode == AutoresetMode.SAME_STEP else self._restarting
         self.spent[restart], self.t[restart] = 0.0, 0
@@ -141,26 +145,39 @@ class BudgetLedger:
 
 
 def _horizon(env: Any, horizon: int | None) -> int:
-    """``horizon`` or the env's ``max_episode_steps`` (its spec's), else ``ValueError``."""
+    """The env's episode length T: its scenario's rounds (``env.unwrapped.scenario.num_rounds``; else its spec's
+    ``max_episode_steps``); ``horizon`` if given must equal it (``ValueError`` otherwise, and when neither is known)."""
+    scenario = getattr(env.unwrapped, "scenario", None)
     spec = getattr(env, "spec", None)
-    found = horizon if horizon is not None else getattr(spec, "max_episode_steps", None)
+    known = getattr(scenario, "num_rounds", None) or getattr(spec, "max_episode_steps", None)
+    if horizon is not None and known is not None and int(horizon) != int(known):
+        raise ValueError(f"horizon must be the env's episode length, {known} rounds; got {horizon!r}")
+    found = horizon if horizon is not None else known
     if found is None:
-        raise ValueError("horizon is needed (the episode's rounds): the env has no spec.max_episode_steps; make it "
-                         "with gym.make(task_id) or pass horizon=T")
+        raise ValueError("horizon is needed (the episode's rounds): the env has no scenario.num_rounds and no "
+                         "spec.max_episode_steps; pass horizon=T")
     return int(found)
 
 
 def _check_spend_env(env: Any, wrapper: str) -> None:
     """``ValueError`` unless the env's action is a spend in units of its per-round budget."""
     core = getattr(env.unwrapped, "rounds", None)
+    if core is None:
+        raise ValueError(f"{wrapper} needs an otagym env or otagym's native vector env (gym.make_vec(task_id, n, "
+                         f"vectorization_mode='vector_entry_point')), whose action type it reads; got {env.unwrapped!r}")
     if getattr(core, "action_type", None) != "spend":
         raise ValueError(f"{wrapper} needs an env whose action is the round's spend (action_type='spend', the "
                          f"benchmark suite's spend tasks); got action_type={getattr(core, 'action_type', None)!r}")
 
 
 def _ledger_cost(info: dict[str, Any]) -> Any:
+    """The step's ``info["cost"]``; for a vector env in SAME_STEP mode, an ending episode's from ``final_info``
+    (Gymnasium's vector envs put the next episode's reset info in ``info`` there)."""
     if "cost" not in info:
         raise KeyError("the env reports no info['cost']: the budget wrappers need a constrained task's per-round cost")
+    final = info.get("final_info")
+    if isinstance(final, dict) and "cost" in final and "_final_info" in info:
+        return np.where(info["_final_info"], final["cost"], info["cost"])
     return info["cost"]
 
 
@@ -212,7 +229,7 @@ class RelativeSpend(_SingleLedger, gym.Wrapper):
     1.0
     """
 
-    def __init__(self, env: gym.Env, reserve: float = 0.0, horizon: int | None = None) -> None:
+    def __init__(self, env: gym.Env, *, reserve: float = 0.0, horizon: int | None = None) -> None:
         _check_spend_env(env, "RelativeSpend")
         super().__init__(env)
         self.reserve = _check_reserve(reserve)
@@ -228,10 +245,10 @@ class RelativeSpend(_SingleLedger, gym.Wrapper):
 
 
 class RelativeSpendVector(_VectorLedger, gym.vector.VectorWrapper):
-    """:class:`RelativeSpend` for a vector env (``gym.make_vec(task_id, n, vectorization_mode="vector_entry_point")``,
-    either autoreset mode)."""
+    """:class:`RelativeSpend` for otagym's native vector env (``gym.make_vec(task_id, n,
+    vectorization_mode="vector_entry_point")``, either autoreset mode)."""
 
-    def __init__(self, env: VectorEnv, reserve: float = 0.0, horizon: int | None = None) -> None:
+    def __init__(self, env: VectorEnv, *, reserve: float = 0.0, horizon: int | None = None) -> None:
         _check_spend_env(env, "RelativeSpendVector")
         super().__init__(env)
         self.reserve = _check_reserve(reserve)
@@ -259,7 +276,7 @@ class ReserveSafetyLayer(_SingleLedger, gym.ActionWrapper):
     less ``reserve`` times the fair share for every later round (:func:`spend_cap`). ``reserve=0`` is the plain clip
     to the budget left, which leaves the last rounds nothing once a policy has overspent (they leak most there)."""
 
-    def __init__(self, env: gym.Env, reserve: float = 0.5, horizon: int | None = None) -> None:
+    def __init__(self, env: gym.Env, *, reserve: float = 0.5, horizon: int | None = None) -> None:
         _check_spend_env(env, "ReserveSafetyLayer")
         super().__init__(env)
         self.reserve = _check_reserve(reserve)
@@ -275,9 +292,9 @@ class ReserveSafetyLayer(_SingleLedger, gym.ActionWrapper):
 
 
 class ReserveSafetyLayerVector(_VectorLedger, gym.vector.VectorWrapper):
-    """:class:`ReserveSafetyLayer` for a vector env."""
+    """:class:`ReserveSafetyLayer` for otagym's native vector env (either autoreset mode)."""
 
-    def __init__(self, env: VectorEnv, reserve: float = 0.5, horizon: int | None = None) -> None:
+    def __init__(self, env: VectorEnv, *, reserve: float = 0.5, horizon: int | None = None) -> None:
         _check_spend_env(env, "ReserveSafetyLayerVector")
         super().__init__(env)
         self.reserve = _check_reserve(reserve)
@@ -304,9 +321,22 @@ class SauteBudget(_SingleLedger, gym.Wrapper):
     """Saute RL's reshaping with a penalty that grows with the overspend: the reward becomes r_t - ``penalty`` x (the
     overspend round t added, in units of ``info["cost"]``), so an episode over its limit by D loses penalty x D in
     all; ``info["overspend"]`` is that round's. ``augment=True`` appends the budget left B_t / T to the observation
-    (Saute's state augmentation; receive scaling's observation carries it already as ``budget_left``)."""
+    (Saute's state augmentation; receive scaling's observation carries it already as ``budget_left``). The penalty
+    is a weight in the reward's units: on receive scaling's tasks a round at nearly no spend costs up to thousands.
 
-    def __init__(self, env: gym.Env, penalty: float = 1.0, augment: bool = False, horizon: int | None = None) -> None:
+    >>> import gymnasium as gym, numpy as np, otagym
+    >>> env = SauteBudget(gym.make("otagym/ReceiveScalingCMDP-v1", num_rounds=2, max_episode_steps=2), penalty=10.0,
+    ...                   augment=True)
+    >>> obs, _ = env.reset(seed=0)
+    >>> float(obs[-1])                                      # B_0 / T: the whole budget left
+    1.0
+    >>> _, _, _, _, info = env.step(np.ones(1, dtype=np.float32))   # 11 nu: 9 over the episode's limit of 2
+    >>> round(float(info["overspend"]), 4)
+    9.0
+    """
+
+    def __init__(self, env: gym.Env, *, penalty: float = 1.0, augment: bool = False,
+                 horizon: int | None = None) -> None:
         super().__init__(env)
         self.penalty, self.augment = _check_penalty(penalty), bool(augment)
         self.ledger = BudgetLedger(1, _horizon(env, horizon))
@@ -330,9 +360,10 @@ class SauteBudget(_SingleLedger, gym.Wrapper):
 
 
 class SauteBudgetVector(_VectorLedger, gym.vector.VectorWrapper):
-    """:class:`SauteBudget` for a vector env (``augment`` appends each env's B_t / T)."""
+    """:class:`SauteBudget` for any vector env with ``info["cost"]`` (either autoreset mode; ``augment`` appends each
+    env's B_t / T, to ``info["final_obs"]`` too)."""
 
-    def __init__(self, env: VectorEnv, penalty: float = 1.0, augment: bool = False,
+    def __init__(self, env: VectorEnv, *, penalty: float = 1.0, augment: bool = False,
                  horizon: int | None = None) -> None:
         super().__init__(env)
         self.penalty, self.augment = _check_penalty(penalty), bool(augment)
@@ -354,4 +385,11 @@ class SauteBudgetVector(_VectorLedger, gym.vector.VectorWrapper):
     def step(self, actions: Any) -> tuple[Any, NDArray, NDArray, NDArray, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(actions)
         over = self._record(info, terminated, truncated)
-        return self._observe(obs), reward - self.penalty * over, terminated, truncated, {**info, "overspend": over}
+        info = {**info, "overspend": over, "_overspend": np.ones(self.num_envs, dtype=bool)}
+        if self.augment and "final_obs" in info:  # SAME_STEP: the ended episodes' last observations, augmented
+            final = info["final_obs"].copy()
+            for i in np.flatnonzero(info["_final_obs"]):
+                final[i] = np.append(final[i], self.ledger.final_budget_left[i] / self.ledger.horizon).astype(
+                    self.single_observation_space.dtype)
+            info["final_obs"] = final
+        return self._observe(obs), reward - self.penalty * over, terminated, truncated, info

@@ -52,11 +52,34 @@ def test_fair_share_value_is_zero_at_equal_alloc_and_falls_as_the_budget_runs_dr
     assert value(obs[None], reference)[0] == pytest.approx(0.0, abs=1e-6)  # the float32 observation
     g = value.per_round(np.array([0.0, 0.1, 0.5, 1.0, 3.0]), np.full(5, 0.16))
     assert np.all(np.diff(g) > 0)  # spending more each round leaks less
+    # mid-episode: after 100 rounds at 2 nu, B = 300 over k = 400 rounds left, F = 0.75 nu: Phi = 400 g(0.75; 0.16)
+    for _ in range(100):
+        obs, *_ = env.step(np.full(1, spend_action(2.0, 1.0), dtype=np.float32))
+    expected = 400 * value.per_round(np.array([0.75]), np.array([0.16]))[0]
+    assert value(obs[None], reference)[0] == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_fresh_models_predict_is_env_actions_of_its_relative_mean():
+    """The SB3 model's ``predict`` (deterministic) is :func:`env_actions` of its policy's mean relative action."""
+    import torch
+
+    from agents.budget_ppo import _sb3_model
+
+    model = _sb3_model(TASK, BudgetPPOSettings(), 0)
+    env = gym.make(TASK)
+    obs, _ = env.reset(seed=2)
+    for _ in range(37):
+        obs, *_ = env.step(env.action_space.sample())
+    batch = np.stack([obs, obs * 0.9])
+    with torch.no_grad():
+        mean = model.policy.get_distribution(torch.as_tensor(batch)).get_actions(deterministic=True).numpy()
+    np.testing.assert_allclose(model.predict(batch, deterministic=True)[0], env_actions(mean, batch, T), rtol=1e-6)
 
 
 @pytest.mark.parametrize("field,value,match", [("num_envs", 0, "num_envs"), ("minibatches", 3, "minibatches"),
                                                ("gae_lambda", 1.5, "gae_lambda"), ("learning_rate", 0.0,
-                                                                                   "learning_rate")])
+                                                                                   "learning_rate"),
+                                               ("reward_gamma", 0.99, "shaping adds Phi")])
 def test_settings_refuse_bad_values_naming_them(field, value, match):
     with pytest.raises(ValueError, match=match):
         BudgetPPOSettings(**{field: value})
@@ -69,7 +92,7 @@ def test_trainer_refuses_a_task_without_the_spend_action(tmp_path):
 
 @pytest.mark.slow
 def test_a_short_run_trains_ships_and_plays_on_the_raw_task(tmp_path):
-    """Two rollouts through `otagym train`; the model is an SB3 PPO zip that `otagym evaluate` scores on the task's
+    """One rollout through `otagym train`; the model is an SB3 PPO zip that `otagym evaluate` scores on the task's
     own env, feasible on every episode (the action relative to the budget left cannot break the limit)."""
     run = tmp_path / "run"
     cli = [sys.executable, "-m", "otagym.cli"]

@@ -162,3 +162,42 @@ def test_docstring_examples_run():
     import otagym.wrappers.budget as module
 
     assert doctest.testmod(module, raise_on_error=True).attempted >= 3
+
+
+@pytest.mark.filterwarnings("ignore:.*is no longer that task")
+def test_the_horizon_is_the_envs_own_episode_length():
+    """A 20-round episode of a 500-step task id: the ledger counts 20 rounds, so the limit (20) holds."""
+    env = RelativeSpend(gym.make(TASK, num_rounds=20))
+    assert env.ledger.horizon == 20
+    env.reset(seed=0)
+    cost = sum(env.step(np.ones(1, dtype=np.float32))[4]["cost"] for _ in range(20))
+    assert cost <= 20 * (1 + COST_TOLERANCE)
+    with pytest.raises(ValueError, match="horizon must be the env's episode length, 20 rounds"):
+        RelativeSpend(gym.make(TASK, num_rounds=20), horizon=500)
+
+
+@pytest.mark.filterwarnings("ignore:.*is no longer that task")
+def test_saute_on_gymnasiums_sync_vector_env_counts_the_last_round_and_augments_final_obs():
+    """Gymnasium's SyncVectorEnv in SAME_STEP mode puts the next episode's reset info in ``info``: the ending round's
+    cost is read from ``final_info``, its overspend penalised, and ``final_obs`` carries the budget column."""
+    kwargs = {"num_rounds": 3, "max_episode_steps": 3}
+    sync = gym.vector.SyncVectorEnv([lambda: gym.make(TASK, **kwargs)] * 2, autoreset_mode=AutoresetMode.SAME_STEP)
+    env = SauteBudgetVector(sync, penalty=1.0, augment=True, horizon=3)
+    env.reset(seed=0)
+    gaps, costs = [], []
+    for _ in range(3):
+        _, _, terminated, truncated, info = env.step(np.ones((2, 1), dtype=np.float32))  # 11 nu a round
+        costs.append(np.where(info.get("_final_info", False), info["final_info"]["cost"], info["cost"])
+                     if "final_info" in info else info["cost"])
+        gaps.append(info["overspend"])
+    assert (terminated | truncated).all()
+    np.testing.assert_allclose(np.sum(gaps, axis=0), np.sum(costs, axis=0) - 3.0, rtol=1e-9)  # 30 over each
+    final = info["final_obs"]
+    assert all(f.shape == env.single_observation_space.shape for f in final)
+    np.testing.assert_allclose([f[-1] for f in final], (3.0 - np.sum(costs, axis=0)) / 3.0, rtol=1e-6)
+
+
+def test_action_wrappers_need_otagyms_native_vector_env():
+    sync = gym.vector.SyncVectorEnv([lambda: gym.make(TASK)] * 2)
+    with pytest.raises(ValueError, match="native vector env"):
+        RelativeSpendVector(sync)
