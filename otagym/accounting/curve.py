@@ -49,10 +49,11 @@ def curve_log_a(u: float, log_w: NDArray, tri: NDArray) -> float:
     if linear:
         s = err = 0.0
         for k in range(n):
-            x = tri[k] * u
-            term = math.exp(log_w[k]) * math.expm1(x)
-            s += term
-            err += term * (abs(log_w[k]) + x)
+            if log_w[k] > -math.inf:  # a zero weight (q = 1: only k = alpha) adds nothing (0 x inf would be NaN)
+                x = tri[k] * u
+                term = math.exp(log_w[k]) * math.expm1(x)
+                s += term
+                err += term * (abs(log_w[k]) + x)
         if u == 0.0:
             return 0.0
         return _floored(_raise_log1p_jit(math.log1p(s), base + _TERM_U * err / s) if s > 0.0 else 0.0, n,

@@ -501,3 +501,30 @@ def test_a_noise_multiplier_whose_square_overflows_gets_an_upper_bound_not_nan(q
                 assert mp.mpf(value) >= mp.log(a) / (order - 1)
             assert gaussian <= mp.mpf(value) or q < 1
             assert mp.mpf(value) <= gaussian * (1 + 1e-12) + 4 * smallest  # subnormals: a few units of the last place
+
+
+@pytest.mark.parametrize("order", [2, 3, 8, 32])
+@pytest.mark.parametrize("u", [1e-6, 0.3, 1.0, 5.0])
+def test_sgm_curve_at_full_sampling_is_the_gaussian_mechanism(order, u):
+    """q = 1 (a batch as large as the data): the sampled Gaussian mechanism is the Gaussian mechanism, RDP
+    alpha / (2 sigma^2) = alpha u / 2 (Mironov 2017, Prop. 7), never NaN; its derivatives are u's coefficient and 0."""
+    from otagym.accounting.curve import SGMCurve
+
+    curve = SGMCurve([1.0], order)
+    assert curve.rdp(u)[0] == pytest.approx(order * u / 2, rel=1e-12)
+    slope, curvature = curve.slope_and_curvature(u)
+    assert slope[0] == pytest.approx(order / 2, rel=1e-12) and curvature[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_batch_as_large_as_the_data_plays_finite_rounds_charged_as_the_gaussian():
+    """q = B / n = 1: reward, observation and leakage finite, each device charged alpha / (2 sigma^2) at alpha = 3."""
+    import gymnasium as gym
+
+    import otagym  # noqa: F401
+
+    env = gym.make("otagym/OTAPrivacy-v0", num_rounds=3, batch_size=60, dataset_size=60)
+    env.reset(seed=0)
+    for _ in range(3):
+        obs, reward, _, _, info = env.step(np.zeros(1, dtype=np.float32))
+        assert np.isfinite(reward) and np.isfinite(obs).all() and np.isfinite(info["leakage"])
+        np.testing.assert_allclose(info["rdp_round"], 3 / (2 * info["noise_multiplier"] ** 2), rtol=1e-12)
