@@ -37,7 +37,8 @@ from otagym.accounting.orders import DEFAULT_ORDERS, _validate_q_sigma
 from otagym.accounting.sgm import rdp_sgm
 from otagym.validation import Real
 
-__all__ = ["ACCOUNTANTS", "pld_epsilon", "PLDLedger", "DISCRETIZATION_ROUNDS", "SIGMA_RESOLUTION", "MAX_SUPPORT"]
+__all__ = ["ACCOUNTANTS", "pld_epsilon", "PLDLedger", "DISCRETIZATION_ROUNDS", "SIGMA_RESOLUTION", "MAX_SUPPORT",
+           "HUGE_SIGMA"]
 
 #: The accountants of an episode's end-of-episode (eps, delta): the RDP ledger, and this module's PLD beside it.
 ACCOUNTANTS = ("rdp", "pld")
@@ -58,6 +59,8 @@ SELF_COMPOSE_FROM = 9
 #: Gaussian tail (10 / sigma + 1 / (2 sigma^2)), over the discretisation. Beyond it (ε in the hundreds) ε is the RDP
 #: ledger's instead, an upper bound too, where the PLD's arrays would take gigabytes.
 MAX_SUPPORT = 2_000_000
+#: The largest finite noise multiplier composed as it is (larger ones are rounded down to it, see pld_epsilon).
+HUGE_SIGMA = 1e150
 _DISCRETIZATION = Real(1e-6, 1.0)
 _RESOLUTION = Real(0.0, 1.0, high_open=True)
 _DELTA = Real(0.0, 1.0, low_open=True, high_open=True)
@@ -144,8 +147,14 @@ def pld_epsilon(*, q: ArrayLike, noise_multiplier: ArrayLike, delta: float,
         A schedule whose PLD would need more than :data:`MAX_SUPPORT` points (ε in the hundreds) gets the RDP
         ledger's ε without a PLD.
     """
+    for name, value in (("q", q), ("noise_multiplier", noise_multiplier)):
+        if value is None:
+            raise ValueError(f"{name} is required: a number or an array of them per round; got None")
     q_arr, sigma_arr = (np.asarray(v, dtype=float) for v in (q, noise_multiplier))
     _validate_q_sigma(q_arr, sigma_arr)
+    # a finite sigma beyond HUGE_SIGMA is rounded down to it (more loss, still an upper bound): its 1/sigma^2 would
+    # underflow and its grid's width overflow; the round's epsilon is below 1e-149 either way
+    sigma_arr = np.where(np.isfinite(sigma_arr), np.minimum(sigma_arr, HUGE_SIGMA), sigma_arr)
     delta = _DELTA("delta", delta)
     if value_discretization is not None:
         value_discretization = _DISCRETIZATION("value_discretization", value_discretization)
@@ -153,6 +162,8 @@ def pld_epsilon(*, q: ArrayLike, noise_multiplier: ArrayLike, delta: float,
     q_arr, sigma_arr = np.atleast_1d(q_arr), np.atleast_1d(sigma_arr)
     ndim = max(q_arr.ndim, sigma_arr.ndim)  # aligned on the rounds' axis, the first: (T,) rates with (T, B) sigma
     q_b, s_b = np.broadcast_arrays(*(a.reshape(a.shape + (1,) * (ndim - a.ndim)) for a in (q_arr, sigma_arr)))
+    if len(q_b) == 0:  # no rounds: nothing composed, nothing revealed
+        return np.zeros(q_b.shape[1:])
     flat_q, flat_s = q_b.reshape(len(q_b), -1), s_b.reshape(len(s_b), -1)
     eps = [_composed_epsilon(flat_q[:, j], flat_s[:, j], delta, value_discretization, sigma_resolution)
            for j in range(flat_q.shape[1])]

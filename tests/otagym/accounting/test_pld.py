@@ -193,3 +193,16 @@ def test_rates_per_round_broadcast_along_the_rounds_axis():
     both = pld_epsilon(q=rates, noise_multiplier=sigma, delta=DELTA)
     assert both.shape == (2,)
     assert both[1] == pld_epsilon(q=rates, noise_multiplier=sigma[:, 1], delta=DELTA)
+
+
+def test_pld_epsilon_edge_inputs_are_answered_not_raised():
+    """A noise multiplier past 1e155 (1/sigma^2 underflows) is rounded down to HUGE_SIGMA: epsilon 0 to float
+    precision, as at 1e100 and inf; no rounds compose to 0; a missing q is named."""
+    from otagym.accounting.pld import pld_epsilon
+
+    for sigma in (1e100, 1e300, np.inf):
+        assert pld_epsilon(q=0.1, noise_multiplier=sigma, delta=1e-5) == pytest.approx(0.0, abs=1e-12)
+    assert pld_epsilon(q=[], noise_multiplier=[], delta=1e-5).shape == ()
+    assert pld_epsilon(q=np.empty((0, 3)), noise_multiplier=1.0, delta=1e-5).tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="q is required"):
+        pld_epsilon(q=None, noise_multiplier=1.0, delta=1e-5)
