@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import pickle
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,10 @@ def read_idx(path: str | Path) -> np.ndarray:
     path = Path(path)
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as err:  # truncated (EOFError) or corrupt (BadGzipFile, zlib.error)
+            raise ValueError(f"{path}: a truncated or corrupt gzip file ({type(err).__name__}: {err})") from None
     if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] != 0x08 or not 1 <= raw[3] <= 4:
         raise ValueError(f"{path}: not an IDX file of unsigned bytes (magic 0x000008NN expected; got {raw[:4]!r})")
     ndim = raw[3]
@@ -95,6 +99,11 @@ def load_mnist(directory: str | Path) -> tuple[torch.Tensor, torch.Tensor, torch
         labels = read_idx(_find(directory, MNIST_FILES[split, "labels"], "IDX labels"))
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
             raise ValueError(f"{directory}: IDX {split} images {images.shape} and labels {labels.shape} do not match")
+        if images.shape[1:] != (28, 28):
+            raise ValueError(f"{directory}: IDX {split} images are {images.shape[1]}x{images.shape[2]}; the MNIST "
+                             "format's (and the paper's CNN's) are 28x28")
+        if labels.size and labels.max() > 9:
+            raise ValueError(f"{directory}: IDX {split} labels must lie in 0..9 (ten classes); got {labels.max()}")
         out += [torch.tensor(images / 255.0, dtype=torch.float32).unsqueeze(1), torch.tensor(labels, dtype=torch.int64)]
     return tuple(out)
 

@@ -171,3 +171,25 @@ def test_the_env_trains_on_the_real_fashion_mnist_above_chance(one_torch_thread)
     for _ in range(30):
         _, _, _, _, info = env.step(np.ones(1, dtype=np.float32))
     assert info["evaluated_round"] == 29 and info["test_accuracy"] > 0.3
+
+
+def test_a_truncated_corrupt_or_misshapen_idx_set_is_refused_naming_the_file(tmp_path):
+    """A truncated or corrupt .gz names its file (not a bare EOFError / BadGzipFile); 14x14 images and labels past 9
+    are refused at load, not later inside torch."""
+    _tiny_fashion(tmp_path)
+    images = tmp_path / (MNIST_FILES["train", "images"] + ".gz")
+    whole = images.read_bytes()
+    images.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match=f"{images.name}: a truncated or corrupt gzip file"):
+        load_mnist(tmp_path)
+    images.write_bytes(whole[:10] + bytes(len(whole) - 10))
+    with pytest.raises(ValueError, match=f"{images.name}: a truncated or corrupt gzip file"):
+        load_mnist(tmp_path)
+    rng = np.random.default_rng(0)
+    _write_idx(images, rng.integers(0, 256, (40, 14, 14)))
+    with pytest.raises(ValueError, match="14x14; the MNIST format's .* are 28x28"):
+        load_mnist(tmp_path)
+    _tiny_fashion(tmp_path)
+    _write_idx(tmp_path / (MNIST_FILES["test", "labels"] + ".gz"), np.full(12, 11))
+    with pytest.raises(ValueError, match="labels must lie in 0..9"):
+        load_mnist(tmp_path)
