@@ -5,6 +5,7 @@ scheme's one core with per-device decisions."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,9 @@ class DevicesParallelEnv(ParallelEnv):
               ) -> tuple[dict[str, NDArray], dict[str, dict[str, Any]]]:
         if seed is not None:
             self.np_random, _ = seeding.np_random(seed)
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"options must be a dict of reset options (this env's: {list(self.RESET_OPTIONS)}) or "
+                            f"None; got {type(options).__name__}")
         options = dict(options or {})
         ignored = sorted(set(options) - set(self.RESET_OPTIONS))
         if ignored:  # PettingZoo's API test passes options of its own; an env ignores the ones it does not know
@@ -100,6 +104,9 @@ class DevicesParallelEnv(ParallelEnv):
                                                     dict[str, bool], dict[str, dict[str, Any]]]:
         if not self.agents:
             raise RuntimeError("step() called after the episode ended; call reset() first")
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict of each live agent's action ({self.agents[0]!r}: ...); got "
+                            f"{type(actions).__name__}")
         stacked = self._stacked_actions(actions)[None]
         played = self.side.step(self.np_random, stacked)
         rewards_all, done = played.rewards[0], bool(played.done[0])

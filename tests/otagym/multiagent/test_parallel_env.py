@@ -401,3 +401,16 @@ def test_otagym_imports_without_pettingzoo():
             "try:\n    import otagym.multiagent\nexcept ImportError:\n    print('refused')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "refused"
+
+
+@pytest.mark.parametrize("bad", [None, [1, 2], 0.5])
+def test_step_and_reset_refuse_what_is_not_a_dict_naming_the_argument(bad):
+    from otagym.multiagent import parallel_env
+
+    env = parallel_env()
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="actions must be a dict of each live agent's action"):
+        env.step(bad)
+    if bad is not None:
+        with pytest.raises(TypeError, match="options must be a dict of reset options"):
+            env.reset(options=bad)
