@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from baselines.benchmark import EnvActionPolicy, aggregate, play_episodes, scheme_benchmark
 from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
 from otagym.cli.argtypes import _ranged, positive_int, writable_file
-from otagym._io import write_json
+from otagym._io import remove_stale_temporaries, write_json
 from otagym.env import OTAPrivacyEnv
 from otagym.tasks import (BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, normalized_score, reference_scores,
                           task_scenario)
@@ -165,6 +165,8 @@ def _run(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as err:
         print(f"otagym evaluate: error: argument --out: {err}", file=sys.stderr)
         return 2
+    if out.parent.is_dir():
+        remove_stale_temporaries(out.parent)  # what an evaluation killed mid-write left
     task = TASKS[args.task]
     seeds = task.eval_seeds[:args.seeds]
     try:

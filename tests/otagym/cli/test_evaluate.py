@@ -123,3 +123,19 @@ def test_ctrl_c_ends_evaluate_in_one_line_with_exit_code_130(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert code == 130 and err.strip() == "otagym evaluate: interrupted; nothing was written"
     assert not (tmp_path / "o.json").exists()
+
+
+def test_evaluate_removes_a_dead_writers_temporary_beside_its_out(tmp_path):
+    """A temporary an evaluation killed mid-write left beside --out (its writer a process of this host that no longer
+    exists) is removed; a live writer's stays."""
+    import os
+
+    from otagym import _io
+
+    dead = tmp_path / f".e.json.{_io._host()}-999999999.abcdefgh.tmp"
+    live = tmp_path / f".e.json.{_io._host()}-{os.getpid()}.abcdefgh.tmp"
+    dead.write_text("{")
+    live.write_text("{")
+    assert main(["evaluate", "otagym/CDPB-v1", "MaxRho", "--seeds", "2", "--reps", "50",
+                 "--out", str(tmp_path / "e.json")]) == 0
+    assert not dead.exists() and live.exists() and (tmp_path / "e.json").is_file()
