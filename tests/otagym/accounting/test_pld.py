@@ -82,11 +82,14 @@ def test_within_opacus_prv_accountants_error_bounds():
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**16), q=st.sampled_from([0.01, 0.1, 0.5]), rounds=st.integers(1, 30))
-def test_never_above_the_rdp_ledger_and_monotone_in_rounds_and_noise(seed, q, rounds):
+def test_tighter_than_the_rdp_ledger_and_monotone_in_rounds_and_noise(seed, q, rounds):
+    """pld_epsilon returns the smaller of the PLD's and the RDP ledger's epsilon, so "not above the ledger" cannot
+    fail: here the PLD's own is asserted at least 5% below the ledger's (measured: at most 0.92 of it over these
+    schedules), so a fallback to the ledger, or a PLD as loose as it, fails."""
     sigma = schedule(seed, rounds, 0.6, 6.0)
     eps = pld_epsilon(q=q, noise_multiplier=sigma, delta=DELTA)
     rdp = rdp_sgm(q=q, noise_multiplier=sigma, orders=DEFAULT_ORDERS).sum(axis=0)
-    assert eps <= rdp_to_dp(rdp, DEFAULT_ORDERS, DELTA)[0]
+    assert eps <= 0.95 * rdp_to_dp(rdp, DEFAULT_ORDERS, DELTA)[0]
     assert pld_epsilon(q=q, noise_multiplier=sigma[:-1], delta=DELTA) <= eps if rounds > 1 else True
     assert pld_epsilon(q=q, noise_multiplier=sigma * 1.25, delta=DELTA) <= eps
 
