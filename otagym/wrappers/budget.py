@@ -69,26 +69,29 @@ def fair_share(budget_left: ArrayLike, rounds_left: ArrayLike) -> NDArray:
     return np.maximum(np.asarray(budget_left, dtype=float), 0.0) / np.maximum(np.asarray(rounds_left, dtype=float), 1.0)
 
 
-def spend_cap(budget_left: ArrayLike, rounds_left: ArrayLike, reserve: float = 0.0) -> NDArray:
-    """The most round t may spend, B_t - reserve (k_t - 1) F_t >= 0: the budget left less ``reserve`` (in [0, 1])
-    times the fair share for each later round; ``reserve = 0``: the budget left."""
+def spend_cap(budget_left: ArrayLike, rounds_left: ArrayLike, reserve: float = 0.0, floor: float = 0.0) -> NDArray:
+    """The most round t may spend, min(B_t - reserve (k_t - 1) F_t, B_t - floor (k_t - 1)) >= 0: the budget left less
+    ``reserve`` (in [0, 1]) times the fair share for each later round, and less ``floor`` (in [0, 1], units of the
+    per-round limit) for each later round, so that every later round can still spend ``floor`` times its share of
+    the limit (a fair share left of at least ``floor``). Both 0: the budget left."""
+    left = np.maximum(np.asarray(budget_left, dtype=float), 0.0)
+    later = np.maximum(np.asarray(rounds_left, dtype=float), 1.0) - 1.0
     share = fair_share(budget_left, rounds_left)
-    return np.maximum(np.maximum(np.asarray(budget_left, dtype=float), 0.0)
-                      - reserve * (np.maximum(np.asarray(rounds_left, dtype=float), 1.0) - 1.0) * share, 0.0)
+    return np.maximum(np.minimum(left - reserve * later * share, left - floor * later), 0.0)
 
 
-def relative_spend(action: ArrayLike, budget_left: ArrayLike, rounds_left: ArrayLike,
-                   reserve: float = 0.0) -> NDArray:
+def relative_spend(action: ArrayLike, budget_left: ArrayLike, rounds_left: ArrayLike, reserve: float = 0.0,
+                   floor: float = 0.0) -> NDArray:
     """cost_t = min(F_t m(a), :func:`spend_cap`): ``action`` a in [-1, 1] relative to the fair share left F_t (a = 0
     spends F_t, a = -1 nothing, a = 1 eleven times F_t), never more than the cap (in the units of ``info["cost"]``)."""
     return np.minimum(fair_share(budget_left, rounds_left) * spend_multiplier(action),
-                      spend_cap(budget_left, rounds_left, reserve))
+                      spend_cap(budget_left, rounds_left, reserve, floor))
 
 
-def _check_reserve(reserve: float) -> float:
+def _check_reserve(reserve: float, name: str = "reserve") -> float:
     if not 0.0 <= float(reserve) <= 1.0:
-        raise ValueError(f"reserve must lie in [0, 1] (the share of the fair share kept for each later round); got "
-                         f"{reserve!r}")
+        raise ValueError(f"{name} must lie in [0, 1] (the share kept for each later round: of the fair share for "
+                         f"reserve, of the per-round limit for floor); got {reserve!r}")
     return float(reserve)
 
 
@@ -218,8 +221,10 @@ class RelativeSpend(_SingleLedger, gym.Wrapper):
 
     Args:
         env: a spend-action env (a benchmark spend task: ``gym.make("otagym/ReceiveScalingCMDP-v1")``).
-        reserve: the safety layer's reserve (:func:`spend_cap`; 0: the cap is the budget left).
-        horizon: T (default: the env's ``max_episode_steps``).
+        reserve: the safety layer's reserve, a share of the fair share kept for each later round (:func:`spend_cap`).
+        floor: the safety layer's floor, a share of the per-round limit kept for each later round (:func:`spend_cap`;
+            both 0: the cap is the budget left).
+        horizon: T (default: the env's own episode length).
 
     >>> import gymnasium as gym, numpy as np, otagym
     >>> env = RelativeSpend(gym.make("otagym/ReceiveScalingCMDP-v1"))
@@ -229,16 +234,16 @@ class RelativeSpend(_SingleLedger, gym.Wrapper):
     1.0
     """
 
-    def __init__(self, env: gym.Env, *, reserve: float = 0.0, horizon: int | None = None) -> None:
+    def __init__(self, env: gym.Env, *, reserve: float = 0.0, floor: float = 0.0, horizon: int | None = None) -> None:
         _check_spend_env(env, "RelativeSpend")
         super().__init__(env)
-        self.reserve = _check_reserve(reserve)
+        self.reserve, self.floor = _check_reserve(reserve), _check_reserve(floor, "floor")
         self.ledger = BudgetLedger(1, _horizon(env, horizon))
         self.action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         cost = relative_spend(np.reshape(action, -1)[:1], self.ledger.budget_left, self.ledger.rounds_left,
-                              self.reserve)
+                              self.reserve, self.floor)
         obs, reward, terminated, truncated, info = self.env.step(spend_action(cost, 1.0).astype(np.float32))
         self._record(info, terminated, truncated)
         return obs, reward, terminated, truncated, info
@@ -248,17 +253,18 @@ class RelativeSpendVector(_VectorLedger, gym.vector.VectorWrapper):
     """:class:`RelativeSpend` for otagym's native vector env (``gym.make_vec(task_id, n,
     vectorization_mode="vector_entry_point")``, either autoreset mode)."""
 
-    def __init__(self, env: VectorEnv, *, reserve: float = 0.0, horizon: int | None = None) -> None:
+    def __init__(self, env: VectorEnv, *, reserve: float = 0.0, floor: float = 0.0,
+                 horizon: int | None = None) -> None:
         _check_spend_env(env, "RelativeSpendVector")
         super().__init__(env)
-        self.reserve = _check_reserve(reserve)
+        self.reserve, self.floor = _check_reserve(reserve), _check_reserve(floor, "floor")
         self.ledger = _vector_ledger(env, horizon)
         self.single_action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, NDArray, NDArray, NDArray, dict[str, Any]]:
         cost = relative_spend(np.reshape(actions, (self.num_envs, -1))[:, 0], self.ledger.budget_left,
-                              self.ledger.rounds_left, self.reserve)
+                              self.ledger.rounds_left, self.reserve, self.floor)
         obs, reward, terminated, truncated, info = self.env.step(spend_action(cost, 1.0)[:, None].astype(np.float32))
         self._record(info, terminated, truncated)
         return obs, reward, terminated, truncated, info

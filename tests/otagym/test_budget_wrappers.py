@@ -54,6 +54,10 @@ def test_relative_spend_closed_forms():
     # a reserve of half the fair share for each of the 4 later rounds: cap 10 - 0.5 * 4 * 2 = 6
     assert spend_cap(10.0, 5, 0.5) == pytest.approx(6.0)
     assert relative_spend(1.0, 10.0, 5, reserve=0.5) == pytest.approx(6.0)
+    # a floor of half the per-round limit for each of the 4 later rounds: cap 10 - 0.5 * 4 = 8; the tighter cap wins
+    assert spend_cap(10.0, 5, floor=0.5) == pytest.approx(8.0)
+    assert spend_cap(10.0, 5, reserve=0.5, floor=0.5) == pytest.approx(6.0)
+    assert spend_cap(1.0, 5, floor=0.5) == 0.0  # below its floor already: nothing
     # nothing left, nothing spent; the last round may spend all that is left
     assert relative_spend(1.0, -3.0, 7) == 0.0 and relative_spend(0.0, 4.0, 1) == pytest.approx(4.0)
 
@@ -69,6 +73,18 @@ def test_relative_spend_never_breaks_the_limit(seed, nu):
         cost += info["cost"]
         done = terminated or truncated
     assert cost <= T * (1 + COST_TOLERANCE)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_the_floor_keeps_every_later_round_its_share(seed):
+    """With floor f, the budget left before round t is at least f (T - t): the fair share left never falls below f."""
+    env = RelativeSpend(gym.make(TASK), floor=0.5)
+    env.reset(seed=0, options=_options(90_000 + seed % 500, 0.16))
+    rng = np.random.default_rng(seed)
+    for _ in range(T):
+        assert env.ledger.budget_left[0] >= 0.5 * (env.ledger.rounds_left[0]) - 1e-6
+        env.step(rng.uniform(0.0, 1.0, 1).astype(np.float32))  # 1 to 11 fair shares: the floor binds
 
 
 def test_relative_spend_at_zero_is_equal_alloc():
