@@ -44,6 +44,7 @@ def test_constant_actions_and_the_papers_rule():
     assert draws.shape == (100, 10, 1) and -1 <= draws.min() < -0.99 and 0.99 < draws.max() <= 1
 
 
+@pytest.mark.slow
 def test_the_best_common_constant_is_the_argmax_of_its_grid_played_through_the_env():
     """Its value and argmax against the PettingZoo env played seed by seed (an independent path)."""
     grid = np.array([-1.0, -0.5, 0.0])
@@ -52,6 +53,7 @@ def test_the_best_common_constant_is_the_argmax_of_its_grid_played_through_the_e
     assert action == grid[int(np.argmax(values))] and value == pytest.approx(max(values), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_per_device_search_ends_where_no_single_device_gains_through_the_env():
     """Run to convergence, the search's actions are a coordinate-wise optimum on its grid: no device's change, played
     through the PettingZoo env, beats the value it reports (which is the env's)."""
