@@ -34,12 +34,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from agents.train.save import package_versions
 from otagym._io import atomic_write, write_json
@@ -84,7 +82,6 @@ class BudgetPPOSettings:
             trained without it (Gauss-Markov task, nu = 0.16): CVaR 10% -2,228 at 0, -1,774 at 0.1, -1.2 at 0.25,
             18 at 0.5, the median 52-53 throughout: the budget-exhaustion cliff is the rounds a drained budget cannot
             pay for.
-        budget_entries: the networks see only :data:`BUDGET_ENTRIES` of the observation (:class:`BudgetEntries`).
         shaping: add the potential-based term Phi(s_t+1) - Phi(s_t) of :class:`FairShareValue` to the reward (Ng et
             al., 1999: the same optimal policies; the episode's shaped return is its return less Phi(s_0)).
         eval_every: env steps between validation plays.
@@ -109,7 +106,6 @@ class BudgetPPOSettings:
     reserve: float = 0.0
     floor: float = 0.5
     shaping: bool = True
-    budget_entries: bool = False
     eval_every: int = 500_000
 
     def __post_init__(self) -> None:
@@ -200,25 +196,6 @@ def env_actions(relative: NDArray, observation: NDArray, horizon: int, reserve: 
     return spend_action(relative_spend(a, budget_left, rounds_left, reserve, floor), 1.0)[:, None]
 
 
-#: The observation entries :class:`BudgetEntries` keeps (receive scaling's names): what the round's spend depends on,
-#: the channels (each device's and the weakest's, against their means), the budget and the clock; not the devices'
-#: placements or their cumulative RDP.
-BUDGET_ENTRIES = ("fading", "channel", "progress", "budget_left", "fair_share", "log_nu", "block_phase")
-
-
-class BudgetEntries(BaseFeaturesExtractor):
-    """SB3 features extractor that keeps the observation's :data:`BUDGET_ENTRIES` (no parameters)."""
-
-    def __init__(self, observation_space: spaces.Box) -> None:
-        slices = ObservationOffsets.of_size(observation_space.shape[-1]).slices()
-        index = np.concatenate([np.arange(slices[n].start, slices[n].stop) for n in BUDGET_ENTRIES])
-        super().__init__(observation_space, features_dim=int(index.size))
-        self.register_buffer("index", torch.as_tensor(index, dtype=torch.long), persistent=False)
-
-    def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return observations.index_select(-1, self.index)
-
-
 class RelativeSpendPolicy(ActorCriticPolicy):
     """SB3's MLP actor-critic whose distribution is over the relative action, and whose ``predict`` returns the task
     env's own spend action (:func:`env_actions`, with the episode's ``horizon`` T and the ``reserve`` it was trained
@@ -249,8 +226,6 @@ def _sb3_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
     net = list(settings.net_arch)
     policy_kwargs = {"net_arch": {"pi": net, "vf": net}, "log_std_init": settings.log_std_init,
                      "horizon": task.max_episode_steps, "reserve": settings.reserve, "floor": settings.floor}
-    if settings.budget_entries:
-        policy_kwargs["features_extractor_class"] = BudgetEntries
     with warnings.catch_warnings():  # SB3 checks its batch size against the one-env adapter's rollout: not used here
         warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
         return PPO(RelativeSpendPolicy, OTAPrivacySB3VecEnv(1, **task.kwargs), seed=seed, device="cpu",
