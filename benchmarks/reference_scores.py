@@ -22,21 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from baselines.benchmark import aggregate, anchor_returns, scheme_benchmark
+from baselines.benchmark import aggregate, reference_record
 from otagym import __version__
 from otagym._io import write_json
 from otagym.tasks import REFERENCE_SCORES_PATH, TASKS
-
-def compute(task_id: str) -> dict[str, Any]:
-    """The stored record of one task: version, seeds, budgets, its anchors and their returns, every reference's
-    scores (CDPB and anonymous: read against the anchors' returns computed here)."""
-    task = TASKS[task_id]
-    anchors = {str(float(nu)): anchor_returns(task_id, nu) for nu in task.eval_nus}
-    record = {"version": __version__, "seeds": list(task.eval_seeds), "nus": list(task.eval_nus),
-              "anchors": list(task.anchors), "anchor_returns": {nu: [list(r) for r in v] for nu, v in anchors.items()}}
-    scores, costs = scheme_benchmark(task.scheme).reference_scores(task_id, anchors)
-    return {**record, "scores": scores, **({"cost_ratios": costs} if task.constrained else {})}
-
 
 def markdown(stored: dict[str, Any]) -> str:
     """The task table: each reference's IQM [95% CI] per task and budget (rliable, over the evaluation realisations)."""
@@ -62,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{task_id}: stored for otagym {__version__}, kept (--force recomputes it)")
             continue
         start = time.perf_counter()
-        stored[task_id] = compute(task_id)
+        stored[task_id] = reference_record(task_id)
         write_json(REFERENCE_SCORES_PATH, stored)
         print(f"{task_id}: computed in {time.perf_counter() - start:.0f} s")
     if args.markdown:

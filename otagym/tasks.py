@@ -261,22 +261,25 @@ def task_scenario(task_id: str, nu: float | None = None):
     return info.scenario(task.kwargs["scenario"], **overrides)
 
 
-def _check_evaluation(task: Task, nu: float, seed: int) -> None:
+def _check_budget(task: Task, nu: float) -> None:
     if float(nu) not in task.eval_nus:
         raise ValueError(f"nu must be one of {task.eval_nus} (the evaluation budgets of {task.id}); got {nu!r}")
-    if seed not in task.eval_seeds:
-        raise ValueError(f"seed must be one of the evaluation seeds {task.eval_seeds[0]}..{task.eval_seeds[-1]} of "
-                         f"{task.id}; got {seed!r}")
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0 (a realisation's seed); got {seed!r}")
+    return int(seed)
 
 
 def evaluation_options(task_id: str, nu: float, seed: int) -> dict[str, Any]:
-    """``reset`` options that play evaluation realisation ``seed`` at budget ``nu`` in a single env of the task:
-    receive scaling ``{"distances_m": (M,), "channel_gains": (T, M), "nu": nu}``; CDPB ``{"channel_gains": (T,
-    K)}``; anonymous OTA ``{"channel_gains": (T, devices), "batch_sizes": (T,)}`` (their budget is fixed by the
-    task, so ``nu`` must be it)."""
+    """``reset`` options that play the realisation of ``seed`` (the frozen evaluation set's, :attr:`Task.eval_seeds`,
+    or any other) at budget ``nu`` in a single env of the task: receive scaling ``{"distances_m": (M,),
+    "channel_gains": (T, M), "nu": nu}``; CDPB ``{"channel_gains": (T, K)}``; anonymous OTA ``{"channel_gains": (T,
+    devices), "batch_sizes": (T,)}`` (their budget is fixed by the task, so ``nu`` must be it)."""
     task = _task(task_id)
-    _check_evaluation(task, nu, seed)
-    options = {k: v.copy() for k, v in sample_realisation(task_id, seed).items()}
+    _check_budget(task, nu)
+    options = {k: v.copy() for k, v in sample_realisation(task_id, _check_seed(seed)).items()}
     return options | ({"nu": float(nu)} if task.budget == "nu" else {})
 
 
@@ -308,15 +311,21 @@ def reference_scores(task_id: str) -> dict[str, Any]:
 
 
 def normalized_score(task_id: str, nu: float, seeds: ArrayLike, episode_returns: ArrayLike) -> NDArray:
-    """The normalised score of episodes played on evaluation realisations (:func:`evaluation_options`): 100 (R - R_0)
-    / (R_100 - R_0) with R_0, R_100 the returns of the task's anchors (:attr:`Task.anchors`) on the same realisation
-    and budget (receive scaling: 0 = EqualAlloc, 100 = the offline optimum). Equal to ``otagym evaluate``'s (and, on
-    receive scaling, ``otagym compare``'s) score of the same episodes."""
+    """The normalised score of episodes played on the frozen evaluation set (:func:`evaluation_options`):
+    100 (R - R_0) / (R_100 - R_0) with R_0, R_100 the returns of the task's anchors (:attr:`Task.anchors`) on the same
+    realisation and budget (receive scaling: 0 = EqualAlloc, 100 = the offline optimum). Equal to ``otagym
+    evaluate``'s (and, on receive scaling, ``otagym compare``'s) score of the same episodes. Other seeds:
+    ``baselines.benchmark.normalized_score``."""
     task = _task(task_id)
     seeds = np.atleast_1d(np.asarray(seeds))
     returns = np.broadcast_to(np.asarray(episode_returns, dtype=float), seeds.shape)
-    for seed in seeds:
-        _check_evaluation(task, nu, int(seed))
+    _check_budget(task, nu)
+    outside = [int(s) for s in seeds if int(s) not in task.eval_seeds]
+    if outside:
+        raise ValueError(f"seed {outside[0]} is outside the frozen evaluation set {task.eval_seeds[0]}.."
+                         f"{task.eval_seeds[-1]} of {task.id}, the seeds whose anchor returns are stored; score any "
+                         "other seeds with baselines.benchmark.normalized_score (it plays the anchors there and "
+                         "caches their returns)")
     stored = reference_scores(task_id)
     index = [stored["seeds"].index(int(s)) for s in seeds]
     zero, hundred = (np.asarray(r, dtype=float)[index] for r in stored["anchor_returns"][str(float(nu))])

@@ -82,13 +82,17 @@ class ReceiveScalingBenchmark(SchemeBenchmark):
         scores = leakage_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
         return scores, (result.cost_mean / per_env).tolist()  # info["cost"] = c_t / nu: the episode's over T
 
-    def reference_scores(self, task_id: str, anchors: dict[str, tuple[list[float], list[float]]]
+    def reference_scores(self, task_id: str, anchors: dict[str, tuple[list[float], list[float]]],
+                         seeds: Sequence[int], names: Sequence[str] | None = None
                          ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Every reference's leakage scores and cost ratios per budget (``anchors`` are not needed: the score's
-        anchors are computed on each realisation)."""
+        """The leakage scores and cost ratios per budget of each reference (``names``, default all) on the
+        realisation of each seed (``anchors`` are not needed: the score's anchors are computed on each
+        realisation)."""
         scores, costs = {}, {}
         for name, spec in self.references(task_id).items():
-            scores[name], costs[name] = task_scores_and_costs(lambda nu, b=spec.build: b(nu, None), task_id)
+            if names is None or name in names:
+                scores[name], costs[name] = task_scores_and_costs(lambda nu, b=spec.build: b(nu, None), task_id,
+                                                                  seeds)
         return scores, costs
 
 

@@ -22,18 +22,20 @@ import importlib
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
+from tqdm import tqdm
 
-from baselines.benchmark import EnvActionPolicy, aggregate, play_episodes, scheme_benchmark
+from baselines.benchmark import (EnvActionPolicy, aggregate, improvement, iqm_of, normalized_score,
+                                 play_episodes, scheme_benchmark, seed_references)
 from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
-from otagym.cli.argtypes import _ranged, positive_int, writable_file
+
+from otagym.cli.argtypes import positive_int, writable_file
 from otagym._io import remove_stale_temporaries, write_json
 from otagym.env import OTAPrivacyEnv
-from otagym.tasks import (BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, normalized_score, reference_scores,
-                          task_scenario)
+from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, task_scenario
 
 __all__ = ["PlayedPolicy", "PolicyError", "resolve_policy", "evaluate", "add_evaluate_parser"]
 
@@ -128,29 +130,50 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
                      f"rl_zoo3 log folder, or module:function; got {text!r}")
 
 
-def evaluate(task_id: str, spec: Any, seeds: tuple[int, ...] | None = None
+def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None, progress: Any = None
              ) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
-    """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on each evaluation realisation, per
-    budget (keyed ``str(nu)``), and on the constrained tasks each episode's cost over the task's cost limit (at most
-    1 where the constraint holds; receive scaling's budget mode meets it by construction: None). All realisations of
-    a budget play in one vector env: a receive-scaling analytic policy (a :class:`~baselines.compare.PolicySpec`) as
-    ``otagym compare``'s cells, any other policy in the task's env (:func:`~baselines.benchmark.play_episodes`),
-    scored against the stored anchors (:func:`otagym.tasks.normalized_score`)."""
+    """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on the realisation of each seed (default:
+    the task's frozen evaluation set; any seeds), per budget (keyed ``str(nu)``), and on the constrained tasks each
+    episode's cost over the task's cost limit (at most 1 where the constraint holds; receive scaling's budget mode
+    meets it by construction: None). All realisations of a budget play in one vector env: a receive-scaling analytic
+    policy (a :class:`~baselines.compare.PolicySpec`) as ``otagym compare``'s cells, any other policy in the task's
+    env (:func:`~baselines.benchmark.play_episodes`), scored against the anchors on the same realisations
+    (:func:`baselines.benchmark.normalized_score`: stored for the frozen set, computed and cached elsewhere).
+    ``progress``: a tqdm bar (or anything with ``update``), advanced once per budget."""
     task = TASKS[task_id]
-    seeds = task.eval_seeds if seeds is None else seeds
+    seeds = task.eval_seeds if seeds is None else tuple(seeds)
     scores, costs = {}, {}
-    for nu in task.eval_nus:
-        key = str(float(nu))
-        if isinstance(spec, PolicySpec):
+    if isinstance(spec, PolicySpec):
+        for nu in task.eval_nus:
             results = evaluate_cells(task_scenario(task_id), spec, [(nu, s) for s in seeds])
-            scores[key] = [r["score"] for r in results]
-            costs[key] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
-            continue
-        factory, overrides = spec
-        played = play_episodes(factory(), task_id, seeds, nu=nu if task.budget == "nu" else None, **overrides)
-        scores[key] = normalized_score(task_id, nu, seeds, played.returns).tolist()
-        costs[key] = played.cost_ratios.tolist()
+            scores[str(float(nu))] = [r["score"] for r in results]
+            costs[str(float(nu))] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
+            if progress is not None:
+                progress.update()
+        return scores, costs if task.constrained else None
+    factory, overrides = spec
+    nus = task.eval_nus if task.budget == "nu" else (None,)  # every budget's episodes in one vector env
+    played = play_episodes(factory(), task_id, seeds * len(nus), None if nus == (None,) else np.repeat(nus, len(seeds)),
+                           **overrides)
+    for i, nu in enumerate(task.eval_nus):
+        part = slice(i * len(seeds), (i + 1) * len(seeds)) if task.budget == "nu" else slice(None)
+        scores[str(float(nu))] = normalized_score(task_id, nu, seeds, played.returns[part]).tolist()
+        costs[str(float(nu))] = played.cost_ratios[part].tolist()
+    if progress is not None:
+        progress.update(len(task.eval_nus))
     return scores, costs if task.constrained else None
+
+
+def _seed_set_line(task: Any, seeds: tuple[int, ...], references: dict[str, Any]) -> str:
+    """Which realisations a report is on, in words."""
+    span = f"seeds {seeds[0]}..{seeds[-1]}" if seeds == tuple(range(seeds[0], seeds[-1] + 1)) else f"{len(seeds)} seeds"
+    if references["frozen"]:
+        quick = "" if len(seeds) == len(task.eval_seeds) else (f"; a quick look: the benchmark's number is on all "
+                                                                f"{len(task.eval_seeds)}")
+        return f"realisations: the frozen evaluation set ({span}){quick}"
+    return (f"realisations: {span}, not the frozen evaluation set ({task.eval_seeds[0]}..{task.eval_seeds[-1]}): "
+            f"the anchors and the floor played here (cached in {references['cache']}); the other references are "
+            "stored for the frozen set only")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -168,46 +191,49 @@ def _run(args: argparse.Namespace) -> int:
     if out.parent.is_dir():
         remove_stale_temporaries(out.parent)  # what an evaluation killed mid-write left
     task = TASKS[args.task]
-    seeds = task.eval_seeds[:args.seeds]
-    try:
-        scores, costs = evaluate(args.task, spec, seeds)
-    except PolicyError as err:
-        print(f"otagym evaluate: error: {err}", file=sys.stderr)
-        return 1
-    stored = reference_scores(args.task)
-    index = [stored["seeds"].index(s) for s in seeds]
+    seeds = task.eval_seeds[:args.seeds] if isinstance(args.seeds, int) else args.seeds
+    with tqdm(total=len(task.eval_nus) + 1, desc=f"{name} on {len(seeds)} realisations", unit="step",
+              disable=None, leave=False) as bar:
+        bar.set_postfix_str("references")
+        stored = seed_references(args.task, seeds)
+        bar.update()
+        bar.set_postfix_str(f"playing each {task.budget}")
+        try:
+            scores, costs = evaluate(args.task, spec, seeds, progress=bar)
+        except PolicyError as err:
+            print(f"otagym evaluate: error: {err}", file=sys.stderr)
+            return 1
     feasible = args.task in BENCHMARK  # the suite's score: an episode over its cost limit is worth at most 0
     summary, lines = {}, []
     header = (f"{task.budget:>5}  {name + ' IQM [95% CI]':>30} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
-              f"{'P(>BestConstant)':>17}")
+              f"{'P(>' + task.floor + ')':>17}")
     refs = [r for r in stored["scores"] if r != name]
     lines.append(header + "".join(f" {r:>16}" for r in refs))
     for nu in task.eval_nus:
         key = str(float(nu))
-        table = {r: np.array([stored["scores"][r][key]])[:, index] for r in refs} | {name: np.array([scores[key]])}
+        table = {r: np.array([stored["scores"][r][key]]) for r in refs} | {name: np.array([scores[key]])}
         if feasible:
-            table = {r: feasible_score(table[r], np.array([stored["cost_ratios"][r][key]])[:, index]) for r in refs}
+            table = {r: feasible_score(table[r], np.array([stored["cost_ratios"][r][key]])) for r in refs}
             table[name] = feasible_score([scores[key]], [costs[key]])
-        stats = aggregate(table, "BestConstant", compared=(name,), reps=args.reps)
-        summary[key] = stats
-        own = stats[name]
+        own = aggregate({name: table[name]}, reps=args.reps)[name]  # the references' columns: IQMs alone
+        own["p_improve"], own["p_improve_ci"] = improvement(table, task.floor, (name,))[name]
+        summary[key] = {name: own} | {r: {"iqm": iqm_of(table[r])} for r in refs}
         ci = f"{own['iqm']:.2f} [{own['iqm_ci'][0]:.2f}, {own['iqm_ci'][1]:.2f}]"
-        p = "-" if own["p_improve"] is None else f"{own['p_improve']:.2f}"
+        p = f"{own['p_improve']:.2f}"
         lines.append(f"{nu:>5g}  {ci:>30} {own['mean']:8.2f} {own['cvar10']:9.2f} {own['worst']:9.2f} {p:>17}"
-                     + "".join(f" {stats[r]['iqm']:16.2f}" for r in refs))
-    print(f"{args.task}: {name} on {len(seeds)} evaluation realisations per {task.budget} ("
+                     + "".join(f" {summary[key][r]['iqm']:16.2f}" for r in refs))
+    print(f"{args.task}: {name} on {len(seeds)} realisations per {task.budget} ("
           + ("feasible score: an episode over its cost limit scores at most 0; " if feasible else "")
           + f"normalised score: 0 = {task.anchors[0]}, 100 = {task.anchors[1]} on the same realisation; the "
-          "references' columns are their IQMs on the same realisations)"
-          + ("" if len(seeds) == len(task.eval_seeds) else f"; a quick look: the benchmark's number is on all "
-             f"{len(task.eval_seeds)}"))
+          "references' columns are their IQMs on the same realisations)")
+    print(_seed_set_line(task, tuple(seeds), stored))
     print("\n".join(lines))
     for key, ratios in (costs or {}).items():
         over = int(np.sum(np.asarray(ratios) > 1.0 + COST_TOLERANCE))  # a ratio's last bits are rounding
         print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.4f} on average (max "
               f"{np.max(ratios):.4f}); over the limit on {over} of {len(ratios)} realisations")
     write_json(out, {"task": args.task, "policy": args.policy, "name": name, "seeds": list(seeds),
-                     "scores": scores, "cost_ratios": costs, "summary": summary})
+                     "frozen_seeds": stored["frozen"], "scores": scores, "cost_ratios": costs, "summary": summary})
     print(f"wrote {out}")
     return 0
 
@@ -215,7 +241,22 @@ def _run(args: argparse.Namespace) -> int:
 #: The number of evaluation realisations to play: 1 (a smoke test; one realisation has no interval) to the largest
 #: evaluation set's.
 _MOST_SEEDS = max(len(t.eval_seeds) for t in TASKS.values())
-_evaluation_count = _ranged(int, lambda v: 1 <= v <= _MOST_SEEDS, f"an integer in [1, {_MOST_SEEDS}]")
+
+
+def _seed_set(text: str) -> int | tuple[int, ...]:
+    """``--seeds``: ``K``, the first K realisations of the frozen evaluation set (1 to the largest set's), or
+    ``A:B``, the realisations of seeds A, A+1, ..., B-1 (Python's range; 0 <= A < B, at most 4,096 of them)."""
+    first, colon, last = text.partition(":")
+    try:
+        if not colon and 1 <= int(first) <= _MOST_SEEDS:
+            return int(first)
+        if colon and 0 <= int(first) < int(last) <= int(first) + 4096:
+            return tuple(range(int(first), int(last)))
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be K, an integer in [1, {_MOST_SEEDS}] (the first K realisations of the "
+                                     "frozen evaluation set), or A:B, seeds A to B-1 (0 <= A < B <= A + 4096); got "
+                                     f"{text!r}")
 
 
 def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
@@ -226,7 +267,8 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=writable_file, default=None,
                    help="the JSON to write, checked before any work (default results/evaluate/<task>/<policy>.json)")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples of the CIs (default 2000)")
-    p.add_argument("--seeds", type=_evaluation_count, default=_MOST_SEEDS,
-                   help="play only the first K evaluation realisations of the task, a quick look (default: all of "
-                   "them, 128 on the benchmark suite, 32 on the formulation tasks)")
+    p.add_argument("--seeds", type=_seed_set, default=_MOST_SEEDS,
+                   help="K: the first K realisations of the task's frozen evaluation set, a quick look (default: all "
+                   "of them, 128 on the benchmark suite, 32 on the formulation tasks); A:B: the realisations of "
+                   "seeds A to B-1, any seeds (their anchors are played once and cached)")
     p.set_defaults(func=_run)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otagym  # noqa: F401 - registers the tasks
-from baselines.benchmark import aggregate, best_constant_action, cvar
+from baselines.benchmark import aggregate, best_constant_action, cvar, iqm_of
 from otagym.tasks import (BENCHMARK, BENCHMARK_EVALUATION_SEEDS, BENCHMARK_TRAINING_SEEDS,
                           BENCHMARK_VALIDATION_SEEDS, COST_TOLERANCE, EVALUATION_SEEDS, TASKS, feasible_score,
                           reference_scores)
@@ -41,6 +41,16 @@ def test_the_feasible_score_caps_an_overspending_episode_at_the_floor():
     scores = np.array([50.0, 50.0, -20.0, 120.0, 80.0])
     costs = np.array([1.0, 1.0 + 2 * COST_TOLERANCE, 1.3, 1.01, 1.0 + COST_TOLERANCE / 2])
     np.testing.assert_array_equal(feasible_score(scores, costs), [50.0, 0.0, -20.0, 0.0, 80.0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=300), st.integers(1, 5))
+def test_the_interquartile_mean_is_rliables(values, runs):
+    """The bootstraps' IQM is rliable's ``aggregate_iqm`` (scipy's 25% trimmed mean), runs and realisations pooled."""
+    from rliable import metrics
+
+    x = np.resize(np.array(values), (runs, len(values)))
+    assert iqm_of(x) == pytest.approx(float(metrics.aggregate_iqm(x)), rel=1e-12, abs=1e-6)
 
 
 @settings(max_examples=50, deadline=None)

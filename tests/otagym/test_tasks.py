@@ -57,9 +57,13 @@ def test_the_evaluation_set_is_the_realisations_of_its_seeds_and_bad_requests_ar
         np.testing.assert_array_equal(options["channel_gains"], real.channel_gains[:, i])
     with pytest.raises(ValueError, match=r"nu must be one of \(0.01, 0.04, 0.16\)"):
         evaluation_options(BLOCK, 0.05, EVALUATION_SEEDS[0])
-    with pytest.raises(ValueError, match="seed must be one of the evaluation seeds 10000..10031 of "
-                                         "otagym/ReceiveScalingBlock-v0; got 7"):
-        evaluation_options(BLOCK, 0.04, 7)
+    np.testing.assert_array_equal(evaluation_options(BLOCK, 0.04, 7)["channel_gains"],  # any seed's realisation
+                                  sample_realisations(scenario, [7]).channel_gains[:, 0])
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        evaluation_options(BLOCK, 0.04, -1)
+    with pytest.raises(ValueError, match="seed 7 is outside the frozen evaluation set 10000..10031 of "
+                                         "otagym/ReceiveScalingBlock-v0.*baselines.benchmark.normalized_score"):
+        normalized_score(BLOCK, 0.04, [EVALUATION_SEEDS[0], 7], [0.0, 0.0])
     with pytest.raises(ValueError, match="task must be one of"):
         evaluation_options("otagym/Nope-v0", 0.04, EVALUATION_SEEDS[0])
 

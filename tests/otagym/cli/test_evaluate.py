@@ -139,3 +139,50 @@ def test_evaluate_removes_a_dead_writers_temporary_beside_its_out(tmp_path):
     assert main(["evaluate", "otagym/CDPB-v1", "MaxRho", "--seeds", "2", "--reps", "50",
                  "--out", str(tmp_path / "e.json")]) == 0
     assert not dead.exists() and live.exists() and (tmp_path / "e.json").is_file()
+
+
+def _plain_loop_return(task_id, seed, action):
+    """A constant env action's return on the realisation of ``seed``, played as a plain Gymnasium user plays it."""
+    import gymnasium as gym
+
+    from otagym.tasks import evaluation_options
+
+    env = gym.make(task_id)
+    env.reset(seed=5, options=evaluation_options(task_id, TASKS[task_id].eval_nus[0], seed))
+    total, done = 0.0, False
+    while not done:
+        _, reward, terminated, truncated, _ = env.step(np.array([action]))  # float64, as the batched play
+        total, done = total + float(reward), terminated or truncated
+    return total
+
+
+def test_any_seeds_are_scored_against_anchors_played_there_and_cached(user_modules, capsys, monkeypatch):
+    """``--seeds A:B`` off the frozen set: CDPB's anchors are constant actions (MaxRho = +1, 0; BestConstant, 100),
+    so the score of the zero action is computed here by hand, from three plain Gymnasium loops per seed."""
+    from baselines.benchmark import best_constant_action
+
+    monkeypatch.setenv("OTAGYM_CACHE_DIR", str(user_modules / "cache"))
+    task, seeds = "otagym/CDPB-v1", (500, 501, 502)
+    assert main(["evaluate", task, "pol_a:act", "--seeds", "500:503", "--reps", "50", "--out", "a.json"]) == 0
+    out = capsys.readouterr().out
+    assert "realisations: seeds 500..502, not the frozen evaluation set" in out
+    got = json.loads((user_modules / "a.json").read_text())
+    assert got["seeds"] == list(seeds) and got["frozen_seeds"] is False
+    best = best_constant_action(task)
+    by_hand = [100 * (_plain_loop_return(task, s, 0.0) - _plain_loop_return(task, s, 1.0))
+               / (_plain_loop_return(task, s, best) - _plain_loop_return(task, s, 1.0)) for s in seeds]
+    np.testing.assert_allclose(got["scores"]["1.0"], by_hand, rtol=1e-9)
+    cached = list((user_modules / "cache" / "references").glob("CDPB-v1-500-502-3-*.json"))
+    assert len(cached) == 1 and json.loads(cached[0].read_text())["seeds"] == list(seeds)
+    cached[0].write_text(json.dumps({**json.loads(cached[0].read_text()), "seeds": [1, 2, 3]}))  # not these seeds'
+    assert main(["evaluate", task, "pol_a:act", "--seeds", "500:503", "--reps", "50", "--out", "b.json"]) == 0
+    assert json.loads((user_modules / "b.json").read_text())["scores"] == got["scores"]
+    assert json.loads(cached[0].read_text())["seeds"] == list(seeds)  # recomputed, not trusted
+
+
+@pytest.mark.parametrize("text", ["0", "129", "5:5", "7:3", "-1:4", "1:5000", "a:b", "1.5"])
+def test_a_bad_seed_set_is_refused_naming_both_forms(text, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", "otagym/CDPB-v1", "MaxRho", f"--seeds={text}"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "argument --seeds: must be K, an integer in [1, 128]" in err and "A:B" in err
