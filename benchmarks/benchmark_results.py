@@ -15,8 +15,9 @@ the worst realisation, the mean episode cost over the limit and the share of epi
 improvement over the floor, each training seed's IQM (their range), and the share of the room (ceiling IQM - floor
 IQM) that the IQM reaches, the room counted from 0 where the floor is below it (with the log-x action the best
 constant scores far below EqualAlloc's 0, which meets the limit on every realisation). Writes
-``--out/benchmark-results.json`` (every statistic: the table of ``docs/benchmark.md`` is :func:`markdown` of it and
-the README's headline table :func:`headline`; ``--docs`` rewrites both) and ``--out/benchmark-profiles.png`` (rliable's
+``--out/benchmark-results.json`` (every statistic, per task ``"budgets"`` (per nu) and ``"pooled"`` (the task's one
+number, :func:`pooled`): the table of ``docs/benchmark.md`` is :func:`markdown` of it and the README's headline table
+:func:`headline`; ``--docs`` rewrites both) and ``--out/benchmark-profiles.png`` (rliable's
 performance profiles of the feasible score, one panel per task, all budgets pooled).
 
     pip install -e ".[rl,results]"
@@ -80,12 +81,42 @@ def summarise(task_id: str, entries: dict[str, dict[str, tuple[NDArray, NDArray]
     return out
 
 
-def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> str:
+def pooled(task_id: str, entries: dict[str, dict[str, tuple[NDArray, NDArray]]],
+           shipped: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Per entry: the task's one number (:func:`otagym.cli.report.task_score`: the feasible score's IQM pooled over
+    runs, budgets and realisations, with CI, mean, CVaR 10%, worst and the share over the limit), the runs pooled and,
+    for a trained algorithm, the same statistics (no CI) of the seed the zoo ships (``shipped``: algorithm -> seed
+    index)."""
+    from otagym.cli.report import pooled_table, task_score
+
+    out = {}
+    for name, per_nu in entries.items():
+        scores = {nu: scores for nu, (scores, _) in per_nu.items()}
+        table, costs = pooled_table(task_id, scores, {nu: costs for nu, (_, costs) in per_nu.items()})
+        out[name] = task_score(table, costs) | {"runs": int(table.shape[0])}
+        if name in shipped:
+            out[name]["shipped"] = {"seed": shipped[name]} | task_score(table[[shipped[name]]],
+                                                                          costs[[shipped[name]]], reps=0)
+    return out
+
+
+def shipped_seeds(task_id: str, algos: list[str]) -> dict[str, int]:
+    """The training seed the zoo ships for each algorithm on the task (``agents/zoo/<task>/<algo>/run.json``'s)."""
+    zoo = Path(__file__).resolve().parents[1] / "agents" / "zoo" / task_id.split("/", 1)[1]
+    out = {}
+    for algo in algos:
+        meta = zoo / algo / "run.json"
+        if meta.is_file() and "seed" in json.loads(meta.read_text()):
+            out[algo] = int(json.loads(meta.read_text())["seed"])
+    return out
+
+
+def markdown(results: dict[str, dict[str, Any]]) -> str:
     """The table: one row per task, budget and entry."""
     lines = ["| task | ν | policy | IQM [95% CI] | seeds' IQMs | mean | CVaR 10% | worst | cost / limit | over limit "
              "| room reached | P(> floor) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for task_id, per_nu in results.items():
-        for nu, stats in per_nu.items():
+    for task_id, result in results.items():
+        for nu, stats in result["budgets"].items():
             for name, s in stats.items():
                 p = "" if s["p_improve"] is None else f"{s['p_improve']:.2f}"
                 runs = f" ({s['seeds']} seeds)" if s["seeds"] > 1 else ""
@@ -98,20 +129,32 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def headline(results: dict[str, dict[str, dict[str, Any]]]) -> str:
-    """The README's table: per task and budget, the feasible score's IQM of the floor, the ceiling and every trained
-    algorithm, with the share of its episodes over the cost limit where there are any."""
-    names = list(dict.fromkeys(n for per_nu in results.values() for stats in per_nu.values() for n in stats))
-    shown = ["BestConstant", "OnlineOptimal", "DualPrice"] + [n for n in names if n not in REFERENCES]
-    lines = ["| task | ν | " + " | ".join(shown) + " |", "|---|---|" + "---|" * len(shown)]
-    for task_id, per_nu in results.items():
-        for nu, stats in per_nu.items():
-            cells = []
-            for name in shown:
-                s = stats.get(name)
-                cells.append("" if s is None else f"{s['iqm']:.1f}" + (f" ({100 * s['over']:.0f}% over)"
-                                                                       if s["over"] > 0 else ""))
-            lines.append(f"| `{task_id.split('/', 1)[1]}` | {float(nu):g} | " + " | ".join(cells) + " |")
+def _number(value: float) -> str:
+    """A score for the headline: one decimal, thousands separated (the tails run to millions)."""
+    return f"{value:,.1f}".replace(",", " ")
+
+
+def headline(results: dict[str, dict[str, Any]]) -> str:
+    """The README's table: per policy (rows) and task (columns), the task's one number (its runs pooled): the IQM
+    with its CI, the CVaR 10% and the share of episodes over the limit side by side; below each trained algorithm,
+    the same for the seed the zoo ships."""
+    tasks = list(results)
+    names = list(dict.fromkeys(n for r in results.values() for n in r["pooled"]))
+    lines = ["| policy | " + " | ".join(f"`{t.split('/', 1)[1]}`" for t in tasks) + " |", "|---|" + "---|" * len(tasks)]
+
+    def cell(s: dict[str, Any] | None) -> str:
+        if s is None:
+            return ""
+        ci = "" if s.get("iqm_ci") is None else f" [{_number(s['iqm_ci'][0])}, {_number(s['iqm_ci'][1])}]"
+        return f"{_number(s['iqm'])}{ci} · {_number(s['cvar10'])} · {100 * s['over_limit_share']:.0f}%"
+
+    for name in names:
+        runs = {results[t]["pooled"][name]["runs"] for t in tasks if name in results[t]["pooled"]}
+        label = name + (f" ({runs.pop()} seeds)" if runs != {1} else "")
+        lines.append(f"| {label} | " + " | ".join(cell(results[t]["pooled"].get(name)) for t in tasks) + " |")
+        if any("shipped" in results[t]["pooled"].get(name, {}) for t in tasks):
+            lines.append(f"| {name}, the zoo's seed | " + " | ".join(
+                cell(results[t]["pooled"].get(name, {}).get("shipped")) for t in tasks) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -174,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     entries = {t: {**reference_table(t), **(agent_table(args.runs, t) if args.runs.is_dir() else {})}
                for t in BENCHMARK}
-    results = {t: summarise(t, e) for t, e in entries.items()}
+    results = {t: {"budgets": summarise(t, e),
+                   "pooled": pooled(t, e, shipped_seeds(t, [n for n in e if n not in REFERENCES]))}
+               for t, e in entries.items()}
     write_json(args.out / "benchmark-results.json", results)
     profiles(entries, args.out / "benchmark-profiles.png")
     print(markdown(results))

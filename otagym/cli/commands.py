@@ -21,6 +21,7 @@ from otagym import __version__
 from otagym.cli.argtypes import HelpFormatter, field_type, from_spec, key_value, non_negative_int, positive_int
 from otagym.cli.compare import COMMANDS, add_compare_parser
 from otagym.cli.evaluate import add_evaluate_parser
+from otagym.cli.report import add_report_parser
 from otagym.cli.sweep import add_sweep_parser
 from otagym.env import OTAPrivacyEnv
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES
@@ -50,10 +51,10 @@ HELD_OUT_SEED = EVALUATION_SEEDS[0]
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "otagym": (
         "otagym compare                                        # the analytic policies on 3 channel realisations",
-        "otagym train --algo ppo --steps 1000000 --run-dir runs/ppo",
+        "otagym train --task otagym/ReceiveScalingCMDP-v1 --algo budget_ppo --steps 5000000 --run-dir runs/bppo",
         ("otagym compare --policies OnlineOptimal BestConstant EqualAlloc PPO:runs/ppo/model.zip "
          f"--seed-start {HELD_OUT_SEED} --seeds 8"),
-        "otagym evaluate otagym/ReceiveScalingIID-v0 runs/ppo/model.zip",
+        "otagym evaluate otagym/ReceiveScalingCMDP-v1 agents/zoo/ReceiveScalingCMDP-v1/budget_ppo/model.zip",
     ),
     "rollout": (
         "otagym rollout",
@@ -68,8 +69,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "otagym compare --scheme cdpb",
     ),
     "evaluate": (
-        "otagym evaluate otagym/ReceiveScalingIID-v0 OnlineOptimal --seeds 4",
-        "otagym evaluate otagym/ReceiveScalingIID-v0 agents/zoo/iid/ppo/model.zip",
+        "otagym evaluate otagym/ReceiveScalingCMDP-v1 AdaScaleTrained --seeds 8      # a quick look",
+        "otagym evaluate otagym/ReceiveScalingCMDP-v1 agents/zoo/ReceiveScalingCMDP-v1/budget_ppo/model.zip",
+        "otagym evaluate otagym/ReceiveScalingCMDP-v1 runs/s0/model.zip runs/s1/model.zip --seeds 100000:100128",
+    ),
+    "report": (
+        "otagym report results/evaluate/*/budget_ppo.json",
     ),
     "sweep": (
         "otagym sweep examples/sweep_paper.yaml",
@@ -142,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     ro.set_defaults(func=_rollout)
     add_compare_parser(sub)
     add_evaluate_parser(sub)
+    add_report_parser(sub)
     add_sweep_parser(sub)
     _add_train_parser(sub)
     for name, command in sub.choices.items():
@@ -155,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 INTERRUPTED = {
     "train": "the run's checkpoints are kept: continue it with the same command and --resume",
     "evaluate": "nothing was written",
+    "report": "nothing was written",
     "rollout": "nothing was written",
 }
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -32,7 +34,9 @@ from baselines.benchmark import (EnvActionPolicy, aggregate, improvement, iqm_of
                                  play_episodes, scheme_benchmark, seed_references)
 from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
 
-from otagym.cli.argtypes import positive_int, writable_file
+from otagym import __version__
+from otagym.cli.argtypes import non_negative_int, positive_int, writable_file
+from otagym.cli.report import SCHEMA, pooled_table, submission_gaps, task_score
 from otagym._io import remove_stale_temporaries, write_json
 from otagym.env import OTAPrivacyEnv
 from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, task_scenario
@@ -176,9 +180,55 @@ def _seed_set_line(task: Any, seeds: tuple[int, ...], references: dict[str, Any]
             "stored for the frozen set only")
 
 
+def _trained_steps(text: str) -> int | None:
+    """The environment steps an SB3 model file (or rl_zoo3 folder) trained for (its saved ``num_timesteps``), read
+    from the zip without loading the model; None for anything else."""
+    path = Path(text)
+    if not path.exists():
+        return None
+    try:
+        with zipfile.ZipFile(_model_file(path)) as archive:
+            return int(json.loads(archive.read("data"))["num_timesteps"])
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile):
+        return None
+
+
+def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], int | None]:
+    """The result's name, each run's policy and the steps each run trained for (``--env-steps``, else the models'
+    own when they agree); ``ValueError`` naming the policy that does not resolve."""
+    resolved = [resolve_policy(text, args.task) for text in args.policy]
+    steps = {_trained_steps(text) for text in args.policy}
+    env_steps = args.env_steps if args.env_steps is not None else (steps.pop() if len(steps) == 1 else None)
+    return args.name or resolved[0][0], [spec for _, spec in resolved], env_steps
+
+
+def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str, Any] | None,
+                  stored: dict[str, Any], reps: int) -> tuple[dict[str, Any], list[str]]:
+    """The summary per budget (the policy's statistics over runs x realisations, the references' IQMs) and its
+    table's lines."""
+    feasible = task.id in BENCHMARK  # the suite's score: an episode over its cost limit is worth at most 0
+    refs = [r for r in stored["scores"] if r != name]
+    lines = [f"{task.budget:>5}  {name + ' IQM [95% CI]':>30} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
+             f"{'P(>' + task.floor + ')':>17}" + "".join(f" {r:>16}" for r in refs)]
+    summary = {}
+    for nu in task.eval_nus:
+        key = str(float(nu))
+        table = {r: np.array([stored["scores"][r][key]]) for r in refs} | {name: np.array(scores[key])}
+        if feasible:
+            table = {r: feasible_score(table[r], np.array([stored["cost_ratios"][r][key]])) for r in refs}
+            table[name] = feasible_score(scores[key], costs[key])
+        own = aggregate({name: table[name]}, reps=reps)[name]  # the references' columns: IQMs alone
+        own["p_improve"], own["p_improve_ci"] = improvement(table, task.floor, (name,)).get(name, (None, None))
+        summary[key] = {name: own} | {r: {"iqm": iqm_of(table[r])} for r in refs}
+        ci = f"{own['iqm']:.2f} [{own['iqm_ci'][0]:.2f}, {own['iqm_ci'][1]:.2f}]"
+        lines.append(f"{nu:>5g}  {ci:>30} {own['mean']:8.2f} {own['cvar10']:9.2f} {own['worst']:9.2f} "
+                     f"{'-' if own['p_improve'] is None else format(own['p_improve'], '.2f'):>17}" + "".join(f" {summary[key][r]['iqm']:16.2f}" for r in refs))
+    return summary, lines
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
-        name, spec = resolve_policy(args.policy, args.task)
+        name, specs, env_steps = _resolve_runs(args)
     except ValueError as err:
         print(f"otagym evaluate: error: {err}", file=sys.stderr)
         return 2
@@ -192,38 +242,29 @@ def _run(args: argparse.Namespace) -> int:
         remove_stale_temporaries(out.parent)  # what an evaluation killed mid-write left
     task = TASKS[args.task]
     seeds = task.eval_seeds[:args.seeds] if isinstance(args.seeds, int) else args.seeds
-    with tqdm(total=len(task.eval_nus) + 1, desc=f"{name} on {len(seeds)} realisations", unit="step",
+    scores = {str(float(nu)): [] for nu in task.eval_nus}
+    costs = {key: [] for key in scores} if task.constrained else None
+    with tqdm(total=len(task.eval_nus) * len(specs) + 1, desc=f"{name} on {len(seeds)} realisations", unit="step",
               disable=None, leave=False) as bar:
         bar.set_postfix_str("references")
         stored = seed_references(args.task, seeds)
         bar.update()
         bar.set_postfix_str(f"playing each {task.budget}")
-        try:
-            scores, costs = evaluate(args.task, spec, seeds, progress=bar)
-        except PolicyError as err:
-            print(f"otagym evaluate: error: {err}", file=sys.stderr)
-            return 1
-    feasible = args.task in BENCHMARK  # the suite's score: an episode over its cost limit is worth at most 0
-    summary, lines = {}, []
-    header = (f"{task.budget:>5}  {name + ' IQM [95% CI]':>30} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
-              f"{'P(>' + task.floor + ')':>17}")
-    refs = [r for r in stored["scores"] if r != name]
-    lines.append(header + "".join(f" {r:>16}" for r in refs))
-    for nu in task.eval_nus:
-        key = str(float(nu))
-        table = {r: np.array([stored["scores"][r][key]]) for r in refs} | {name: np.array([scores[key]])}
-        if feasible:
-            table = {r: feasible_score(table[r], np.array([stored["cost_ratios"][r][key]])) for r in refs}
-            table[name] = feasible_score([scores[key]], [costs[key]])
-        own = aggregate({name: table[name]}, reps=args.reps)[name]  # the references' columns: IQMs alone
-        own["p_improve"], own["p_improve_ci"] = improvement(table, task.floor, (name,))[name]
-        summary[key] = {name: own} | {r: {"iqm": iqm_of(table[r])} for r in refs}
-        ci = f"{own['iqm']:.2f} [{own['iqm_ci'][0]:.2f}, {own['iqm_ci'][1]:.2f}]"
-        p = f"{own['p_improve']:.2f}"
-        lines.append(f"{nu:>5g}  {ci:>30} {own['mean']:8.2f} {own['cvar10']:9.2f} {own['worst']:9.2f} {p:>17}"
-                     + "".join(f" {summary[key][r]['iqm']:16.2f}" for r in refs))
-    print(f"{args.task}: {name} on {len(seeds)} realisations per {task.budget} ("
-          + ("feasible score: an episode over its cost limit scores at most 0; " if feasible else "")
+        for spec in specs:
+            try:
+                run_scores, run_costs = evaluate(args.task, spec, seeds, progress=bar)
+            except PolicyError as err:
+                print(f"otagym evaluate: error: {err}", file=sys.stderr)
+                return 1
+            for key in scores:
+                scores[key].append(run_scores[key])
+                if costs is not None:
+                    costs[key].append(run_costs[key])
+    summary, lines = _budget_lines(task, name, scores, costs, stored, args.reps)
+    headline = task_score(*pooled_table(task.id, scores, costs), reps=args.reps)
+    runs = f"{len(specs)} runs pooled, " if len(specs) > 1 else ""
+    print(f"{args.task}: {name} on {len(seeds)} realisations per {task.budget} ({runs}"
+          + ("feasible score: an episode over its cost limit scores at most 0; " if task.id in BENCHMARK else "")
           + f"normalised score: 0 = {task.anchors[0]}, 100 = {task.anchors[1]} on the same realisation; the "
           "references' columns are their IQMs on the same realisations)")
     print(_seed_set_line(task, tuple(seeds), stored))
@@ -231,10 +272,17 @@ def _run(args: argparse.Namespace) -> int:
     for key, ratios in (costs or {}).items():
         over = int(np.sum(np.asarray(ratios) > 1.0 + COST_TOLERANCE))  # a ratio's last bits are rounding
         print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.4f} on average (max "
-              f"{np.max(ratios):.4f}); over the limit on {over} of {len(ratios)} realisations")
-    write_json(out, {"task": args.task, "policy": args.policy, "name": name, "seeds": list(seeds),
-                     "frozen_seeds": stored["frozen"], "scores": scores, "cost_ratios": costs, "summary": summary})
-    print(f"wrote {out}")
+              f"{np.max(ratios):.4f}); over the limit on {over} of {np.size(ratios)} episodes")
+    over = "" if headline["over_limit_share"] is None else f", over the limit on {headline['over_limit_share']:.1%}"
+    print(f"task score (IQM over runs, budgets and realisations): {headline['iqm']:.2f} [{headline['iqm_ci'][0]:.2f}, "
+          f"{headline['iqm_ci'][1]:.2f}], CVaR 10% {headline['cvar10']:.2f}, worst {headline['worst']:.2f}{over}")
+    result = {"schema": SCHEMA, "otagym_version": __version__, "task": args.task, "name": name,
+              "policies": list(args.policy), "runs": len(specs), "env_steps": env_steps, "seeds": list(seeds),
+              "frozen_seeds": stored["frozen"], "scores": scores, "cost_ratios": costs, "summary": summary,
+              "task_score": headline}
+    write_json(out, result)
+    gaps = submission_gaps(result)
+    print(f"wrote {out}" + ("" if not gaps else " (not a submission: " + "; ".join(gaps) + ")"))
     return 0
 
 
@@ -262,8 +310,12 @@ def _seed_set(text: str) -> int | tuple[int, ...]:
 def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="score a policy on a benchmark task's frozen evaluation set")
     p.add_argument("task", choices=sorted(TASKS), help="the benchmark task id")
-    p.add_argument("policy", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
-                   "module:function (observation batch -> actions)")
+    p.add_argument("policy", nargs="+", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
+                   "module:function (observation batch -> actions); several: one per training seed, pooled")
+    p.add_argument("--name", default=None, help="the result's name (default: the first policy's)")
+    p.add_argument("--env-steps", type=non_negative_int, default=None,
+                   help="the environment steps each run trained for, stated in the result (default: the SB3 "
+                   "models' own num_timesteps where they agree)")
     p.add_argument("--out", type=writable_file, default=None,
                    help="the JSON to write, checked before any work (default results/evaluate/<task>/<policy>.json)")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples of the CIs (default 2000)")

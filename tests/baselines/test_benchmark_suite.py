@@ -121,9 +121,16 @@ def test_the_readme_and_the_benchmark_page_show_the_stored_results_and_the_refer
         text = (root / path).read_text()
         block = text.split(results_py.BEGIN, 1)[1].split(results_py.END, 1)[0]
         assert block == "\n" + getattr(results_py, kind)(results), path
-    for task_id, per_nu in results.items():
+    for task_id, result in results.items():
         stored = reference_scores(task_id)
-        for nu, stats in per_nu.items():
+        for name in results_py.REFERENCES:  # the task's one number: budgets and realisations pooled
+            costs = np.concatenate([stored["cost_ratios"][name][nu] for nu in result["budgets"]])
+            scores = feasible_score(np.concatenate([stored["scores"][name][nu] for nu in result["budgets"]]), costs)
+            s = result["pooled"][name]
+            assert s["iqm"] == pytest.approx(metrics.aggregate_iqm(scores[None]), rel=1e-9, abs=1e-9)
+            assert (s["cvar10"], s["worst"]) == pytest.approx((cvar(scores), scores.min()), rel=1e-12)
+            assert s["over_limit_share"] == pytest.approx(np.mean(costs > 1 + COST_TOLERANCE), rel=1e-12)
+        for nu, stats in result["budgets"].items():
             for name in results_py.REFERENCES:
                 costs = np.asarray(stored["cost_ratios"][name][nu])
                 scores = feasible_score(stored["scores"][name][nu], costs)

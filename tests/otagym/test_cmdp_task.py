@@ -95,7 +95,7 @@ def test_evaluate_reports_the_cost_on_the_constrained_task(tmp_path, capsys):
     assert main(["evaluate", CMDP, "BestConstant", "--reps", "50", "--seeds", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert ("nu = 0.04: episode cost / limit 1.0000 on average (max 1.0000); over the limit on 0 of 2 "
-            "realisations") in text
+            "episodes") in text
 
 
 @pytest.mark.parametrize("env_kwargs,task_id", [

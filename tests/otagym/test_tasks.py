@@ -115,7 +115,7 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
     out = tmp_path / "equal.json"
     assert main(["evaluate", IID, "EqualAlloc", "--reps", "50", "--seeds", "4", "--out", str(out)]) == 0
     record = json.loads(out.read_text())
-    assert record["task"] == IID and len(record["scores"]["0.04"]) == 4
+    assert record["task"] == IID and np.shape(record["scores"]["0.04"]) == (1, 4)  # one run x four realisations
     np.testing.assert_allclose(record["scores"]["0.04"], 0.0, atol=1e-9)
     assert "EqualAlloc IQM [95% CI]" in capsys.readouterr().out
 
@@ -124,13 +124,13 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
     zero = json.loads(out.read_text())
     expected = task_scores(lambda nus: BestConstant(nu=nus, action=0.0), IID, EVALUATION_SEEDS[:2], nus=[0.01])
     assert zero["seeds"] == list(EVALUATION_SEEDS[:2])
-    np.testing.assert_allclose(zero["scores"]["0.01"], expected["0.01"], rtol=1e-12)
+    np.testing.assert_allclose(zero["scores"]["0.01"], [expected["0.01"]], rtol=1e-12)
 
     model = ROOT / "agents" / "zoo" / "iid" / "ppo" / "model.zip"
     pytest.importorskip("stable_baselines3")
     assert main(["evaluate", IID, str(model), *quick]) == 0
     record = json.loads(out.read_text())
-    agent = record["scores"]["0.04"]
+    agent = record["scores"]["0.04"][0]  # the one run
     assert record["name"] == "ppo"  # model.zip is named by its folder: the zoo's models do not share a results file
     assert main(["compare", "--policies", f"PPO:{model}", "--nu", "0.04", "--seeds", "2", "--seed-start",
                  str(EVALUATION_SEEDS[0]), "--out", str(tmp_path / "cmp"), "--no-progress"]) == 0

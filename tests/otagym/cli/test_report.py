@@ -1,0 +1,76 @@
+"""Result files: ``otagym evaluate`` writes what the schema describes, ``otagym report`` checks them (the schema,
+the task's budgets and realisations, numbers that are their scores') and prints one number per task and the suite's."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+pytest.importorskip("rliable")
+pytest.importorskip("jsonschema")
+
+from otagym import __version__  # noqa: E402
+from otagym.cli.commands import main  # noqa: E402
+from otagym.cli.report import SCHEMA, check_result, pooled_table, task_score  # noqa: E402
+from otagym.tasks import BENCHMARK, TASKS  # noqa: E402
+
+
+def _result(task_id, runs=5, seed=0):
+    """A result of ``runs`` runs on the task's frozen set, its scores and costs drawn at random, its numbers its."""
+    rng, task = np.random.default_rng(seed), TASKS[task_id]
+    keys = [str(float(nu)) for nu in task.eval_nus]
+    scores = {k: rng.normal(60, 30, (runs, len(task.eval_seeds))).tolist() for k in keys}
+    costs = {k: rng.uniform(0.9, 1.02, (runs, len(task.eval_seeds))).tolist() for k in keys}
+    return {"schema": SCHEMA, "otagym_version": __version__, "task": task_id, "name": "agent",
+            "policies": [f"runs/s{i}/model.zip" for i in range(runs)], "runs": runs, "env_steps": 5_000_000,
+            "seeds": list(task.eval_seeds), "frozen_seeds": True, "scores": scores, "cost_ratios": costs,
+            "summary": {}, "task_score": task_score(*pooled_table(task_id, scores, costs), reps=50)}
+
+
+def test_a_suite_submission_gets_one_number_per_task_and_the_suites_pooled_iqm(tmp_path, capsys):
+    paths = []
+    for i, task_id in enumerate(BENCHMARK):
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(_result(task_id, seed=i)))
+    assert main(["report", *map(str, paths), "--reps", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "not a submission" not in out
+    pooled = []
+    for i, task_id in enumerate(BENCHMARK):  # by hand: the feasible score, scipy's 25% trimmed mean of the pool
+        r = _result(task_id, seed=i)
+        for k in r["scores"]:
+            s, c = np.array(r["scores"][k]), np.array(r["cost_ratios"][k])
+            pooled.append(np.where(c > 1 + 1e-6, np.minimum(s, 0), s))
+    suite = [line for line in out.splitlines() if line.startswith("suite (4 tasks pooled)")]
+    assert len(suite) == 1 and f"{stats.trim_mean(np.concatenate(pooled, axis=1), 0.25, axis=None):.1f} [" in suite[0]
+
+
+def test_results_that_are_not_their_scores_or_the_schemas_are_refused_naming_the_field(tmp_path, capsys):
+    good = _result(BENCHMARK[0], runs=2)
+    check_result(good)
+    bad = {**good, "task_score": {**good["task_score"], "iqm": good["task_score"]["iqm"] + 1}}
+    with pytest.raises(ValueError, match="task_score/iqm: the scores give"):
+        check_result(bad)
+    with pytest.raises(ValueError, match="result.schema.json: .*'env_steps' is a required property"):
+        check_result({k: v for k, v in good.items() if k != "env_steps"})
+    with pytest.raises(ValueError, match=r"scores/0.01: must be runs x realisations \(2, 128\)"):
+        check_result({**good, "scores": {**good["scores"], "0.01": good["scores"]["0.01"][:1]}})
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    assert main(["report", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"otagym report: error: {path}: task_score/iqm")
+
+
+def test_evaluate_writes_a_result_the_checker_accepts_and_says_what_a_submission_misses(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["evaluate", "otagym/CDPB-v1", "MaxRho", "BestConstant", "--name", "two", "--seeds", "3",
+                 "--reps", "50", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    check_result(result)
+    assert result["runs"] == 2 and np.shape(result["scores"]["1.0"]) == (2, 3)
+    np.testing.assert_allclose(result["scores"]["1.0"][0], 0.0, atol=1e-9)  # MaxRho is the score's 0
+    np.testing.assert_allclose(result["scores"]["1.0"][1], 100.0, atol=1e-9)  # BestConstant its 100
+    printed = capsys.readouterr().out
+    assert "not a submission: otagym/CDPB-v1 is not a task of the benchmark suite" in printed
+    assert main(["report", str(out)]) == 0
