@@ -14,3 +14,6 @@ ALGOS = ("ppo", "sac", "td3", "trpo", "ppo_lagrangian")
 #: (``--task``): ``budget_ppo``, PPO over the native vector env with the action relative to the budget left
 #: (:mod:`agents.budget_ppo`).
 BATCHED_ALGOS = ("budget_ppo",)
+#: Algorithms that learn the cost limit of a constrained task (the others optimise the reward alone, and
+#: ``otagym train`` warns when they train on one).
+CONSTRAINED_ALGOS = ("ppo_lagrangian", "budget_ppo")

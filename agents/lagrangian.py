@@ -99,8 +99,8 @@ class LagrangianVecEnv(VecEnvWrapper):
 
 class DualAscentCallback(BaseCallback):
     """The PID update of the module docstring for each bin with a finished episode after every rollout (``lr`` is
-    k_I; ``kp`` = ``kd`` = 0 is dual ascent); the state is saved to ``path`` (JSON) after every update so that a
-    resumed run continues from it."""
+    k_I; ``kp`` = ``kd`` = 0 is dual ascent); the state is saved to ``path`` (JSON) after every update, so that a
+    resumed run continues from it, and at the end of training."""
 
     def __init__(self, env: LagrangianVecEnv, lr: float = 0.5, path: Path | None = None, kp: float = 0.0,
                  kd: float = 0.0, quantile: float | None = None) -> None:
@@ -139,3 +139,9 @@ class DualAscentCallback(BaseCallback):
         self.logger.record("lagrangian/episode_cost", float(costs.mean()))
         if self.path is not None:
             write_json(Path(self.path), env.state(self.num_timesteps))
+
+    def _on_training_end(self) -> None:
+        """The state again at the run's last step (a budget that stops training mid-rollout skips that rollout's
+        update), so that the file's ``num_timesteps`` is the run's."""
+        if self.path is not None:
+            write_json(Path(self.path), self.env.state(self.num_timesteps))

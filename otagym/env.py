@@ -147,6 +147,32 @@ def _single_option(name: str, value: Any, shapes: tuple[tuple[int, ...], ...], a
     return np.expand_dims(real_array(f"reset option {name}", value, unbatched), axis)
 
 
+class _EpisodeCost:
+    """The cost of each env's episode so far, and at an episode's end ``info["episode_cost"]`` (the sum of its
+    rounds' ``info["cost"]``) and ``info["cost_limit"]`` (T, the limit every task's cost has: a mean cost of at most 1
+    per round), Safety-Gymnasium's return-cost-limit convention, in both shells; nothing where the scheme reports no
+    cost."""
+
+    #: The info keys an episode's last step adds (masked by ``terminated`` in the vector env).
+    KEYS = ("episode_cost", "cost_limit")
+
+    def __init__(self, rounds: Core) -> None:
+        self.limit = float(rounds.num_rounds) if "cost" in rounds.reset_info() else None
+        self.total = np.zeros(rounds.num_envs)
+
+    def reset(self) -> None:
+        self.total[:] = 0.0
+
+    def add(self, info: dict[str, Any], terminated: NDArray) -> None:
+        if self.limit is None:
+            return
+        self.total += info["cost"]
+        if terminated.any():
+            info["episode_cost"] = self.total.copy()
+            info["cost_limit"] = np.full(self.total.shape, self.limit)
+            self.total[terminated] = 0.0
+
+
 class OTAPrivacyEnv(_TaskSpec, gym.Env[NDArray[np.float32], NDArray]):
     """One over-the-air federated-learning deployment of any registered scheme: each step is one FL round.
 
@@ -196,10 +222,19 @@ Args:
         self.observation_space = self.rounds.observation_space()
         self.action_space = self.rounds.action_space()
         self._history: list[dict[str, float]] = []
+        self._episode_cost = _EpisodeCost(self.rounds)
+
+    @property
+    def cost_limit(self) -> float | None:
+        """The episode limit of the summed ``info["cost"]``: T rounds (a mean cost of at most 1 per round), as every
+        task's :attr:`otagym.tasks.Task.cost_limit`; None where the scheme's settings report no cost. The last step's
+        info holds it beside ``episode_cost``."""
+        return self._episode_cost.limit
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=True))
+        self._episode_cost.reset()
         self._history = []
         return self.rounds.observation()[0], {k: v[0] for k, v in self.rounds.reset_info().items()}
 
@@ -209,6 +244,7 @@ Args:
         if self.rounds.t[0] >= self.rounds.num_rounds:
             raise RuntimeError("episode is over (T rounds played): call reset()")
         reward, terminated, info = self.rounds.step(self.np_random, action)
+        self._episode_cost.add(info, terminated)
         info.update(self.rounds.next_channel_info())
         obs = self.rounds.observation()[0]
         info = {k: v[0] for k, v in info.items()}
@@ -321,6 +357,13 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
         self.autoreset_mode = mode
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
         self._autoreset = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: envs whose episode ended on the last step
+        self._episode_cost = _EpisodeCost(self.rounds)
+        self._episode_end_keys = frozenset(self.rounds.EPISODE_END_KEYS) | frozenset(_EpisodeCost.KEYS)
+
+    @property
+    def cost_limit(self) -> float | None:
+        """The episode limit of each env's summed ``info["cost"]`` (:attr:`OTAPrivacyEnv.cost_limit`)."""
+        return self._episode_cost.limit
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None):
         """Reset every env. ``seed``: an int, or one int per env as Gymnasium's vector envs take; one generator drives
@@ -337,6 +380,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
         else:
             super().reset(seed=seed)
         self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=False))
+        self._episode_cost.reset()
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
         info = self.rounds.reset_info()
         info.update({f"_{k}": self._all for k in list(info)})
@@ -348,7 +392,8 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
         if self._autoreset.any():  # NEXT_STEP, the step after episodes ended: start new ones, ignore the actions
             return self._autoreset_step()
         reward, terminated, info = self.rounds.step(self.np_random, actions)
-        masks = {f"_{k}": (terminated if k in self.rounds.EPISODE_END_KEYS else self._all) for k in info}
+        self._episode_cost.add(info, terminated)
+        masks = {f"_{k}": (terminated if k in self._episode_end_keys else self._all) for k in info}
         if terminated.any() and self.autoreset_mode == AutoresetMode.NEXT_STEP:
             self._autoreset = terminated.copy()
         elif terminated.any():

@@ -36,9 +36,10 @@ class OTAPrivacySB3VecEnv(VecEnv):
     Per-env infos carry the :data:`INFO_KEYS` the scheme reports every step (:attr:`info_keys`), and at the end of
     an episode ``terminal_observation``, ``TimeLimit.truncated`` (False: episodes terminate after T rounds),
     ``episode_rdp`` (mean cumulative RDP at alpha over devices or clients), on receive scaling ``episode_leakage``
-    and ``episode_equal_alloc_leakage`` (objective (28a) of the policy and of EqualAlloc on the same channels), and
-    ``episode_dp_epsilon`` (mean over devices, when the ledger is on). :attr:`episode_keys` names those an ending
-    step always has.
+    and ``episode_equal_alloc_leakage`` (objective (28a) of the policy and of EqualAlloc on the same channels),
+    ``episode_cost`` and ``cost_limit`` (the episode's summed ``info["cost"]`` and its limit, where the scheme reports a
+    cost) and ``episode_dp_epsilon`` (mean over devices, when the ledger is on). :attr:`episode_keys` names those an
+    ending step always has.
     """
 
     def __init__(self, num_envs: int = 8, **env_kwargs: Any) -> None:
@@ -54,7 +55,8 @@ class OTAPrivacySB3VecEnv(VecEnv):
         self._leakage = "leakage_total" in self.venv.rounds.EPISODE_END_KEYS
         #: The per-episode entries of an ending step's info (beside ``terminal_observation``).
         self.episode_keys: tuple[str, ...] = ("episode_rdp",) + (
-            ("episode_leakage", "episode_equal_alloc_leakage") if self._leakage else ())
+            ("episode_leakage", "episode_equal_alloc_leakage") if self._leakage else ()) + (
+            ("episode_cost", "cost_limit") if self.venv.cost_limit is not None else ())
         self._actions: np.ndarray | None = None
         self._seed: int | None = None
 
@@ -87,6 +89,9 @@ class OTAPrivacySB3VecEnv(VecEnv):
                 if self._leakage:
                     infos[i]["episode_leakage"] = float(final_info["leakage_total"][i])
                     infos[i]["episode_equal_alloc_leakage"] = float(final_info["equal_alloc_leakage"][i])
+                if "episode_cost" in final_info:
+                    infos[i]["episode_cost"] = float(final_info["episode_cost"][i])
+                    infos[i]["cost_limit"] = float(final_info["cost_limit"][i])
                 if "dp_epsilon" in final_info:
                     infos[i]["episode_dp_epsilon"] = float(final_info["dp_epsilon"][i].mean())
         return obs, reward.astype(np.float32), dones, infos

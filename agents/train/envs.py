@@ -17,8 +17,9 @@ from otagym import ENV_ID
 from otagym.sb3 import OTAPrivacySB3VecEnv
 
 #: Per-episode info keys that the monitor writes beside return and length, those the env reports (receive scaling:
-#: all; CDPB and anonymous OTA: ``episode_rdp``).
-MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage", "episode_rdp")
+#: all; CDPB and anonymous OTA: ``episode_rdp`` and, where they report a cost, the last two): the episode's cost
+#: and its limit beside its return, as Safety-Gymnasium's loggers have them.
+MONITOR_KEYS = ("nu", "episode_leakage", "episode_equal_alloc_leakage", "episode_rdp", "episode_cost", "cost_limit")
 
 
 class StepStamp(VecEnvWrapper):

@@ -95,7 +95,7 @@ def train(
                       max_minutes=max_minutes, progress=progress, verbose=verbose, torch_threads=torch_threads)
     finally:
         settings.native.close()
-        release_lock(claim.lock)
+        release_lock(claim.lock, run)
 
 
 def _learn(run: Path, algo: str, seed: int, total: int, settings: Settings, claim: Claim, *, checkpoint_freq: int,

@@ -8,13 +8,14 @@ import contextlib
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 import yaml
 
-from agents import ALGOS, CONFIG_DIR
+from agents import ALGOS, CONFIG_DIR, CONSTRAINED_ALGOS
 from agents.lagrangian import nu_bin_edges
 from agents.train.errors import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError
 from agents.train.save import comparable, latest_checkpoint, package_versions, read_run_json
@@ -162,7 +163,19 @@ def checked_settings(algo: str, config: str | Path | None, env_overrides: dict[s
     except (TypeError, ValueError) as err:
         native.close()
         raise SettingsError(blame, str(err)) from None
+    warn_if_unconstrained(algo, env_kwargs, task)
     return Settings(hp, env_kwargs, native, semantics, entry)
+
+
+def warn_if_unconstrained(algo: str, env_kwargs: dict[str, Any], task: str | None) -> None:
+    """A ``UserWarning`` when an algorithm that optimises the reward alone (not in
+    :data:`agents.CONSTRAINED_ALGOS`) trains on a constrained MDP (:func:`otagym.tasks.constrained`): nothing keeps
+    its episodes' cost within the limit, and the benchmark suite scores an episode over it at most 0."""
+    if algo not in CONSTRAINED_ALGOS and constrained(env_kwargs):
+        warnings.warn(f"{algo} optimises the reward alone: on {task or 'these env settings'}, a constrained MDP, "
+                      "nothing keeps an episode's summed info['cost'] within its limit (T), and an episode over it "
+                      f"scores at most 0 on the benchmark suite; train one of {', '.join(CONSTRAINED_ALGOS)}, or "
+                      "wrap the env (otagym.wrappers)", UserWarning, stacklevel=3)
 
 
 def resume_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
@@ -204,24 +217,37 @@ def lock_run_folder(run: Path) -> int:
     """An exclusive lock on the run folder (``fcntl.flock`` on its ``.otagym-train.lock``, which the system releases
     when the process ends, killed too), or :class:`RunExistsError` when another process holds it: two ``train`` into
     one folder cannot both pass the checks of a fresh run or a resume. Returns the lock's file descriptor
-    (:func:`release_lock`). Where ``fcntl`` does not exist (Windows) the folder is not locked (-1)."""
+    (:func:`release_lock`, which removes the file). A lock taken on a file that its holder removed as it released it
+    is not the folder's: the file is opened again. Where ``fcntl`` does not exist (Windows) the folder is not locked
+    (-1)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         return -1
-    fd = os.open(run / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise RunExistsError(f"{run} is in use by another otagym train (it holds {run / LOCK_NAME}); wait for it "
-                             "to end, or choose another --run-dir") from None
-    return fd
+    path = run / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RunExistsError(f"{run} is in use by another otagym train (it holds {path}); wait for it "
+                                 "to end, or choose another --run-dir") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the holder removed the file between our open and our lock: take the folder's new one
 
 
-def release_lock(lock: int | None) -> None:
-    """Release :func:`lock_run_folder`'s lock (None or -1: none was taken)."""
+def release_lock(lock: int | None, run: Path | None = None) -> None:
+    """Release :func:`lock_run_folder`'s lock (None or -1: none was taken), removing its file from ``run`` (while it
+    is still held, so no other process takes a lock on a file that is about to go)."""
     if lock is not None and lock >= 0:
+        if run is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(run / LOCK_NAME)
         os.close(lock)
 
 
@@ -286,7 +312,7 @@ def open_run(run: Path, algo: str, config: str | Path | None, task: str | None, 
             claim_run_folder(run, overwrite)
     except BaseException:
         settings.native.close()
-        release_lock(lock)
+        release_lock(lock, run)
         if lock is None and not resume:
             with contextlib.suppress(OSError):  # a folder made for nothing (empty: another process may fill it)
                 run.rmdir()

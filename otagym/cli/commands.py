@@ -236,6 +236,7 @@ _TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env", "task": "--tas
 def _train(args: argparse.Namespace) -> int:
     from agents import BATCHED_ALGOS
     from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError, train
+    from agents.train.summary import training_summary
 
     if args.algo in BATCHED_ALGOS:
         return _train_batched(args)
@@ -251,6 +252,7 @@ def _train(args: argparse.Namespace) -> int:
     except (NoCheckpointError, RunExistsError, RunMismatchError) as err:  # before any work: one line, exit 2
         print(f"otagym train: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    print(training_summary(path))
     print(next_steps(args.algo, path))
     return 0
 
@@ -268,6 +270,7 @@ _NOT_BATCHED = {"config": ("--config", "its hyperparameters are agents.budget_pp
 def _train_batched(args: argparse.Namespace) -> int:
     """``otagym train --algo budget_ppo --task TASK``: :func:`agents.budget_ppo.train_budget_ppo`."""
     from agents.budget_ppo import SPEND_TASKS, train_budget_ppo
+    from agents.train.summary import training_summary
 
     for name, (option, why) in _NOT_BATCHED.items():
         if getattr(args, name):
@@ -283,6 +286,7 @@ def _train_batched(args: argparse.Namespace) -> int:
     except FileExistsError as err:
         print(f"otagym train: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    print(training_summary(path))
     print(next_steps(args.algo, path))
     return 0
 

@@ -2,6 +2,7 @@
 smoke test that a briefly trained PPO beats a random policy's normalised score on held-out channels."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -195,12 +196,36 @@ def test_ppo_lagrangian_updates_its_multiplier_by_dual_ascent(tmp_path):
                    "  lagrange_init: 0.5\n  lagrange_lr: 0.1\n  env_kwargs:\n    reward_mode: cmdp\n"
                    "    dp_orders: null\n")
     run = tmp_path / "lag"
-    train("ppo_lagrangian", config=cfg, run_dir=run, total_timesteps=400, env_overrides=SHORT, progress=False)
+    train("ppo_lagrangian", config=cfg, run_dir=run, total_timesteps=300, env_overrides=SHORT, progress=False)
     state = json.loads((run / "lagrange.json").read_text())
     assert len(state["multipliers"]) == 1 and state["multipliers"][0] >= 0 and state["multipliers"][0] != 0.5
+    assert state["num_timesteps"] == 300  # the run's last step, though the budget stopped it mid-rollout (200 + 100)
+    assert not (run / ".otagym-train.lock").exists()  # the lock's file goes with the lock
+    from stable_baselines3.common.monitor import load_results
+
+    from agents.train.summary import training_summary
+
+    episodes = load_results(str(run))
+    assert (episodes["cost_limit"] == SHORT["num_rounds"]).all() and (episodes["episode_cost"] > 0).all()
+    summary = training_summary(run / "model.zip")
+    ratio = (episodes["episode_cost"] / episodes["cost_limit"]).tail(100)
+    assert f"episode cost / limit {ratio.mean():.3f} (max {ratio.max():.3f})" in summary
+    assert f"Lagrange multipliers at step 300: {state['multipliers'][0]:.4g}" in summary
     with pytest.raises(ValueError, match="cmdp"):
         train("ppo_lagrangian", run_dir=tmp_path / "bad", total_timesteps=10, env_overrides={"reward_mode": "budget"},
               progress=False)
+
+
+def test_an_algorithm_that_ignores_the_cost_warns_on_a_constrained_task():
+    from agents.train.setup import warn_if_unconstrained
+    from otagym.tasks import TASKS
+
+    with pytest.warns(UserWarning, match="ppo optimises the reward alone: on otagym/ReceiveScalingCMDP-v1"):
+        warn_if_unconstrained("ppo", dict(TASKS["otagym/ReceiveScalingCMDP-v1"].kwargs), "otagym/ReceiveScalingCMDP-v1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_unconstrained("ppo_lagrangian", dict(TASKS["otagym/ReceiveScalingCMDP-v1"].kwargs), None)
+        warn_if_unconstrained("ppo", dict(TASKS["otagym/ReceiveScalingIID-v0"].kwargs), None)  # budget mode
 
 
 def test_cli_trains_and_compares_the_agent_with_analytic_policies(tmp_path, capsys):

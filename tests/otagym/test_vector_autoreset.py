@@ -235,3 +235,32 @@ def test_torchrl_gym_wrapper_takes_the_native_env_in_same_step():
     env = GymWrapper(OTAPrivacyVectorEnv(2, num_rounds=3, dp_orders=None, autoreset_mode=AutoresetMode.SAME_STEP))
     td = env.rollout(7, break_when_any_done=False)
     assert td["next", "done"][:, 2].all() and not td["next", "done"][:, 3].any()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_an_episode_ends_with_its_summed_cost_and_the_cost_limit_in_both_shells(mode):
+    """Safety-Gymnasium's convention: the last step's info holds the episode's cost (the sum of every round's
+    info["cost"], summed here by hand) and its limit T, which ``cost_limit`` also gives; the vector env masks both by
+    the envs that ended, and under SAME_STEP they are in ``final_info``."""
+    kwargs = {"reward_mode": "cmdp", "action_type": "spend", "num_rounds": 6, "dp_orders": None}
+    single = gym.make("otagym/OTAPrivacy-v0", **kwargs)
+    vector = OTAPrivacyVectorEnv(3, autoreset_mode=mode, **kwargs)
+    assert single.unwrapped.cost_limit == vector.cost_limit == 6.0
+    single.reset(seed=1)
+    vector.reset(seed=1)
+    actions = np.random.default_rng(0).uniform(-1, 1, (6, 3, 1))
+    total, totals = 0.0, np.zeros(3)
+    for t in range(6):
+        _, _, terminated, _, info = single.step(actions[t, 0])
+        _, _, ended, _, vinfo = vector.step(actions[t])
+        total, totals = total + info["cost"], totals + (vinfo["final_info"] if mode == AutoresetMode.SAME_STEP and
+                                                        ended.any() else vinfo)["cost"]
+        assert ("episode_cost" in info) == terminated
+        assert vinfo.get("_episode_cost", np.zeros(3, bool)).tolist() == ended.tolist()
+    assert info["episode_cost"] == pytest.approx(total, rel=1e-12) and info["cost_limit"] == 6.0
+    last = vinfo["final_info"] if mode == AutoresetMode.SAME_STEP else vinfo
+    np.testing.assert_allclose(last["episode_cost"], totals, rtol=1e-12)
+    if mode == AutoresetMode.NEXT_STEP:  # the next episode starts from zero
+        vector.step(actions[0])
+        _, _, _, _, vinfo = vector.step(actions[0])
+        assert not vinfo.get("_episode_cost", np.zeros(3, bool)).any()
