@@ -317,75 +317,65 @@ PLD_TABLE_NOTES = (
     "eps PLD   the same (eps, delta) from each device's privacy loss distribution (dp_accounting, --accountant pld):",
     "          an upper bound too, tighter than the RDP conversion's eps; average over devices",
 )
-#: Scores below this are drawn on the plot's lower edge (a triangle), so that one policy cannot stretch the axis.
-SCORE_FLOOR = -100.0
-
-
 def _offsets(names: list[str], spread: float = 0.035) -> dict[str, float]:
     """A factor per policy on nu, so that the markers of the policies at one nu stand side by side on a log axis."""
     middle = (len(names) - 1) / 2
     return {name: float(np.exp(spread * (i - middle))) for i, name in enumerate(names)}
 
 
-def _excluded(rows: list[dict[str, Any]]) -> str:
-    """The note under the plot naming the rows left out of it (their realised mean c_t missed nu by over 1%)."""
-    missed: dict[str, list[str]] = {}
-    for r in rows:
-        if not r["matched"]:
-            missed.setdefault(r["policy"], []).append(f"{r['nu']:g}")
-    if not missed:
-        return ""
-    return ("Not drawn (realised mean c_t missed nu by more than 1%; see the table): "
-            + "; ".join(f"{name} at nu = {', '.join(nus)}" for name, nus in missed.items()))
+def iqm_interval(values: Any, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """The interquartile mean of per-realisation ``values`` (scipy's 25% trimmed mean, rliable's IQM) and its 95%
+    percentile-bootstrap interval over the realisations (``reps`` resamples, seeded: a plot redrawn from the same
+    values is the same); one value has no interval (its IQM both ends)."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    iqm = float(stats.trim_mean(values, 0.25))
+    if values.size < 2 or np.all(values == values[0]):
+        return iqm, iqm, iqm
+    ci = stats.bootstrap((values,), lambda v, axis: stats.trim_mean(v, 0.25, axis=axis), n_resamples=reps,
+                         method="percentile", random_state=np.random.default_rng(seed)).confidence_interval
+    return iqm, float(ci.low), float(ci.high)
 
 
-def _paired_panel(ax: Any, rows: list[dict[str, Any]], key: str, offsets: dict[str, float]) -> list[str]:
-    """One panel of the comparison plot: each matched row's per-realisation values (dots) and their mean (line) vs nu,
-    in the policy's colour. ``key``: ``"excess"`` (leakage over OfflineOptimal's, %), ``"score"`` (values below
-    :data:`SCORE_FLOOR` drawn on it as triangles) or ``"accuracy"``. Returns the notes for the figure."""
-    notes, clipped = [], []
+#: The plot's panels: (title, y label, the per-realisation values of a row, the linear range of the symmetric-log
+#: y axis and its height in decades).
+_PANELS: dict[str, tuple[str, str, Callable[[dict[str, Any]], Any], float, float]] = {
+    "excess": ("total leakage over the offline optimum's", "excess leakage (%)",
+               lambda r: 100.0 * (np.asarray(r["leakage_ratio_seeds"], dtype=float) - 1.0), 1.0, 1.0),
+    "score": ("normalised score", "score (0 = EqualAlloc, 100 = OfflineOptimal)",
+              lambda r: np.asarray(r["score_seeds"], dtype=float), 100.0, 4.0),
+    "accuracy": ("training fidelity", "final test accuracy", lambda r: np.asarray(r["accuracy_seeds"], dtype=float),
+                 0.0, 0.0),
+}
+
+
+def _paired_panel(ax: Any, rows: list[dict[str, Any]], key: str, offsets: dict[str, float], label: str) -> None:
+    """One panel of the comparison plot (``key`` of :data:`_PANELS`): each matched row's per-realisation values
+    (dots), their interquartile mean (line) and its 95% bootstrap interval (bars) vs nu, in the policy's colour, on a
+    symmetric-log y axis (linear within its range: every value drawn, none clipped); ``label`` in its corner."""
+    title, ylabel, values_of, linear, height = _PANELS[key]
     for name, factor in offsets.items():
         pr = [r for r in rows if r["policy"] == name and r["matched"]]
         if not pr:
             continue
         colour = policy_colour(name)
         nu = np.array([r["nu"] for r in pr]) * factor
-        if key == "excess":
-            seeds = [100.0 * (np.asarray(r["leakage_ratio_seeds"]) - 1.0) for r in pr]
-            mean = np.array([100.0 * (r["leakage_ratio"] - 1.0) for r in pr])
-        else:
-            seeds = [np.asarray(r[key + "_seeds"], dtype=float) for r in pr]
-            mean = np.array([r[key] for r in pr])
-        if key == "score":
-            if any((v < SCORE_FLOOR).any() for v in seeds):
-                clipped.append(name)
-            low = [v < SCORE_FLOOR for v in seeds]
-            seeds = [np.maximum(v, SCORE_FLOOR) for v in seeds]
-            mean = np.maximum(mean, SCORE_FLOOR)
-            for x, v, below in zip(nu, seeds, low):
-                ax.scatter(np.full(below.sum(), x), v[below], marker="v", s=28, color=colour, zorder=3)
-        ax.plot(nu, mean, color=colour, label=name, linewidth=1.5)
-        for x, v in zip(nu, seeds):
-            ax.scatter(np.full(len(v), x), v, s=14, color=colour, alpha=0.6, zorder=3)
-    if key == "excess":
-        ax.set_yscale("symlog", linthresh=1.0)
-        ax.set_title("total leakage over OfflineOptimal's, same channels", fontsize=9)
-        ax.set_ylabel("excess leakage (%, symmetric log)")
+        values = [values_of(r) for r in pr]
+        iqm, low, high = np.array([iqm_interval(v) for v in values]).T
+        ax.errorbar(nu, iqm, yerr=[iqm - low, high - iqm], color=colour, label=name, linewidth=1.5, capsize=3,
+                    zorder=4)
+        for x, v in zip(nu, values):
+            ax.scatter(np.full(len(v), x), v, s=8, color=colour, alpha=0.35, linewidths=0, zorder=3)
+    if linear:
+        ax.set_yscale("symlog", linthresh=linear, linscale=height)
         ax.axhline(0.0, color="k", linewidth=0.8)
-    elif key == "score":
-        ax.set_ylim(bottom=SCORE_FLOOR - 5 if clipped else None)
-        ax.set_title("normalised score: 0 = EqualAlloc, 100 = OfflineOptimal", fontsize=9)
-        ax.set_ylabel("score")
-        if clipped:
-            notes.append(f"Scores below {SCORE_FLOOR:g} are drawn at {SCORE_FLOOR:g} as triangles: "
-                         + ", ".join(clipped) + " (the table has their values).")
-    else:
-        ax.set_title("training fidelity", fontsize=9)
-        ax.set_ylabel("final test accuracy")
+    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(ylabel)
+    ax.text(-0.12, 1.02, label, transform=ax.transAxes, fontsize=11, fontweight="bold", va="bottom")
     ax.set_xscale("log")
-    ax.set_xlabel("nu (convergence budget per round)")
+    ax.set_xlabel("ν (convergence budget per round)")
     ax.grid(True, which="both", alpha=0.3)
-    return notes
 
 
 def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path,
@@ -394,10 +384,12 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path,
     ``compare.json`` (:func:`baselines.report.write_rows`: it holds the hashes of the others), each atomically;
     ``extra`` goes into the JSON beside the scenario.
 
-    The plot is the paired comparison, per channel realisation: each policy's total leakage over OfflineOptimal's on
-    the same channels (in %, symmetric-log axis) and its normalised score, vs nu; dots are realisations, lines their
-    means, each policy in its fixed colour (:func:`baselines.report.policy_colour`). Rows not matched to nu are left
-    out, and a note under the plot names them."""
+    The plot is the paired comparison, per channel realisation, as a paper's figure (its explanations belong in the
+    caption, none inside it): (a) each policy's total leakage over OfflineOptimal's on the same channels, in %, and
+    (b) its normalised score, vs nu; dots are realisations, lines their interquartile mean with its 95% bootstrap
+    interval (:func:`iqm_interval`), each policy in its fixed colour (:func:`baselines.report.policy_colour`), the y
+    axes symmetric-log beyond +-1% and +-100 points so that nothing is clipped. Rows not matched to nu are left out
+    (the table marks them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -406,17 +398,11 @@ def save(rows: list[dict[str, Any]], scenario: Scenario, out_dir: Path,
     png_path = out_dir / "compare.png"
     panels = ["excess", "score"] + (["accuracy"] if "accuracy" in rows[0] else [])
     offsets = _offsets(list(dict.fromkeys(r["policy"] for r in rows)))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 2.0, 4.6), layout="constrained")
-    notes = [n for ax, key in zip(axes, panels) for n in _paired_panel(ax, rows, key, offsets)]
-    notes = [n for n in [_excluded(rows), *notes] if n]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels) + 2.0, 4.0), layout="constrained")
+    for ax, key, label in zip(axes, panels, "abc"):
+        _paired_panel(ax, rows, key, offsets, f"({label})")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=8)
-    fig.suptitle(f"{scenario.name}: every policy at the same convergence budget nu, paired with OfflineOptimal on "
-                 f"the same channels\n{rows[0]['seeds']} channel realisations (dots) and their mean (lines)",
-                 fontsize=10)
-    if notes:
-        fig.text(0.01, 0.0, "\n".join(notes), fontsize=8, ha="left", va="bottom", wrap=True)
-        fig.get_layout_engine().set(rect=(0, 0.06 * len(notes), 1, 1 - 0.06 * len(notes)))
     save_figure(fig, png_path, dpi=120)
     plt.close(fig)
     figures = [png_path] + ([_save_accuracy_rounds(rows, scenario, out_dir / "compare_accuracy.png")]

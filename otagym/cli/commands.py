@@ -50,7 +50,7 @@ HELD_OUT_SEED = EVALUATION_SEEDS[0]
 #: (tests/otagym/cli/test_friction.py).
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "otagym": (
-        "otagym compare                                        # the analytic policies on 3 channel realisations",
+        "otagym compare                                        # the analytic policies on 16 channel realisations",
         "otagym train --task otagym/ReceiveScalingCMDP-v1 --algo budget_ppo --steps 5000000 --run-dir runs/bppo",
         ("otagym compare --policies OnlineOptimal BestConstant EqualAlloc PPO:runs/ppo/model.zip "
          f"--seed-start {HELD_OUT_SEED} --seeds 8"),
@@ -61,7 +61,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "otagym rollout --scenario paper-cifar10 --nu 0.16 --rounds 10 --seed 3",
     ),
     "compare": (
-        "otagym compare                                        # 7 policies x 3 nu x 3 seeds, about 15 s",
+        "otagym compare                                        # 7 policies x 3 nu x 16 seeds, about 30 s",
         "otagym compare --nu 0.04 --seeds 8 --policies OfflineOptimal AdaScale EqualAlloc",
         ("otagym compare --policies OfflineOptimal AdaScale EqualAlloc PPO:runs/ppo/model.zip "
          f"--seed-start {HELD_OUT_SEED} --seeds 8   # a trained agent on held-out channels"),

@@ -185,6 +185,8 @@ class SchemeCommand:
     options: dict[str, Any] = field(default_factory=dict)
     #: The policy names ``--policies`` may give; None: the sweep's analytic policies or NAME:PATH (its plan checks).
     policies: tuple[str, ...] | None = None
+    #: ``--seeds``'s default: realisations (episodes for cdpb) enough for a stable line at the command's speed.
+    seeds: int = 3
 
 
 #: The comparison of every registered scheme that has one, in the registry's order.
@@ -193,7 +195,7 @@ COMMANDS: dict[str, SchemeCommand] = {
         _run_receive_scaling, "matched-nu comparison (AdaScale paper)",
         {"nu": None, "rounds": None, "fading": None, "correlation": None, "coherence_rounds": None, "seed_start": 0,
          "fidelity": "analytic", "accountant": "rdp",
-         "dataset": "digits", "data_dir": None, "workers": None, "ray": None}),
+         "dataset": "digits", "data_dir": None, "workers": None, "ray": None}, seeds=16),
     "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}, tuple(CDPB_POLICIES)),
 }
 
@@ -204,6 +206,8 @@ def _schemes() -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.seeds is None:
+        args.seeds = COMMANDS[args.scheme].seeds
     return COMMANDS[args.scheme].run(args)
 
 
@@ -249,8 +253,9 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                    help="the scheme's preset (default: " + ", or ".join(defaults) + ")")
     scenario_type = SCHEMES[default].scenario_type
     p.add_argument("--nu", type=field_type(scenario_type, "nu"), nargs="+", help="nu values (default: 0.01 0.04 0.16)")
-    p.add_argument("--seeds", type=from_spec(sweep.SEED_COUNT), default=3,
-                   help="channel realisations (seeds S..S+n-1; episodes for cdpb)")
+    p.add_argument("--seeds", type=from_spec(sweep.SEED_COUNT), default=None,
+                   help="channel realisations (seeds S..S+n-1; episodes for cdpb); default: "
+                   + ", ".join(f"{COMMANDS[n].seeds} ({n})" for n in schemes))
     p.add_argument("--seed-start", type=non_negative_int, default=0,
                    help=f"S, the first realisation seed (trained agents: held-out seeds from {EVALUATION_SEEDS[0]}, "
                    "as the benchmark's evaluation set)")

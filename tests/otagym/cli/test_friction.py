@@ -187,30 +187,54 @@ def _figure(rows, tmp_path, monkeypatch):
     return shown["fig"]
 
 
-def test_the_plot_is_paired_with_fixed_colours_and_names_what_it_leaves_out(tmp_path, monkeypatch):
+def _drawn(ax):
+    """The policies drawn on a panel: name -> the line through their interquartile means (errorbar's data line)."""
+    return {c.get_label(): c.lines[0] for c in ax.containers if not c.get_label().startswith("_")}
+
+
+def test_the_plot_is_paired_with_intervals_and_fixed_colours_and_clips_nothing(tmp_path, monkeypatch):
     rows = summarize(_cells())
     fig = _figure(rows, tmp_path, monkeypatch)
     excess, score = fig.axes[:2]
-    lines = {line.get_label(): line for line in excess.lines if not line.get_label().startswith("_")}
+    lines = _drawn(excess)
     assert set(lines) == {"EqualAlloc", "OfflineOptimal", "AdaScale"}  # LyapunovDPP is not matched to nu
-    # the paired comparison: each policy's leakage over OfflineOptimal's on the same realisation, in %
-    np.testing.assert_allclose(lines["EqualAlloc"].get_ydata(), [300.0, 300.0], rtol=1e-12)
-    np.testing.assert_allclose(lines["AdaScale"].get_ydata(), 100 * (np.sqrt(4.5) - 1), rtol=1e-12)
-    np.testing.assert_allclose(lines["OfflineOptimal"].get_ydata(), [0.0, 0.0], atol=1e-12)
-    assert excess.get_yscale() == "symlog"
-    scores = {line.get_label(): line.get_ydata() for line in score.lines if not line.get_label().startswith("_")}
+    # the paired comparison: each policy's leakage over OfflineOptimal's on the same realisation, in %, its IQM (of
+    # two realisations: their mean)
     adascale = next(r for r in rows if r["policy"] == "AdaScale")
+    np.testing.assert_allclose(lines["EqualAlloc"].get_ydata(), [300.0, 300.0], rtol=1e-12)
+    np.testing.assert_allclose(lines["AdaScale"].get_ydata(),
+                               np.mean(100 * (np.array(adascale["leakage_ratio_seeds"]) - 1)), rtol=1e-12)
+    np.testing.assert_allclose(lines["OfflineOptimal"].get_ydata(), [0.0, 0.0], atol=1e-12)
+    assert excess.get_yscale() == score.get_yscale() == "symlog"  # every value drawn: nothing clipped
+    scores = {name: line.get_ydata() for name, line in _drawn(score).items()}
     np.testing.assert_allclose(scores["EqualAlloc"], [0.0, 0.0], atol=1e-12)
     np.testing.assert_allclose(scores["AdaScale"], np.mean(adascale["score_seeds"]), rtol=1e-12)
-    notes = " ".join(t.get_text() for t in fig.texts)
-    assert "LyapunovDPP at nu = 0.01, 0.04" in notes
+    dots = np.concatenate([c.get_offsets()[:, 1] for c in score.collections if len(c.get_offsets())])
+    assert np.isin(np.asarray(adascale["score_seeds"]), dots).all()
+    # a paper's figure: panel labels, no title or footnotes inside it (the caption explains)
+    assert [t.get_text() for t in excess.texts + score.texts] == ["(a)", "(b)"]
+    assert not fig.texts and fig._suptitle is None
     assert fig.legends and not excess.get_legend()  # the legend covers no data
     # a colour per name, whatever the order of the rows
     colours = {name: line.get_color() for name, line in lines.items()}
     reordered = _figure(summarize(_cells()[::-1]), tmp_path, monkeypatch)
-    assert {line.get_label(): line.get_color() for line in reordered.axes[0].lines
-            if not line.get_label().startswith("_")} == colours
+    assert {name: line.get_color() for name, line in _drawn(reordered.axes[0]).items()} == colours
     assert colours["EqualAlloc"] == POLICY_COLOURS["EqualAlloc"]
+
+
+def test_the_plots_interval_is_the_bootstrap_of_the_interquartile_mean():
+    """scipy's 25% trimmed mean and a percentile bootstrap over the realisations, seeded; one value has none."""
+    from scipy import stats
+
+    from baselines.receive_scaling.compare import iqm_interval
+
+    values = np.random.default_rng(3).standard_t(2, 16) * 40
+    iqm, low, high = iqm_interval(values)
+    assert iqm == pytest.approx(stats.trim_mean(values, 0.25), rel=1e-12) and low < iqm < high
+    assert iqm_interval(values) == (iqm, low, high)
+    resampled = [stats.trim_mean(values[np.random.default_rng(k).integers(0, 16, 16)], 0.25) for k in range(400)]
+    assert np.percentile(resampled, 2.5) == pytest.approx(low, abs=0.2 * (high - low))
+    assert iqm_interval([5.0]) == (5.0, 5.0, 5.0)
 
 
 def test_every_built_in_policy_has_its_own_colour_and_others_a_stable_one():
