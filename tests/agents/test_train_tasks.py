@@ -106,7 +106,7 @@ def test_sb3_adapter_on_other_schemes_reports_what_the_native_env_does(scheme):
     np.testing.assert_array_equal(obs, native_obs)
     actions = np.random.default_rng(0).uniform(-1, 1, (rounds, 3, 1))
     action_key = "rho" if scheme == "cdpb" else "sigma"
-    assert sb3.info_keys == (action_key, "cost") and sb3.episode_keys == ("episode_rdp",)
+    assert sb3.info_keys == (action_key, "cost") and sb3.episode_keys == ("episode_rdp", "episode_cost", "cost_limit")
     total = np.zeros(3)
     for a in actions:
         obs, reward, dones, infos = sb3.step(a)
@@ -121,4 +121,5 @@ def test_sb3_adapter_on_other_schemes_reports_what_the_native_env_does(scheme):
     for i in range(3):
         np.testing.assert_array_equal(infos[i]["terminal_observation"], info["final_obs"][i])
         assert infos[i]["episode_rdp"] == pytest.approx(float(np.mean(final["rdp_cumulative"][i])), rel=1e-12)
+        assert infos[i]["episode_cost"] == pytest.approx(total[i], rel=1e-12) and infos[i]["cost_limit"] == rounds
     assert 0.1 < total.mean() / rounds < 10.0  # a random policy spends about the limit (tasks: 1.0 and 1.5)
