@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import operator
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -204,7 +205,8 @@ def calibrate(
     the bracket shrinks to the interval around nu, ``points + 1`` times per episode instead of twice. The direction of
     monotonicity is found from the bracket ends (both ends in one episode). Each env's search uses only its own
     episodes, so its result does not depend on the envs calibrated beside it. Returns ``(values, achieved)``; envs whose
-    target lies outside the bracket keep the closest end (check ``achieved``).
+    target lies outside the bracket keep the closest end (check ``achieved``), with a ``UserWarning`` naming their nu
+    and the costs the bracket's ends reach.
     """
     n = realisations.num_envs
 
@@ -222,6 +224,14 @@ def calibrate(
     closer = np.abs(c_lo - nu) < np.abs(c_hi - nu)
     value, achieved = np.where(closer, lo, hi), np.where(closer, c_lo, c_hi)
     done = np.abs(achieved - nu) <= rtol * nu
+    outside = ~done & ((nu < np.minimum(c_lo, c_hi)) | (nu > np.maximum(c_lo, c_hi)))
+    if outside.any():
+        i = np.flatnonzero(outside)
+        warnings.warn(f"calibration: nu = {', '.join(f'{v:g}' for v in np.unique(nu[i]))} lies outside the mean "
+                      f"costs that the parameter's bracket [{bracket[0]:g}, {bracket[1]:g}] reaches ("
+                      + "; ".join(f"{a:.3g} to {b:.3g}" for a, b in zip(c_lo[i][:3], c_hi[i][:3]))
+                      + (" ..." if len(i) > 3 else "") + "): the closest end is kept and the result misses nu",
+                      UserWarning, stacklevel=2)
     fractions = np.arange(1, points + 1) / (points + 1)
     for _ in range(max_iter):
         if done.all():

@@ -36,6 +36,7 @@ from otagym._io import remove_stale_temporaries
 from otagym.accounting import ACCOUNTANTS
 from otagym.channel import FadingFields
 from otagym.datasets import DATA_PACKAGES, DATASET_NAMES, FASHION_MNIST_DIR
+from otagym.fidelity import SUBSET_KEYS, TRAINING_ARGS
 from otagym.schemes import SCHEMES
 from otagym.tasks import EVALUATION_SEEDS
 
@@ -133,13 +134,15 @@ def _sweep_config(args: argparse.Namespace) -> dict[str, Any]:
         config["accountant"] = args.accountant
     if args.fidelity == "train":
         config.update(dataset=args.dataset, data_dir=args.data_dir)
+        config.update({k: getattr(args, k) for k in SUBSET_KEYS if getattr(args, k) is not None})
     return config
 
 
 #: The options behind each field of the sweep config that :func:`_sweep_config` builds (to name them in errors).
 _CONFIG_OPTIONS = {"policies": "--policies", "nu": "--nu", "seeds": "--seeds/--seed-start", "rounds": "--rounds",
                    "scenarios": "--scenario/--fading", "dataset": "--dataset", "data_dir": "--data-dir",
-                   "fidelity": "--fidelity", "accountant": "--accountant"}
+                   "fidelity": "--fidelity", "accountant": "--accountant", "train_samples": "--train-samples",
+                   "eval_samples": "--eval-samples"}
 
 
 def _config_error(err: sweep.ConfigError) -> str:
@@ -195,7 +198,8 @@ COMMANDS: dict[str, SchemeCommand] = {
         _run_receive_scaling, "matched-nu comparison (AdaScale paper)",
         {"nu": None, "rounds": None, "fading": None, "correlation": None, "coherence_rounds": None, "seed_start": 0,
          "fidelity": "analytic", "accountant": "rdp",
-         "dataset": "digits", "data_dir": None, "workers": None, "ray": None}, seeds=16),
+         "dataset": "digits", "data_dir": None, "train_samples": None, "eval_samples": None, "workers": None,
+         "ray": None}, seeds=16),
     "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}, tuple(CDPB_POLICIES)),
 }
 
@@ -223,8 +227,9 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
         parser.error("--correlation needs --fading gauss_markov")
     if args.coherence_rounds is not None and args.fading != "block":
         parser.error("--coherence-rounds needs --fading block")
-    if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None):
-        parser.error("--dataset and --data-dir need --fidelity train")
+    if args.fidelity != "train" and (args.dataset != "digits" or args.data_dir is not None
+                                     or args.train_samples is not None or args.eval_samples is not None):
+        parser.error("--dataset, --data-dir, --train-samples and --eval-samples need --fidelity train")
     if args.dataset not in DATA_PACKAGES and args.dataset != "digits" and args.data_dir is None:
         parser.error(f"--dataset {args.dataset} needs --data-dir (the folder of its files; nothing is downloaded)")
     presets = sorted(SCHEMES[args.scheme].presets)
@@ -287,6 +292,12 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         f"{FASHION_MNIST_DIR}")
     p.add_argument("--data-dir", default=None,
                    help="folder of the (Fashion-)MNIST IDX files or the CIFAR-10 python batches")
+    p.add_argument("--train-samples", type=from_spec(TRAINING_ARGS["train_samples"]), default=None,
+                   help="with --fidelity train: keep N training samples, split over the devices (default: all; "
+                   "fewer make a cell faster)")
+    p.add_argument("--eval-samples", type=from_spec(TRAINING_ARGS["eval_samples"]), default=None,
+                   help="with --fidelity train: measure each evaluation (test accuracy, f(w), ||grad f(w)||^2) on at "
+                   "most N samples (default: all; on Fashion-MNIST most of a short cell's time is these evaluations)")
     p.add_argument("--out", type=writable_dir, default="results",
                    help="output folder; model A's cell records go to OUT/compare/cells/ (a rerun reuses them, and a "
                    "comparison of another configuration replaces the tables while its cells stay there)")

@@ -281,3 +281,18 @@ def test_the_old_baselines_modules_warn_and_reexport_the_scheme_packages(old, ne
         module = importlib.import_module(old)
     target = importlib.import_module(new)
     assert target.__all__ and all(getattr(module, name) is getattr(target, name) for name in target.__all__)
+
+
+def test_a_budget_outside_what_the_calibration_can_reach_warns_naming_it():
+    """AdaScale's parameter bracket reaches mean costs up to about 60 on this deployment: nu = 1000 keeps the end,
+    misses nu and says so; nu = 0.04 is met without a word."""
+    import warnings
+
+    scenario = get_scenario("paper-mnist").replace(num_rounds=20)
+    with pytest.warns(UserWarning, match=r"calibration: nu = 1000 lies outside the mean costs that the parameter's "
+                                         r"bracket \[1e-08, 1e\+09\] reaches"):
+        far = evaluate_cells(scenario, POLICIES["AdaScale"], [(1000.0, 0)])
+    assert not far[0]["matched"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert evaluate_cells(scenario, POLICIES["AdaScale"], [(0.04, 0)])[0]["matched"]

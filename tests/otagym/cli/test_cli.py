@@ -20,6 +20,8 @@ from otagym.cli.commands import build_parser, main
     (["compare", "--correlation", "0.5"], "--correlation needs --fading gauss_markov"),
     (["compare", "--scheme", "cdpb", "--nu", "0.1"], "--scheme cdpb does not use --nu"),
     (["compare", "--scheme", "cdpb", "--rounds", "5"], "--scheme cdpb does not use --rounds"),
+    (["compare", "--eval-samples", "100"], "--eval-samples need --fidelity train"),
+    (["compare", "--fidelity", "train", "--train-samples", "0"], "--train-samples: must be an integer >= 1"),
     (["compare", "--accounting", "sgm"], "--scheme receive_scaling does not use --accounting"),
     (["compare", "--out", "/proc/otagym-cannot-write"], "--out: cannot write into"),
     (["train", "--steps", "0"], "--steps: must be an integer >= 1"),
@@ -108,3 +110,14 @@ def test_a_number_the_command_line_accepts_runs_and_any_other_is_refused_in_one_
             assert exc.code == 2 and "Traceback" not in err, (text, err)
             assert err.splitlines()[-1].startswith(f"otagym {command}: error: argument {option}: must be "), (text, err)
         capsys.readouterr()
+
+
+def test_the_training_fidelitys_data_subsets_reach_the_comparisons_cells():
+    from otagym.cli import sweep
+    from otagym.cli.compare import _sweep_config
+
+    args = build_parser().parse_args(["compare", "--fidelity", "train", "--train-samples", "300", "--eval-samples",
+                                      "50", "--rounds", "2"])
+    args.seeds = 1
+    plan = sweep.plan(_sweep_config(args))
+    assert {(c["train_samples"], c["eval_samples"]) for c in plan.cells} == {(300, 50)}
