@@ -28,7 +28,8 @@ from otagym.tasks import TASKS, constrained
 
 #: Keys of the rl_zoo3 format that are not arguments of the algorithm's constructor.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "normalize", "lagrange_init", "lagrange_lr",
-            "lagrange_kp", "lagrange_kd", "lagrange_nu_bins", "lagrange_quantile", "noise_type", "noise_std")
+            "lagrange_kp", "lagrange_kd", "lagrange_nu_bins", "lagrange_quantile", "noise_type", "noise_std",
+            "env_wrapper")
 #: The lock file that the process training into a run folder holds (:func:`lock_run_folder`).
 LOCK_NAME = ".otagym-train.lock"
 #: What a run folder holds (the run's own files; anything else in the folder is left alone).

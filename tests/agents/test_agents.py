@@ -267,3 +267,24 @@ def test_shipped_agents_load_with_sb3_and_play_in_compare(path):
     assert np.isfinite(agent["score"])
     # budget mode meets nu by construction; a constrained task's agent keeps the limit only as well as it learned to
     assert agent["matched"] or meta["env_kwargs"].get("reward_mode") == "cmdp"
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac", "td3", "trpo"])
+def test_rl_zoo3s_unconstrained_configs_warn_on_every_constrained_task_and_only_there(algo):
+    """rl_zoo3 wraps each env in its entry's ``env_wrapper``: every constrained task's (and no other's) is
+    UnconstrainedLearner, which warns when the made env is a constrained MDP."""
+    import gymnasium as gym
+    import yaml
+
+    from otagym.tasks import TASKS
+    from otagym.wrappers import UnconstrainedLearner
+
+    entries = yaml.safe_load((CONFIG_DIR / f"{algo}.yml").read_text())
+    for task in TASKS.values():
+        wrapper = entries.get(task.id, {}).get("env_wrapper")
+        assert (wrapper == "otagym.wrappers.UnconstrainedLearner") == task.constrained, task.id
+    with pytest.warns(UserWarning, match="otagym/ReceiveScalingCMDP-v1 is a constrained MDP and this learner"):
+        UnconstrainedLearner(gym.make("otagym/ReceiveScalingCMDP-v1"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        UnconstrainedLearner(gym.make("otagym/ReceiveScalingIID-v0"))
