@@ -165,7 +165,8 @@ def test_the_omnisafe_caveat_comes_before_its_recipe():
 
 def test_cli_page_has_every_command():
     page = hook.cli_page()
-    for command in ("rollout", "compare", "evaluate", "sweep", "train"):
+    assert {"rollout", "compare", "evaluate", "report", "sweep", "train"} <= set(hook.cli_commands())
+    for command in hook.cli_commands():
         assert f"## otagym {command}" in page and f"usage: otagym {command}" in page
 
 

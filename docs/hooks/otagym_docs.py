@@ -557,13 +557,23 @@ def cli_help(args: list[str]) -> str:
     return buffer.getvalue().rstrip()
 
 
+def cli_commands() -> list[str]:
+    """The ``otagym`` commands, as the parser has them."""
+    import argparse
+
+    from otagym.cli.commands import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
 def cli_page() -> str:
     """Every command's help page."""
     out = ["# Command line", "",
            "<!-- Generated at build time by docs/hooks/otagym_docs.py from the argument parsers; do not edit. -->", "",
            "`pip install -e .` installs the `otagym` command. These are its help pages as `otagym COMMAND --help` "
            "prints them.", "", "```text", cli_help([]), "```", ""]
-    for command in ("rollout", "compare", "evaluate", "sweep", "train"):
+    for command in cli_commands():
         out += [f"## otagym {command}", "", "```text", cli_help([command]), "```", ""]
     return "\n".join(out)
 

@@ -36,7 +36,7 @@ from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
 
 from otagym import __version__
 from otagym.cli.argtypes import non_negative_int, positive_int, writable_file
-from otagym.cli.report import SCHEMA, pooled_table, submission_gaps, task_score
+from otagym.cli.report import SCHEMA, interval, pooled_table, submission_gaps, task_score
 from otagym._io import remove_stale_temporaries, write_json
 from otagym.env import OTAPrivacyEnv
 from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, task_scenario
@@ -208,7 +208,7 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
     table's lines."""
     feasible = task.id in BENCHMARK  # the suite's score: an episode over its cost limit is worth at most 0
     refs = [r for r in stored["scores"] if r != name]
-    lines = [f"{task.budget:>5}  {name + ' IQM [95% CI]':>30} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
+    lines = [f"{task.budget:>5}  {name + ' IQM [95% CI]':>37} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
              f"{'P(>' + task.floor + ')':>17}" + "".join(f" {r:>16}" for r in refs)]
     summary = {}
     for nu in task.eval_nus:
@@ -220,9 +220,9 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
         own = aggregate({name: table[name]}, reps=reps)[name]  # the references' columns: IQMs alone
         own["p_improve"], own["p_improve_ci"] = improvement(table, task.floor, (name,)).get(name, (None, None))
         summary[key] = {name: own} | {r: {"iqm": iqm_of(table[r])} for r in refs}
-        ci = f"{own['iqm']:.2f} [{own['iqm_ci'][0]:.2f}, {own['iqm_ci'][1]:.2f}]"
-        lines.append(f"{nu:>5g}  {ci:>30} {own['mean']:8.2f} {own['cvar10']:9.2f} {own['worst']:9.2f} "
-                     f"{'-' if own['p_improve'] is None else format(own['p_improve'], '.2f'):>17}" + "".join(f" {summary[key][r]['iqm']:16.2f}" for r in refs))
+        p = "-" if own["p_improve"] is None else f"{own['p_improve']:.2f}"
+        lines.append(f"{nu:>5g}  {interval(own, digits=2):>37} {own['mean']:8.2f} {own['cvar10']:9.2f} "
+                     f"{own['worst']:9.2f} {p:>17}" + "".join(f" {summary[key][r]['iqm']:16.2f}" for r in refs))
     return summary, lines
 
 
@@ -274,8 +274,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{task.budget} = {float(key):g}: episode cost / limit {np.mean(ratios):.4f} on average (max "
               f"{np.max(ratios):.4f}); over the limit on {over} of {np.size(ratios)} episodes")
     over = "" if headline["over_limit_share"] is None else f", over the limit on {headline['over_limit_share']:.1%}"
-    print(f"task score (IQM over runs, budgets and realisations): {headline['iqm']:.2f} [{headline['iqm_ci'][0]:.2f}, "
-          f"{headline['iqm_ci'][1]:.2f}], CVaR 10% {headline['cvar10']:.2f}, worst {headline['worst']:.2f}{over}")
+    print(f"task score (IQM over runs, budgets and realisations): {interval(headline, digits=2)}, CVaR 10% "
+          f"{headline['cvar10']:.2f}, worst {headline['worst']:.2f}{over}")
     result = {"schema": SCHEMA, "otagym_version": __version__, "task": args.task, "name": name,
               "policies": list(args.policy), "runs": len(specs), "env_steps": env_steps, "seeds": list(seeds),
               "frozen_seeds": stored["frozen"], "scores": scores, "cost_ratios": costs, "summary": summary,

@@ -27,7 +27,7 @@ import numpy as np
 from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score
 
 __all__ = ["SCHEMA", "SCHEMA_PATH", "MIN_RUNS", "ResultError", "pooled_table", "task_score", "check_result",
-           "submission_gaps", "add_report_parser"]
+           "submission_gaps", "interval", "add_report_parser"]
 
 #: The schema's name in every result file.
 SCHEMA = "otagym-result/1"
@@ -121,15 +121,15 @@ def submission_gaps(result: dict[str, Any]) -> list[str]:
     return gaps
 
 
-def _interval(stats: dict[str, Any]) -> str:
-    """``IQM [lo, hi]``, or with "(wide)" where the CI is wider than +-10 points."""
+def interval(stats: dict[str, Any], digits: int = 1) -> str:
+    """``IQM [lo, hi]``, marked "(wide)" where the CI is wider than +-10 points: a number to report with care."""
     lo, hi = stats["iqm_ci"]
-    return f"{stats['iqm']:.1f} [{lo:.1f}, {hi:.1f}]" + (" (wide)" if hi - lo > 20.0 else "")
+    return f"{stats['iqm']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" + (" (wide)" if hi - lo > 20.0 else "")
 
 
 def _headline(name: str, stats: dict[str, Any], runs: int, steps: Any) -> str:
     over = "-" if stats["over_limit_share"] is None else f"{100 * stats['over_limit_share']:.1f}%"
-    return (f"{name:<32} {_interval(stats):>28} {stats['cvar10']:>10.1f} {stats['worst']:>10.1f} {over:>6} {runs:>5} "
+    return (f"{name:<32} {interval(stats):>28} {stats['cvar10']:>10.1f} {stats['worst']:>10.1f} {over:>6} {runs:>5} "
             f"{'-' if steps is None else f'{steps:,}':>11}")
 
 

@@ -74,3 +74,10 @@ def test_evaluate_writes_a_result_the_checker_accepts_and_says_what_a_submission
     printed = capsys.readouterr().out
     assert "not a submission: otagym/CDPB-v1 is not a task of the benchmark suite" in printed
     assert main(["report", str(out)]) == 0
+
+
+def test_an_interval_wider_than_ten_points_either_side_is_marked_wide():
+    from otagym.cli.report import interval
+
+    assert interval({"iqm": 50.0, "iqm_ci": [39.0, 61.0]}) == "50.0 [39.0, 61.0] (wide)"
+    assert interval({"iqm": 50.0, "iqm_ci": [41.0, 60.5]}, digits=2) == "50.00 [41.00, 60.50]"
