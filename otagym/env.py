@@ -159,6 +159,8 @@ class _EpisodeCost:
     def __init__(self, rounds: Core) -> None:
         self.limit = float(rounds.num_rounds) if "cost" in rounds.reset_info() else None
         self.total = np.zeros(rounds.num_envs)
+        #: Every info key that only an episode's last step has: the core's ``EPISODE_END_KEYS`` and these.
+        self.end_keys = tuple(rounds.EPISODE_END_KEYS) + (self.KEYS if self.limit is not None else ())
 
     def reset(self) -> None:
         self.total[:] = 0.0
@@ -189,10 +191,12 @@ Each scheme's page says what they are:
   :class:`otagym.schemes.anonymous.core.AnonymousCore`.
 
 ``reset``'s info has the keys of a step's (same dtypes and shapes; the last step's episode-end keys, the core's
-``EPISODE_END_KEYS``, aside): ``round`` = -1 and 0 for the other per-round entries (nothing played yet), the
-episode's constants and the next round's channel where the scheme reports them. So a client that reads the key set
-once (TorchRL) keeps it across autoresets. Episodes terminate after the scenario's ``num_rounds`` rounds (the FL run
-ends).
+``EPISODE_END_KEYS`` and the episode's cost, :attr:`episode_end_keys`, aside): ``round`` = -1 and 0 for the other
+per-round entries (nothing played yet), the episode's constants and the next round's channel where the scheme
+reports them. So a client that reads the key set once (TorchRL) keeps it across autoresets. Episodes terminate after
+the scenario's ``num_rounds`` rounds (the FL run ends). Where the scheme reports a cost, the last step's info has the
+episode's summed ``cost`` (``episode_cost``) and its limit (``cost_limit``, T: :attr:`cost_limit`), as
+Safety-Gymnasium reports cost beside return.
 
 Args:
     scenario: a preset name of the scheme (:attr:`otagym.schemes.SchemeInfo.presets`; None: its default preset) or
@@ -230,6 +234,12 @@ Args:
         task's :attr:`otagym.tasks.Task.cost_limit`; None where the scheme's settings report no cost. The last step's
         info holds it beside ``episode_cost``."""
         return self._episode_cost.limit
+
+    @property
+    def episode_end_keys(self) -> tuple[str, ...]:
+        """The info keys only an episode's last step has (the core's ``EPISODE_END_KEYS``, and ``episode_cost`` and
+        ``cost_limit`` where the scheme reports a cost); ``reset``'s info has every other key of a step's."""
+        return self._episode_cost.end_keys
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -326,7 +336,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
     Both modes play the same episodes (same seed and actions: the same trajectories, shifted by the reset step). Every
     episode lasts T rounds and ``reset`` starts all envs, so all envs end their episodes on the same step. Every step
     info entry is an array over envs with an all-True ``"_key"`` mask, except the episode-end keys (the core's
-    ``EPISODE_END_KEYS``), masked by ``terminated``.
+    ``EPISODE_END_KEYS`` and the episode's cost: :attr:`episode_end_keys`), masked by ``terminated``.
     ``reset(options=...)`` accepts ``distances_m`` (N, M), ``channel_gains`` (T, N, M) and ``nu`` (N,) or a scalar.
     ``max_episode_steps`` is what ``gym.make_vec`` passes from a registered id's spec (as to ``CartPoleVectorEnv``):
     an episode ends after its T rounds (``num_rounds`` sets T), so it must be at least T (no effect) or None.
@@ -358,12 +368,17 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
         self._autoreset = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: envs whose episode ended on the last step
         self._episode_cost = _EpisodeCost(self.rounds)
-        self._episode_end_keys = frozenset(self.rounds.EPISODE_END_KEYS) | frozenset(_EpisodeCost.KEYS)
 
     @property
     def cost_limit(self) -> float | None:
         """The episode limit of each env's summed ``info["cost"]`` (:attr:`OTAPrivacyEnv.cost_limit`)."""
         return self._episode_cost.limit
+
+    @property
+    def episode_end_keys(self) -> tuple[str, ...]:
+        """The info keys only an episode's last step has, masked by ``terminated``
+        (:attr:`OTAPrivacyEnv.episode_end_keys`)."""
+        return self._episode_cost.end_keys
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None):
         """Reset every env. ``seed``: an int, or one int per env as Gymnasium's vector envs take; one generator drives
@@ -393,7 +408,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
             return self._autoreset_step()
         reward, terminated, info = self.rounds.step(self.np_random, actions)
         self._episode_cost.add(info, terminated)
-        masks = {f"_{k}": (terminated if k in self._episode_end_keys else self._all) for k in info}
+        masks = {f"_{k}": (terminated if k in self.episode_end_keys else self._all) for k in info}
         if terminated.any() and self.autoreset_mode == AutoresetMode.NEXT_STEP:
             self._autoreset = terminated.copy()
         elif terminated.any():

@@ -102,15 +102,17 @@ def _layout(info):
 @pytest.mark.parametrize("scheme,fidelity", FIDELITIES)
 def test_reset_and_step_info_have_the_same_keys(scheme, fidelity, vector, extra):
     """Issue: CDPB's reset info had ``mean_channel_gain`` and its step info did not. ``reset``'s info has exactly the
-    keys of a ``step``'s, with the same dtypes and shapes; the episode-end entries (the core's ``EPISODE_END_KEYS``)
-    come in addition at the last step only."""
+    keys of a ``step``'s, with the same dtypes and shapes; the episode-end entries (the core's ``EPISODE_END_KEYS``
+    and the episode's cost and its limit: the env's ``episode_end_keys``) come in addition at the last step only."""
     kwargs = _kwargs(scheme, fidelity, **extra)
     env = OTAPrivacyVectorEnv(2, **kwargs) if vector else OTAPrivacyEnv(**kwargs)
     _, reset_info = env.reset(seed=0)
     _, _, terminated, _, step_info = env.step(env.action_space.sample())
     assert not np.any(terminated)
     assert _layout(reset_info) == _layout(step_info)
-    end_keys = set(env.rounds.EPISODE_END_KEYS)
+    end_keys = set(env.episode_end_keys)
+    assert set(env.rounds.EPISODE_END_KEYS) <= end_keys and ({"episode_cost", "cost_limit"} <= end_keys) == (
+        "cost" in reset_info)
     _, _, terminated, _, last_info = env.step(env.action_space.sample())
     assert np.all(terminated)
     extra_keys = {k for k in set(last_info) - set(reset_info) if not k.startswith("_")}
