@@ -17,7 +17,7 @@ from pettingzoo import ParallelEnv
 from otagym.schemes import SCHEMES, get_scheme
 from otagym.validation import Integer, bound, real_array, refuse_entries
 
-__all__ = ["DevicesParallelEnv", "parallel_env", "agent_name", "MULTIAGENT_SCHEMES"]
+__all__ = ["DevicesParallelEnv", "agent_name", "MULTIAGENT_SCHEMES"]
 
 #: The schemes whose devices can act as agents (their :attr:`~otagym.schemes.SchemeInfo.devices` is set).
 MULTIAGENT_SCHEMES: tuple[str, ...] = tuple(name for name, info in SCHEMES.items() if info.devices is not None)
@@ -156,8 +156,3 @@ class DevicesParallelEnv(ParallelEnv):
 
     def close(self) -> None:
         return None
-
-
-def parallel_env(**kwargs: Any) -> DevicesParallelEnv:
-    """A :class:`DevicesParallelEnv` (PettingZoo's ``parallel_env`` entry point)."""
-    return DevicesParallelEnv(**kwargs)

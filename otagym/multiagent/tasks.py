@@ -15,8 +15,8 @@ from otagym.schemes.cdpb.devices import DEVICE_TASK_SETTINGS
 from otagym.tasks import BENCHMARK_EVALUATION_SEEDS, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS
 from otagym.validation import OneOf
 
-__all__ = ["DeviceTask", "DEVICE_TASKS", "device_task_kwargs", "make_device_env", "device_side",
-           "device_evaluation_options"]
+__all__ = ["DeviceTask", "DEVICE_TASKS", "DEFAULT_DEVICE_TASK", "device_task_kwargs", "make_device_env",
+           "device_side", "device_evaluation_options"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ DEVICE_TASKS: dict[str, DeviceTask] = {t.id: t for t in (
                "utility gamma + 5e-3 max_k eps_k as a team; a device whose RDP reaches 20 leaves.",
                versions=("v0: first version",)),
 )}
+
+
+#: The task ``otagym.multiagent.parallel_env()`` and ``env()`` build when given no argument.
+DEFAULT_DEVICE_TASK = "otagym/CDPB-Devices-v0"
 
 
 def _task(task_id: str) -> DeviceTask:

@@ -414,3 +414,22 @@ def test_step_and_reset_refuse_what_is_not_a_dict_naming_the_argument(bad):
     if bad is not None:
         with pytest.raises(TypeError, match="options must be a dict of reset options"):
             env.reset(options=bad)
+
+
+def test_with_no_argument_the_module_gives_the_default_task_and_any_task_has_an_aec_form():
+    """``parallel_env()`` is the default task's env (the scheme's raw preset loses its hundred devices within a few
+    rounds); ``env(task=...)`` is a task's AEC form, which PettingZoo's API test accepts."""
+    from pettingzoo.test import api_test
+
+    from otagym.multiagent import DEFAULT_DEVICE_TASK, env, make_device_env, parallel_env
+
+    default, task = parallel_env(), make_device_env(DEFAULT_DEVICE_TASK)
+    assert default.possible_agents == task.possible_agents and len(default.possible_agents) == 10
+    assert default.side.scenario == task.side.scenario
+    obs, _ = default.reset(seed=3)
+    np.testing.assert_array_equal(np.stack(list(obs.values())), np.stack(list(task.reset(seed=3)[0].values())))
+    for _ in range(10):  # the paper's rule (a = 0) keeps every device in for the first rounds
+        default.step(dict.fromkeys(default.agents, np.zeros(1, dtype=np.float32)))
+    assert len(default.agents) == 10
+    api_test(env(task=DEFAULT_DEVICE_TASK, max_cycles=6), num_cycles=6)
+    assert len(parallel_env(scheme="cdpb").possible_agents) == 100  # arguments describe the env itself
