@@ -20,7 +20,7 @@ from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
 from otagym.schemes import DEFAULT_SCHEME, Core, Scheme, get_scheme
-from otagym.validation import Integer, OfType, check_args, real_array
+from otagym.validation import Integer, OfType, Real, check_args, real_array
 
 __all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds", "warn_if_not_the_task"]
 
@@ -63,7 +63,7 @@ def warn_if_not_the_task(spec: Any) -> None:
     task = TASKS.get(getattr(spec, "id", None))
     if task is None:
         return
-    fixed = {**task.kwargs, "max_episode_steps": task.max_episode_steps}
+    fixed = {**task.kwargs, "cost_limit": task.cost_limit, "max_episode_steps": task.max_episode_steps}
     missing = object()
     changed = [f"{k}={v!r} (the task's: {'its default' if fixed.get(k, missing) is missing else repr(fixed[k])})"
                for k, v in (spec.kwargs or {}).items()
@@ -149,15 +149,23 @@ def _single_option(name: str, value: Any, shapes: tuple[tuple[int, ...], ...], a
 
 class _EpisodeCost:
     """The cost of each env's episode so far, and at an episode's end ``info["episode_cost"]`` (the sum of its
-    rounds' ``info["cost"]``) and ``info["cost_limit"]`` (T, the limit every task's cost has: a mean cost of at most 1
-    per round), Safety-Gymnasium's return-cost-limit convention, in both shells; nothing where the scheme reports no
-    cost."""
+    rounds' ``info["cost"]``) and ``info["cost_limit"]`` (the env argument ``cost_limit``; by default T, the limit
+    every task's cost has: a mean cost of at most 1 per round), Safety-Gymnasium's return-cost-limit convention, in
+    both shells; nothing where the scheme reports no cost."""
 
     #: The info keys an episode's last step adds (masked by ``terminated`` in the vector env).
     KEYS = ("episode_cost", "cost_limit")
 
-    def __init__(self, rounds: Core) -> None:
-        self.limit = float(rounds.num_rounds) if "cost" in rounds.reset_info() else None
+    #: ``cost_limit``, the env argument: the episode limit of the summed cost, None for the default (T).
+    SPEC = Real(0.0, low_open=True, optional=True)
+
+    def __init__(self, rounds: Core, limit: float | None = None) -> None:
+        if "cost" not in rounds.reset_info():
+            if limit is not None:
+                raise ValueError(f"cost_limit must be None: these settings report no info['cost']; got {limit!r}")
+        else:
+            limit = float(rounds.num_rounds) if limit is None else limit
+        self.limit = limit
         self.total = np.zeros(rounds.num_envs)
         #: Every info key that only an episode's last step has: the core's ``EPISODE_END_KEYS`` and these.
         self.end_keys = tuple(rounds.EPISODE_END_KEYS) + (self.KEYS if self.limit is not None else ())
@@ -207,6 +215,8 @@ Args:
     render_mode: ``None``, ``"ansi"`` (a text line per round) or ``"rgb_array"`` (the action and the mean cumulative
         RDP over the episode so far, as an image).
     scheme: a name in :data:`otagym.schemes.SCHEMES` (default :data:`otagym.schemes.DEFAULT_SCHEME`).
+    cost_limit: (keyword) the episode limit of the summed ``info["cost"]`` that the last step reports (a finite
+        number > 0; None: T, every task's); only where the scheme's settings report a cost.
     **kwargs: the scheme's env arguments (its core's ``ARGS``, documented by the core) and any field of its
         Scenario (e.g. ``num_rounds=100``); anything else is a TypeError.
     """
@@ -220,19 +230,21 @@ Args:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}; got {render_mode!r}")
         self.render_mode = render_mode
         self.scheme = scheme
+        limit = check_args({"cost_limit": _EpisodeCost.SPEC}, cost_limit=kwargs.pop("cost_limit", None))["cost_limit"]
         self.rounds = make_rounds(scheme, scenario, 1, kwargs)
         self.scenario = self.rounds.scenario
         self.model = getattr(self.rounds, "model", None)
         self.observation_space = self.rounds.observation_space()
         self.action_space = self.rounds.action_space()
         self._history: list[dict[str, float]] = []
-        self._episode_cost = _EpisodeCost(self.rounds)
+        self._episode_cost = _EpisodeCost(self.rounds, limit)
 
     @property
     def cost_limit(self) -> float | None:
-        """The episode limit of the summed ``info["cost"]``: T rounds (a mean cost of at most 1 per round), as every
-        task's :attr:`otagym.tasks.Task.cost_limit`; None where the scheme's settings report no cost. The last step's
-        info holds it beside ``episode_cost``."""
+        """The episode limit of the summed ``info["cost"]``: the ``cost_limit`` argument, by default T rounds (a mean
+        cost of at most 1 per round), as every task's :attr:`otagym.tasks.Task.cost_limit` (which its spec's kwargs
+        register); None where the scheme's settings report no cost. The last step's info holds it beside
+        ``episode_cost``."""
         return self._episode_cost.limit
 
     @property
@@ -351,6 +363,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
             raise ValueError(f"render_mode must be None (no rendering); got {render_mode!r}")
         mode = _autoreset_mode(autoreset_mode)
         self.scheme = scheme
+        limit = check_args({"cost_limit": _EpisodeCost.SPEC}, cost_limit=kwargs.pop("cost_limit", None))["cost_limit"]
         self.rounds = make_rounds(scheme, scenario, num_envs, kwargs)
         # an episode ends after its num_rounds: a limit at or above them has no effect, one below is refused
         check_args({"max_episode_steps": Integer(self.rounds.num_rounds, optional=True)},
@@ -367,7 +380,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
         self.autoreset_mode = mode
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
         self._autoreset = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: envs whose episode ended on the last step
-        self._episode_cost = _EpisodeCost(self.rounds)
+        self._episode_cost = _EpisodeCost(self.rounds, limit)
 
     @property
     def cost_limit(self) -> float | None:

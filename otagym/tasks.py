@@ -227,14 +227,16 @@ BENCHMARK: tuple[str, ...] = tuple(t.id for t in TASKS.values() if t.eval_seeds 
 
 
 def register_tasks() -> None:
-    """Register every task of :data:`TASKS` with Gymnasium (idempotent; ``import otagym`` calls it)."""
+    """Register every task of :data:`TASKS` with Gymnasium (idempotent; ``import otagym`` calls it), its cost limit
+    among the spec's kwargs (``gym.spec(task_id).kwargs["cost_limit"]``, Safety-Gymnasium's convention of a limit
+    that travels with the task)."""
     from gymnasium.envs.registration import register, registry
 
     for task in TASKS.values():
         if task.id not in registry:
             register(id=task.id, entry_point="otagym.env:OTAPrivacyEnv",
-                     vector_entry_point="otagym.env:OTAPrivacyVectorEnv", kwargs=dict(task.kwargs),
-                     max_episode_steps=task.max_episode_steps)
+                     vector_entry_point="otagym.env:OTAPrivacyVectorEnv",
+                     kwargs={**task.kwargs, "cost_limit": task.cost_limit}, max_episode_steps=task.max_episode_steps)
 
 
 def _task(task_id: str) -> Task:

@@ -22,7 +22,8 @@ def test_the_suite_has_four_constrained_tasks_on_128_frozen_realisations_and_dis
     for task_id in BENCHMARK:
         task = TASKS[task_id]
         assert task.constrained and task.eval_seeds == BENCHMARK_EVALUATION_SEEDS
-        assert gym.spec(task_id).kwargs == dict(task.kwargs) and gym.spec(task_id).max_episode_steps == 500
+        spec = gym.spec(task_id)  # the cost limit travels with the task, as Safety-Gymnasium's does
+        assert spec.kwargs == {**task.kwargs, "cost_limit": 500.0} and spec.max_episode_steps == 500
     assert len(BENCHMARK_EVALUATION_SEEDS) == 128 and len(BENCHMARK_VALIDATION_SEEDS) == 32
     from baselines.receive_scaling.references import TRAIN_SEEDS
 

@@ -264,3 +264,20 @@ def test_an_episode_ends_with_its_summed_cost_and_the_cost_limit_in_both_shells(
         vector.step(actions[0])
         _, _, _, _, vinfo = vector.step(actions[0])
         assert not vinfo.get("_episode_cost", np.zeros(3, bool)).any()
+
+
+def test_the_cost_limit_is_an_argument_on_every_tasks_spec_and_refused_where_nothing_costs():
+    for task_id, task in otagym.TASKS.items():
+        assert gym.spec(task_id).kwargs["cost_limit"] == task.cost_limit == gym.make(task_id).unwrapped.cost_limit
+    env = OTAPrivacyVectorEnv(2, reward_mode="cmdp", action_type="spend", num_rounds=4, cost_limit=2.0,
+                              dp_orders=None)
+    env.reset(seed=0)
+    for _ in range(4):
+        _, _, _, _, info = env.step(np.zeros((2, 1)))
+    np.testing.assert_array_equal(info["cost_limit"], [2.0, 2.0])  # a stricter limit, reported as asked
+    with pytest.raises(ValueError, match=r"cost_limit must be a finite number > 0 or None; got -1"):
+        OTAPrivacyVectorEnv(2, cost_limit=-1)
+    with pytest.raises(ValueError, match=r"cost_limit must be None: these settings report no info\['cost'\]"):
+        gym.make("otagym/OTAPrivacy-v0", scheme="anonymous", cost_limit=3.0)
+    with pytest.warns(UserWarning, match=r"cost_limit=250.0 \(the task's: 500.0\)"):
+        gym.make("otagym/ReceiveScalingCMDP-v1", cost_limit=250.0)  # no longer the task
