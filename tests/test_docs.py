@@ -228,6 +228,7 @@ def _imported_packages(code: str) -> set[str]:
     return set(re.findall(r"^(?:from|import) (\w+)", code, re.M))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", MULTIAGENT_BLOCKS, ids=[f"block{i}" for i in range(len(MULTIAGENT_BLOCKS))])
 def test_multiagent_page_python_blocks_run(code, tmp_path):
     """Each block of the devices-as-agents page runs as written (a block whose client is not installed here, e.g.

@@ -82,6 +82,7 @@ def test_a_fresh_run_refuses_a_folder_holding_another_and_overwrite_replaces_onl
         _train("ppo", configs, run, 500, resume=True, overwrite=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_a_checkpoint_interrupted_mid_write_leaves_no_file_and_resume_takes_the_newest_complete(tmp_path, configs,
                                                                                                 monkeypatch, algo):
@@ -107,6 +108,7 @@ def test_a_checkpoint_interrupted_mid_write_leaves_no_file_and_resume_takes_the_
     assert meta["resumed_from"] == 240 and meta["trained_timesteps"] == 1000
 
 
+@pytest.mark.slow
 def test_a_truncated_or_bufferless_checkpoint_is_skipped_loudly(tmp_path, configs):
     run = tmp_path / "run"
     _train("sac", configs, run, 1000)
@@ -170,6 +172,7 @@ def test_resume_ends_at_the_steps_asked_keeps_one_monitor_and_the_runs_history(t
     assert episodes["total_timesteps"].max() <= 2000 and (episodes["l"] == ROUNDS).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_a_resumed_run_continues_the_stream_of_a_run_never_stopped_to_the_bit(tmp_path, configs, algo):
     """A run stopped at 600 steps and resumed from its checkpoint at 480 plays the channels, budgets and actions of

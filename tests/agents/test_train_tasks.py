@@ -69,6 +69,7 @@ def test_train_task_runs_on_every_scheme_and_names_the_task(tmp_path, small, sch
     assert ("otagym compare --policies OnlineOptimal BestConstant EqualAlloc" in out) == (scheme == "receive_scaling")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", sorted(CONSTRAINED_TASKS))
 def test_lagrangian_trains_on_the_constrained_task_of_every_scheme(tmp_path, small, scheme, one_torch_thread):
     """One multiplier where the task has no nu (CDPB, anonymous OTA), one per log-nu bin where it has one; the
@@ -94,6 +95,7 @@ def test_train_refuses_env_overrides_with_a_task(tmp_path, small, capsys):
     assert exc.value.code == 2 and "argument --env: not allowed with argument --task" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["cdpb", "anonymous"])
 def test_sb3_adapter_on_other_schemes_reports_what_the_native_env_does(scheme):
     kwargs = dict(TASKS[SCHEME_TASKS[scheme]].kwargs)

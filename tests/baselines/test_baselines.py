@@ -250,6 +250,7 @@ def paper_rows():
     return {(r["policy"], r["nu"]): r for r in rows}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nu", [0.01, 0.02, 0.04, 0.08, 0.16])
 def test_paper_claim_rdp_order_at_matched_nu(paper_rows, nu):
     r = {p: paper_rows[(p, nu)]["rdp"] for p in ("OfflineOptimal", "AdaScale", "EstimFuture", "EqualAlloc")}

@@ -67,6 +67,7 @@ def test_the_per_device_search_ends_where_no_single_device_gains_through_the_env
         assert np.mean([env_return(trial, s) for s in seeds]) <= value + 1e-9 * abs(value)
 
 
+@pytest.mark.slow
 def test_no_policy_beats_the_full_csi_bound_on_any_realisation():
     """The bound against the paper's rule (its privacy charge is positive), random per-device constants and uniform
     random devices, realisation by realisation."""

@@ -52,6 +52,7 @@ def test_two_round_online_optimum_matches_brute_force(nu, quantile):
     assert objective(c_dp) <= best.fun * (1 + 1e-4) + 1e-300, (c_dp, best.x)
 
 
+@pytest.mark.slow
 def test_online_optimum_lies_between_the_online_references_and_the_offline_optimum():
     """On held-out channels (T = 100): every realisation at most 100 (OfflineOptimal knows the future), and on average
     at least BestConstant and AdaScaleTrained (both tuned on the training channels)."""

@@ -172,6 +172,7 @@ def test_the_residual_policy_at_theta_zero_is_online_optimal():
         run_policy(crn_search.ResidualFeaturePolicy(theta, nu, {"action_type": "share"}), s, real, dp=False, nu=nu)
 
 
+@pytest.mark.slow
 def test_the_shipped_residual_model_loads_with_sb3_and_plays_the_search_policy(tmp_path):
     """The residual agent's SB3 form reads everything from the observation (float32) and solves the programme
     itself: the search's policy (which reads the env's float64 values) to 1e-5 of the leakage, on the task's own

@@ -88,6 +88,7 @@ def test_the_stored_references_and_their_costs():
     np.testing.assert_allclose(costs[str(nu)], stored["cost_ratios"]["DualPrice"][str(nu)][:2], rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_evaluate_reports_the_cost_on_the_constrained_task(tmp_path, capsys):
     from otagym.cli.commands import main
 

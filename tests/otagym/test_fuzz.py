@@ -280,6 +280,7 @@ def test_every_numeric_argument_refuses_huge_numbers_naming_itself_and_its_range
     assert len(msg) < 600, msg
 
 
+@pytest.mark.slow
 @fuzz(60)
 @given(data=st.data(), rho=st.sampled_from([0.0, 5e-324, 1e-320, 1e-308, 1e-300, 1e-13, 1.0, np.inf]),
        seed=st.integers(0, 2**32 - 1), vector=st.booleans())
@@ -306,6 +307,7 @@ def test_rho_at_its_boundary_plays_finite_episodes(data, rho, seed, vector):
     event("played")
 
 
+@pytest.mark.slow
 @fuzz(8)
 @given(rho=st.sampled_from([0.0, 1e-320, 1e-308, 1.0]), seed=st.integers(0, 2**32 - 1))
 def test_rho_at_its_boundary_trains_with_finite_results(rho, seed):

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CDPB = "otagym/CDPB-v1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_id,low,high", [
     ("otagym/ReceiveScalingIID-v0", 1.0 - 1e-9, 1.0 + 1e-9),  # budget mode meets nu exactly: cost T per episode
     ("otagym/AnonymousOTA-v0", 0.5, 5.0),  # the action range is chosen for it (1.5x)

@@ -99,6 +99,7 @@ def test_reward_scales_make_the_zero_anchor_return_about_minus_one():
         assert np.mean(hundred) > np.mean(zero)
 
 
+@pytest.mark.slow
 def test_a_replayed_realisation_plays_the_episode_it_was_recorded_from():
     """CDPB: the gains an episode reported; anonymous: who transmitted and the batches. Replayed under another seed,
     the same actions give the same rewards."""

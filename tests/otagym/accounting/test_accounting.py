@@ -139,6 +139,7 @@ fractional_alpha = st.floats(-4.0, 4.0).map(lambda x: 1 + 10.0**x if x < 0 else 
     lambda a: 1.0001 <= a <= 1e4 and not a.is_integer())
 
 
+@pytest.mark.slow
 @settings(max_examples=10 * SCALE, deadline=None)
 @given(q=fractional_q, log_sigma=st.floats(-3.0, 3.0), alpha=fractional_alpha)
 def test_fractional_orders_are_upper_bounds_on_the_exact_rdp(q, log_sigma, alpha):
@@ -168,6 +169,7 @@ def test_fractional_rdp_is_monotone_in_q_up_to_one():
     assert mp.mpf(got[-2]) >= _mp_sgm_rdp(q[-2], 1e3, 1.5) and mp.mpf(got[-1]) >= _mp_sgm_rdp(1.0, 1e3, 1.5)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(q=st.tuples(fractional_q, fractional_q).map(sorted), sigma=st.tuples(st.floats(-3.0, 3.0),
        st.floats(-3.0, 3.0)).map(lambda s: sorted(10.0 ** np.array(s))), alpha=fractional_alpha)
@@ -181,6 +183,7 @@ def test_fractional_rdp_is_monotone_in_q_and_sigma(q, sigma, alpha):
     assert at_s[1] <= at_s[0] * (1 + _excess_allowed(q1, s2, alpha)) + 1e-320
 
 
+@pytest.mark.slow
 @settings(max_examples=30 * SCALE, deadline=None)
 @given(q=st.floats(1e-5, 0.5), sigma=st.floats(0.3, 50.0), alpha=st.floats(1.05, 64.0))
 def test_fractional_orders_match_opacus(q, sigma, alpha):
@@ -212,6 +215,7 @@ def test_all_order_integer_path_matches_the_per_order_path(pairs, orders):
     np.testing.assert_allclose(got, ref, rtol=3e-10, atol=1e-300)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.floats(-8.0, np.log10(0.5)), st.floats(-0.5, 1.7)), min_size=2, max_size=30),
        st.lists(st.floats(1.01, 40.0).filter(lambda a: not a.is_integer()), min_size=1, max_size=12))
@@ -260,6 +264,7 @@ def _integer_excess_allowed(q, sigma, alpha, exact):
     return 5e-12 + 1e-14 * alpha * abs(math.log1p(-q)) + 8 * 2.0**-53 * m / max(1.0, (alpha - 1) * float(exact))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(q=integer_q, log_sigma=st.floats(-2.0, 3.0), alpha=st.integers(2, 256))
 @example(q=1e-4, log_sigma=math.log10(5.0), alpha=128)
@@ -419,6 +424,7 @@ def test_ledger_results_do_not_depend_on_chunk():
     np.testing.assert_allclose(results[0][1], ref, rtol=1e-11)
 
 
+@pytest.mark.slow
 def test_ledger_buffer_grows_with_the_rounds_within_a_byte_budget():
     """A ledger for 256 envs x 10,000 devices held 128 rounds of noise multipliers from the start (2.4 GiB for
     chunk=128, whatever the number of rounds): now its buffer holds what was recorded, within 64 MiB."""

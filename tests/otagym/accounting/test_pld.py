@@ -65,6 +65,7 @@ def test_full_participation_gaussians_are_within_a_discretisation_of_the_closed_
     assert exact <= ours <= exact + 1e-2
 
 
+@pytest.mark.slow
 def test_within_opacus_prv_accountants_error_bounds():
     """Opacus's PRV accountant (Gopi, Lee & Wutschitz 2021) bounds the exact ε from both sides (eps_error 0.02);
     the PLD's lies between them."""

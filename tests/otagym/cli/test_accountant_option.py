@@ -28,6 +28,7 @@ def _csv(path):
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_compare_reports_the_pld_epsilon_beside_the_rdp_one_only_when_asked(tmp_path, capsys):
     assert main(COMPARE + ["--out", str(tmp_path / "rdp")]) == 0
     plain = capsys.readouterr().out

@@ -21,6 +21,7 @@ ZOO_PPO = ROOT / "agents" / "zoo" / "iid" / "ppo" / "model.zip"
 IID = "otagym/ReceiveScalingIID-v0"
 
 
+@pytest.mark.slow
 def test_a_trained_model_plays_batched_with_the_scores_of_compares_one_at_a_time_play(one_torch_thread):
     from agents.policy import AgentPolicy, load_model, run_metadata
 
@@ -156,6 +157,7 @@ def _plain_loop_return(task_id, seed, action):
     return total
 
 
+@pytest.mark.slow
 def test_any_seeds_are_scored_against_anchors_played_there_and_cached(user_modules, capsys, monkeypatch):
     """``--seeds A:B`` off the frozen set: CDPB's anchors are constant actions (MaxRho = +1, 0; BestConstant, 100),
     so the score of the zero action is computed here by hand, from three plain Gymnasium loops per seed."""

@@ -237,6 +237,7 @@ def test_the_plots_interval_is_the_bootstrap_of_the_interquartile_mean():
     assert iqm_interval([5.0]) == (5.0, 5.0, 5.0)
 
 
+@pytest.mark.slow
 def test_every_built_in_policy_has_its_own_colour_and_others_a_stable_one():
     from baselines.cdpb.policies import CDPB_POLICIES
     from baselines.receive_scaling.compare import POLICIES

@@ -133,6 +133,7 @@ def test_yaml_numbers_in_e_notation_are_numbers(tmp_path):
 
 
 # --- the same numbers everywhere, resume, failures --------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_process_pool_gives_the_in_process_numbers(reference, tmp_path):
     outcome = sweep.run(sweep.plan(TINY), tmp_path / "tiny", workers=2, progress=False, log=None)
     assert outcome.complete and outcome.computed == N
@@ -288,6 +289,7 @@ def test_a_sweep_killed_mid_run_loses_no_finished_cell_and_a_rerun_equals_an_uni
 COMPARE = ["compare", "--rounds", "20", "--seeds", "2", "--nu", "0.04", "--no-progress", "--policies"]
 
 
+@pytest.mark.slow
 def test_compare_resumes_its_cells_and_replaces_another_comparison_only_when_it_can_be_rebuilt(
         reference, tmp_path, capsys, monkeypatch):
     same = COMPARE + TINY["policies"] + ["--out", str(tmp_path)]
@@ -455,6 +457,7 @@ def test_a_full_disk_or_read_only_folder_stops_the_run_in_one_line_keeping_every
     assert {k: found[k] for k in expected} == expected
 
 
+@pytest.mark.slow
 def test_compare_writes_one_generation_and_says_when_a_killed_run_mixed_two(tmp_path, capsys, monkeypatch):
     from baselines import report
 

@@ -91,6 +91,7 @@ def test_progress_bar_counts_steps_without_minutes(tmp_path, small_ppo, torch_th
     assert "512/512" in err and " s [" not in err
 
 
+@pytest.mark.slow
 def test_progress_bar_counts_seconds_with_minutes_and_shows_the_steps(tmp_path, small_ppo, torch_threads, capsys):
     # 3 s budget, far fewer steps than asked: the bar ends at the budget, the postfix at the steps done
     train("ppo", config=small_ppo, run_dir=tmp_path / "run", total_timesteps=10_000_000, env_overrides=SHORT,

@@ -133,6 +133,7 @@ def test_training_fidelity_leaks_exactly_what_the_analytic_one_does():
     assert i1["evaluated_round"] == 11 and 0 <= i1["test_accuracy"] <= 1
 
 
+@pytest.mark.slow
 def test_full_power_training_learns_the_digits_and_replays_by_seed():
     from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 
