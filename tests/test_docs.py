@@ -58,6 +58,7 @@ def test_readme_relative_links_exist():
     assert not missing
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run(tmp_path):
     blocks = re.findall(r"```python\n(.*?)\n```", README, re.S)
     assert blocks

@@ -79,6 +79,7 @@ def test_torchrl_gym_wrapper_around_the_native_vector_env_keeps_terminal_observa
     np.testing.assert_allclose(td["observation"][:, 10, t_index].numpy(), 0.0)  # the next episode's first
 
 
+@pytest.mark.slow
 def test_module_prefixed_ids_resolve_in_a_process_that_never_imported_otagym():
     """Gymnasium 1.x loads no plugin entry points (``load_plugin_envs`` and the ``gymnasium.envs`` group went in 1.0;
     1.2.2 and 1.4.0 have neither), so a bare id resolves only in a process that imported otagym. ``"otagym:ID"``

@@ -148,6 +148,7 @@ def import_circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return circles
 
 
+@pytest.mark.slow
 def test_the_circle_finder_sees_a_lazy_circle_and_not_a_package_parent():
     assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     graph = import_graph("otagym")
@@ -155,6 +156,7 @@ def test_the_circle_finder_sees_a_lazy_circle_and_not_a_package_parent():
     assert "otagym" not in graph["otagym.schemes.receive_scaling.core"]  # `from otagym import jit`: the module jit
 
 
+@pytest.mark.slow
 def test_the_otagym_package_has_no_import_circle():
     """No module of otagym imports, through any chain (lazy imports included), a module that imports it back;
     :data:`KNOWN_CIRCLES` lists those awaiting a fix."""

@@ -68,6 +68,7 @@ def test_torchrl_pettingzoo_wrapper_masks_the_devices_that_leave():
     assert torch.isfinite(live).all() and (live < 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The `render_mode` attribute is not defined")
 def test_sb3_ppo_through_supersuit_learns_with_one_policy_for_every_device(one_torch_thread):
     """black_death_v3 (devices leave: zero observations and rewards), pettingzoo_env_to_vec_env_v1 (a device a vector

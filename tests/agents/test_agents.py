@@ -66,6 +66,7 @@ def test_briefly_trained_ppo_beats_a_random_policy_on_held_out_channels(tmp_path
     assert by["PPO"]["score"] > by["Random"]["score"] + 10.0, (by["PPO"]["score"], by["Random"]["score"])
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_newest_checkpoint(tmp_path):
     run = tmp_path / "run"
     train("ppo", run_dir=run, total_timesteps=1024, checkpoint_freq=512, env_overrides=SHORT, progress=False,
@@ -228,6 +229,7 @@ def test_an_algorithm_that_ignores_the_cost_warns_on_a_constrained_task():
         warn_if_unconstrained("ppo", dict(TASKS["otagym/ReceiveScalingIID-v0"].kwargs), None)  # budget mode
 
 
+@pytest.mark.slow
 def test_cli_trains_and_compares_the_agent_with_analytic_policies(tmp_path, capsys):
     run = tmp_path / "cli"
     assert main(["train", "--algo", "ppo", "--config", str(_small_ppo(tmp_path)), "--run-dir", str(run),
@@ -248,6 +250,7 @@ def test_cli_trains_and_compares_the_agent_with_analytic_policies(tmp_path, caps
 ZOO = sorted((CONFIG_DIR.parent / "zoo").glob("*/*/model.zip"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ZOO, ids=[f"{p.parent.parent.name}/{p.parent.name}" for p in ZOO])
 def test_shipped_agents_load_with_sb3_and_play_in_compare(path):
     """agents/zoo/<task>/<algo>/: model.zip loads with the algorithm's own ``load``, run.json carries the env keyword

@@ -19,6 +19,7 @@ def test_the_vec_env_has_a_slot_per_device_and_copy():
     assert venv.num_envs == 20 and venv.observation_space.shape == (5,)
 
 
+@pytest.mark.slow
 def test_a_short_run_is_saved_kept_and_played(tmp_path):
     settings = IPPOSettings(total_timesteps=2560, copies=1, n_steps=128, batch_size=640, n_epochs=1)
     path = train_ippo(TASK, 90_000, tmp_path / "run", settings)

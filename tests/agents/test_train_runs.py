@@ -259,6 +259,7 @@ def _dead_writer_temporary(folder, name):
     return tmp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["resume", "overwrite"])
 def test_temporaries_of_killed_writes_do_not_survive_a_resume_or_an_overwrite(tmp_path, configs, how):
     run = tmp_path / "run"

@@ -223,6 +223,7 @@ def test_naive_drift_plus_penalty_violation_grows_without_bound():
     assert ada.cost_mean[0] < 0.1
 
 
+@pytest.mark.slow
 def test_calibration_matches_nu_within_one_percent():
     real = sample_realisations(SHORT, [0, 1]).repeat(2)
     nu = np.array([0.02, 0.08, 0.02, 0.08])
@@ -233,6 +234,7 @@ def test_calibration_matches_nu_within_one_percent():
         np.testing.assert_allclose(run_policy(build(values, nu), SHORT, real, dp=False).cost_mean, nu, rtol=0.01)
 
 
+@pytest.mark.slow
 def test_compare_writes_table_csv_json_and_plot(tmp_path):
     rows = compare(SHORT.replace(num_rounds=40), (0.04, 0.16), (0, 1), ("EqualAlloc", "AdaScale", "OfflineOptimal"),
                    progress=False)
@@ -259,6 +261,7 @@ def test_paper_claim_rdp_order_at_matched_nu(paper_rows, nu):
     assert r["OfflineOptimal"] <= r["AdaScale"] <= min(r["EstimFuture"], r["EqualAlloc"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nu", [0.01, 0.02, 0.04, 0.08, 0.16])
 def test_paper_claim_adascale_dp_below_equal_alloc_and_liu_simeone(paper_rows, nu):
     eps = {p: paper_rows[(p, nu)]["epsilon"] for p in ("AdaScale", "EqualAlloc", "LiuSimeone")}

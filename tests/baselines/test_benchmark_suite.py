@@ -91,6 +91,7 @@ def test_each_task_has_a_feasible_floor_a_ceiling_within_the_limit_and_twenty_po
         assert np.mean(costs["DualPrice"] > 1.0 + COST_TOLERANCE) > 0.2
 
 
+@pytest.mark.slow
 def test_the_best_constant_spend_is_equal_alloc_and_the_best_constant_log_x_spends_almost_nothing():
     """With the spend action a constant meets the limit exactly when a <= 0 and spending more leaks less, so the
     best is a = 0; with x on a log scale a constant x spends d sigma^2 / h^2 (1/x - 1/x_max), whose mean over

@@ -25,6 +25,7 @@ def env_return(actions: np.ndarray, seed: int) -> float:
     return total
 
 
+@pytest.mark.slow
 def test_the_batched_evaluation_equals_the_parallel_env_seed_by_seed():
     """CDPB-n with every client in: no coin, no sampling, so a replayed realisation fixes the episode; the batched
     evaluation then gives each env's return (the team reward of the live agents, the rest charged when all leave)."""

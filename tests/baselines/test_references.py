@@ -115,6 +115,7 @@ def test_best_constant_is_the_best_of_its_neighbours_on_the_training_channels():
         assert score_best >= score_other - 1e-9
 
 
+@pytest.mark.slow
 def test_compare_runs_the_references_by_name():
     rows = compare("paper-mnist", (0.04,), (10_000,), ("OfflineOptimal", "BestConstant", "AdaScaleTrained",
                                                         "OnlineOptimal", "EqualAlloc"), progress=False, num_rounds=40)
@@ -125,6 +126,7 @@ def test_compare_runs_the_references_by_name():
         assert by[name]["score"] <= 100.0 + 1e-6
 
 
+@pytest.mark.slow
 def test_online_optimal_as_a_price_action_plays_the_programme_where_the_action_reaches_its_price():
     """OnlineOptimalAction turns the programme's price into the env's price action and back: the same leakage as
     OnlineOptimal to 1e-9 where the price lies within the action's decades (i.i.d. and Gauss-Markov fading here)."""

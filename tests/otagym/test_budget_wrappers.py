@@ -62,6 +62,7 @@ def test_relative_spend_closed_forms():
     assert relative_spend(1.0, -3.0, 7) == 0.0 and relative_spend(0.0, 4.0, 1) == pytest.approx(4.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.sampled_from([0.01, 0.04, 0.16]))
 def test_relative_spend_never_breaks_the_limit(seed, nu):
@@ -75,6 +76,7 @@ def test_relative_spend_never_breaks_the_limit(seed, nu):
     assert cost <= T * (1 + COST_TOLERANCE)
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_the_floor_keeps_every_later_round_its_share(seed):

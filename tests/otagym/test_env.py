@@ -252,6 +252,7 @@ def test_correlated_fading_runs_in_both_envs(fading, kw):
     assert np.isfinite(obs).all()
 
 
+@pytest.mark.slow
 def test_a_million_steps_produce_no_nan():
     venv = OTAPrivacyVectorEnv(2000, dp_orders=None, autoreset_mode=AutoresetMode.SAME_STEP)
     venv.reset(seed=7)

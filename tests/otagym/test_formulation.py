@@ -203,6 +203,7 @@ def test_vector_env_takes_one_seed_per_env():
         venv.reset(seed=[1, 2])
 
 
+@pytest.mark.slow
 def test_render_modes():
     env = OTAPrivacyEnv(num_rounds=5, render_mode="ansi")
     env.reset(seed=0)

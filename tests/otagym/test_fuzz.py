@@ -210,6 +210,7 @@ def test_training_fidelity_refuses_naming_an_argument_or_plays_finite_episodes(s
     _play(env, seed, env.scenario.num_rounds, vector)
 
 
+@pytest.mark.slow
 @fuzz(200)
 @given(nu=st.one_of(valid(Real(1e-30, 1e30)), st.sampled_from(BAD_VALUES)),
        distance=st.one_of(valid(Real(1.0, 1e7)), st.sampled_from(BAD_VALUES)),
@@ -232,6 +233,7 @@ BAD_ACTIONS = [np.nan, np.inf, -np.inf, 2.0, -2.0, 0.0, -1e-300, 1e300, "0.1", N
                np.ma.masked_array([0.1], mask=[True]), np.zeros((1, 1, 1)), True, [[]]]
 
 
+@pytest.mark.slow
 @fuzz(150)
 @given(scheme_action=st.sampled_from([(scheme, a) for scheme, (_, core) in SCHEMES.items()
                                       for a in core.ARGS["action_type"].choices]),

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from otagym import _io
 from otagym._io import atomic_write, remove_stale_temporaries, write_json
 
@@ -30,6 +32,7 @@ def test_written_files_have_opens_permissions_not_a_temporary_files(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_io._UMASK
 
 
+@pytest.mark.slow
 def test_a_cleanup_leaves_another_writers_file_in_flight_and_removes_a_dead_writers(tmp_path):
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "out.json")], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)

@@ -75,6 +75,7 @@ def test_cdpb_cost_sums_to_t_eps_over_eps_bar_and_the_reward_to_minus_g_over_its
     assert utility(s, s.rho_max, s.num_rounds) == pytest.approx(task.kwargs["reward_scale"], rel=2e-3)
 
 
+@pytest.mark.slow
 def test_anonymous_cost_is_the_share_of_the_rdp_budget_that_implies_the_target():
     task = TASKS[ANON]
     env = OTAPrivacyEnv(**task.kwargs)

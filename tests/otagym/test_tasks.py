@@ -89,6 +89,7 @@ def test_a_plain_gymnasium_loop_scores_what_the_batched_evaluation_scores():
     np.testing.assert_allclose(plain_loop_scores(BLOCK, nu, seeds, action), batched, rtol=0, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_a_sample_of_the_stored_reference_scores_is_recomputed():
     stored = reference_scores(BLOCK)
     assert stored["seeds"] == list(EVALUATION_SEEDS) and stored["nus"] == [0.01, 0.04, 0.16]

@@ -32,6 +32,7 @@ q_strategy = st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-6, 1.0, exclude_
 sigma_strategy = st.one_of(st.floats(0.05, 100.0), st.floats(1e-3, 0.05))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(q=q_strategy, sigma=sigma_strategy, alpha=st.integers(2, 256))
 def test_integer_orders_match_opacus(q, sigma, alpha):
@@ -124,6 +125,7 @@ def _assert_upper_bound(got, q, sigma, alpha):
     assert mp.mpf(got) <= exact * (1 + _excess_allowed(q, sigma, alpha)) + mp.mpf("1e-320")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("q,sigma,alpha", [(0.01, 1.0, 2), (1e-300, 0.05, 3), (0.5, 1e3, 2), (1 - 1e-16, 1e3, 3),
                                            (1e-5, 50.0, 7), (0.9, 0.3, 11), (1e-100, 0.2, 30)])
 def test_mpmath_reference_reproduces_eq9_at_integer_orders(q, sigma, alpha):
@@ -149,6 +151,7 @@ def test_fractional_orders_are_upper_bounds_on_the_exact_rdp(q, log_sigma, alpha
     _assert_upper_bound(rdp_sgm(q=q, noise_multiplier=sigma, orders=[alpha])[0], q, sigma, alpha)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("q,sigma,alpha", [
     (0.00013252475502562695, 0.3806164016269688, 1.1569456778846001),  # Opacus's series, cut at e^-30: -1.0e-7
     (6.614355539617609e-06, 1.0057584097928998, 1.002672036366722),  # log A of O(1) terms, alpha ~ 1: -6.4e-4
@@ -400,6 +403,7 @@ def test_ledger_refuses_a_bad_noise_multiplier_when_recorded(bad):
     assert np.isposinf(ledger.rdp).all()
 
 
+@pytest.mark.slow
 def test_ledger_results_do_not_depend_on_chunk():
     """Bit-identical totals whatever ``chunk``, with reads and a row reset along the way: the evaluation blocks are
     the ledger's own (a round's RDP at integer orders can differ in its last bits with the rounds evaluated beside

@@ -81,6 +81,7 @@ def test_within_opacus_prv_accountants_error_bounds():
     assert low <= ours <= high
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**16), q=st.sampled_from([0.01, 0.1, 0.5]), rounds=st.integers(1, 30))
 def test_tighter_than_the_rdp_ledger_and_monotone_in_rounds_and_noise(seed, q, rounds):
@@ -153,6 +154,7 @@ def test_the_vector_env_reports_it_where_an_episode_ended():
         OTAPrivacyEnv(accountant="prv")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme, kwargs", [("cdpb", {"num_rounds": 6}), ("anonymous", {"num_rounds": 6})])
 def test_cdpb_and_anonymous_report_it_below_their_rdp_epsilon(scheme, kwargs):
     """Their SGM rounds (CDPB: each client's rate = its participation; anonymous OTA: the sampled accounting) composed

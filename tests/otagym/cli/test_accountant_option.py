@@ -57,6 +57,7 @@ def test_compare_refuses_the_accountant_for_cdpb_and_a_bad_value(tmp_path, capsy
         assert err.value.code == 2 and needle in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_pld_sweep_records_epsilon_pld_for_receive_scaling_and_cdpb(tmp_path):
     default = sweep.plan(RECEIVE_SCALING)
     p = sweep.plan({**RECEIVE_SCALING, "accountant": "pld"})

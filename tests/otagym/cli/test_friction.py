@@ -160,6 +160,7 @@ def test_the_table_explains_its_columns_and_prints_every_row_readably():
     assert not re.search(r"\d{7}", table)  # no number of 7 digits or more before its point
 
 
+@pytest.mark.slow
 def test_one_seed_is_accepted_and_its_table_says_it_has_no_interval(tmp_path, capsys):
     """``--seeds K`` as the docs write it, K = 1 included: compare runs one realisation, and its table says that one
     realisation has no confidence interval instead of explaining a "± 0" as one; a sweep takes one seed too."""
@@ -192,6 +193,7 @@ def _drawn(ax):
     return {c.get_label(): c.lines[0] for c in ax.containers if not c.get_label().startswith("_")}
 
 
+@pytest.mark.slow
 def test_the_plot_is_paired_with_intervals_and_fixed_colours_and_clips_nothing(tmp_path, monkeypatch):
     rows = summarize(_cells())
     fig = _figure(rows, tmp_path, monkeypatch)

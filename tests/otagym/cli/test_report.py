@@ -62,6 +62,7 @@ def test_results_that_are_not_their_scores_or_the_schemas_are_refused_naming_the
     assert capsys.readouterr().err.startswith(f"otagym report: error: {path}: task_score/iqm")
 
 
+@pytest.mark.slow
 def test_evaluate_writes_a_result_the_checker_accepts_and_says_what_a_submission_misses(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["evaluate", "otagym/CDPB-v1", "MaxRho", "BestConstant", "--name", "two", "--seeds", "3",

@@ -483,6 +483,7 @@ def test_compare_writes_one_generation_and_says_when_a_killed_run_mixed_two(tmp_
     assert main(first) == 0 and report.mismatched_outputs(tmp_path / "compare.json") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("earlier", [None, ["LiuSimeone"]], ids=["first-run", "over-another-comparison"])
 def test_compare_killed_while_writing_its_json_resumes_when_rerun(tmp_path, capsys, monkeypatch, earlier):
     """A run killed while writing compare.json (its CSV and plot written, its JSON not) left torn outputs; the same

@@ -87,6 +87,7 @@ def test_pettingzoo_parallel_api_and_seed_tests(name):
     assert env.observation_space("client_0").shape == (len(DEVICE_ENTRIES) + s.csi_feedback,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_pettingzoo_aec_api_and_seed_tests(name):
     kwargs = {"scheme": "cdpb", **DEVICE_TASKS[TASK].kwargs} if name == "task" else {
@@ -150,6 +151,7 @@ def threshold_scale(a):
     return math.exp(math.log(THRESHOLD_SCALE_MAX) * (a + 1.0) / 2.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client_sampling", [1.0, 0.5])
 def test_the_accountants_rate_is_the_closed_form_and_the_realised_frequency_matches_it(client_sampling):
     """q_k = s_c exp(-c_k rho W^2 / (P E[h_k])) every round; the frequency with which each device sends its gradient
@@ -393,6 +395,7 @@ def test_the_task_keeps_its_settings_under_scenario_overrides():
     assert len(env.possible_agents) == 10 and env.side.rho[0] == 0.3 * s.rho_max
 
 
+@pytest.mark.slow
 def test_otagym_imports_without_pettingzoo():
     code = ("import sys; sys.modules['pettingzoo'] = None\n"
             "import gymnasium as gym, otagym\n"

@@ -195,6 +195,7 @@ def test_two_stage_beats_every_feasible_pair(strategy):
         assert utility(s, rho, tau).min() >= plan.utility * (1 - 1e-9)
 
 
+@pytest.mark.slow
 def test_cdpb_i_beats_cdpb_n_over_k_and_p():
     """The paper's Fig. 7: G(rho_opt, tau_opt) of CDPB-i is below CDPB-n for every K and P of a sweep."""
     for k in (20, 50, 100, 200, 400):

@@ -88,6 +88,7 @@ def _digits_engine(seed: int) -> FedSGD:
                   test_data=(x_test, y_test))
 
 
+@pytest.mark.slow
 def test_digits_training_learns_and_is_deterministic():
     """Noise-free (eta huge) FedSGD on the 8x8 digits passes 85% test accuracy in 200 rounds; the same seeds give
     the same model."""
@@ -324,6 +325,7 @@ def test_cdpb_training_applies_the_estimate_18_of_the_clipped_local_updates():
     torch.testing.assert_close(engine.weights() - theta, expected, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_cdpb_training_fidelity_leaks_exactly_what_the_analytic_one_does_and_learns():
     """scheme="cdpb": same seed and actions, identical channels, powers, rewards and RDP (the analytic env given the
     trained model's d); the trained model learns the digits; replays by seed."""
