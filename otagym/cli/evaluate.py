@@ -1,5 +1,6 @@
-"""``otagym evaluate TASK POLICY``: a policy's normalised score on a benchmark task's frozen evaluation set, beside the
-task's stored reference scores.
+"""``otagym evaluate TASK POLICY...``: a policy's normalised score on a benchmark task's frozen evaluation set (or on
+any realisations, ``--seeds A:B``), beside the task's reference scores, written as a result file
+(:mod:`otagym.cli.report`); several policies are the runs (training seeds) of one agent, pooled.
 
 POLICY is an analytic policy's name (the task's references and what else its scheme offers,
 :meth:`baselines.benchmark.SchemeBenchmark.analytic_policies`), an SB3 ``model.zip`` (``otagym train``'s, with
@@ -308,7 +309,8 @@ def _seed_set(text: str) -> int | tuple[int, ...]:
 
 
 def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="score a policy on a benchmark task's frozen evaluation set")
+    p = sub.add_parser("evaluate", help="score a policy on a benchmark task's frozen evaluation set (or any "
+                       "realisations), writing a result file")
     p.add_argument("task", choices=sorted(TASKS), help="the benchmark task id")
     p.add_argument("policy", nargs="+", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
                    "module:function (observation batch -> actions); several: one per training seed, pooled")
