@@ -19,7 +19,7 @@ Modules (each module's docstring cites the equations it implements):
 * :mod:`~otagym.accounting.tables` (with :mod:`~otagym.accounting.interpolation`): tabulated curves for large ledgers.
 * :mod:`~otagym.accounting.ledger`: :class:`RDPLedger`, running totals over rounds.
 * :mod:`~otagym.accounting.pld`: :func:`pld_epsilon` and :class:`PLDLedger`, (eps, delta) of a schedule of rounds
-  from their privacy loss distribution, composed by Google's dp_accounting (tighter than RDP -> (eps, delta)).
+  from their privacy loss distribution (tighter than RDP -> (eps, delta)), with :func:`pld_account`.
 * :mod:`~otagym.accounting.episode`: :class:`EpisodeEpsilon`, a core's end-of-episode report from both.
 """
 
@@ -28,7 +28,7 @@ from otagym.accounting.curve import SGMCurve
 from otagym.accounting.episode import EpisodeEpsilon
 from otagym.accounting.ledger import RDPLedger
 from otagym.accounting.orders import DEFAULT_ORDERS, DP_ORDERS, OPACUS_ORDERS, ORDERS
-from otagym.accounting.pld import ACCOUNTANTS, PLDLedger, pld_epsilon
+from otagym.accounting.pld import ACCOUNTANTS, PLDAccount, PLDLedger, pld_account, pld_epsilon
 from otagym.accounting.sgm import rdp_sgm
 from otagym.accounting.tail_bound import tail_bound_budget, tail_bound_c_inverse, tail_bound_epsilon
 
@@ -47,5 +47,7 @@ __all__ = [
     "ACCOUNTANTS",
     "PLDLedger",
     "pld_epsilon",
+    "pld_account",
+    "PLDAccount",
     "EpisodeEpsilon",
 ]

@@ -280,7 +280,7 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--accountant", choices=list(ACCOUNTANTS), default="rdp",
                    help="pld: also report each policy's eps from the devices' privacy loss distributions "
-                        "(dp_accounting; an upper bound, tighter than the RDP ledger's) as the eps PLD column beside "
+                        "(an upper bound, tighter than the RDP ledger's) as the eps PLD column beside "
                         "eps (receive scaling only)")
     p.add_argument("--fidelity", choices=["analytic", "train"], default="analytic",
                    help="train: also train a real model under each policy's noise and report test accuracy "

@@ -76,7 +76,7 @@ class AnonymousCore:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns it off (the per-round and
             cumulative RDP at alpha are always reported).
         accountant: ``"rdp"`` (default) or ``"pld"``: the episode's end also reports ``dp_epsilon_pld``, every
-            example's rounds (the SGM at rate p q, noise multiplier sigma') composed by dp_accounting's privacy loss
+            example's rounds (the SGM at rate p q, noise multiplier sigma') composed by their privacy loss
             distribution (:mod:`otagym.accounting.pld`); the ``"sampled"`` accounting only (the ``"device"`` one is
             not a subsampled Gaussian mechanism).
         reward_scale: the reward is divided by this (> 0, utility units): 1 keeps -(lambda_c gamma + lambda_p E_T) as

@@ -67,7 +67,7 @@ class CDPBCore:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report under the SGM accounting; ``None`` turns it
             off (the per-round RDP at alpha under both accountings is always reported).
         accountant: ``"rdp"`` (default) or ``"pld"``: the episode's end also reports ``dp_epsilon_pld``, each client's
-            rounds of the SGM accounting (rate = its participation, its noise multiplier) composed by dp_accounting's
+            rounds of the SGM accounting (rate = its participation, its noise multiplier) composed by their
             privacy loss distribution (:mod:`otagym.accounting.pld`).
         fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
             (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs

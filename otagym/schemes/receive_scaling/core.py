@@ -72,9 +72,9 @@ class ReceiveScalingCore:
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
             (the per-round and cumulative RDP at alpha are always reported).
         accountant: ``"rdp"`` (the default: ``dp_epsilon``, from the RDP ledger at ``dp_orders``) or ``"pld"``: the
-            episode's end also reports ``dp_epsilon_pld``, each device's rounds composed by dp_accounting's privacy
-            loss distribution (:mod:`otagym.accounting.pld`: tighter, an upper bound too, about 0.15 s per env and
-            episode of 500 rounds). The reward's per-round RDP leakage is the same under both.
+            episode's end also reports ``dp_epsilon_pld``, each device's rounds composed by their privacy loss
+            distribution (:mod:`otagym.accounting.pld`: tighter, an upper bound too, 0.4-1.4 s per env and episode
+            of 500 rounds). The reward's per-round RDP leakage is the same under both.
         fidelity: ``"analytic"`` (the surrogate only) or ``"train"``: every step also trains a real model by FedSGD
             over the air with the round's eta_t (:mod:`otagym.training`; the scenario's d and n_m follow the model and
             the data), and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
