@@ -228,6 +228,7 @@ def _round_pld(q: float, sigma: float, d: float, log_mass: float) -> tuple[_Loss
     return halves[0], halves[1]
 
 
+@functools.lru_cache(maxsize=65536)
 def _loss_sd(q: float, sigma: float) -> float:
     """The standard deviation (nats) of one round's privacy loss under its remove pair's upper distribution."""
     nodes, weights = _HERMITE
@@ -284,9 +285,6 @@ def _log_mass(delta: float, rounds: int) -> float:
     return float(math.floor(max(wanted, _LOWEST_LOG_MASS)))
 
 
-_loss_sd_cached = functools.lru_cache(maxsize=65536)(_loss_sd)
-
-
 def _ladder(width: float, up: bool = False) -> float:
     """``width`` rounded down (``up``: up) to a power of 2^(1/4), so that schedules share their rounds' PLDs."""
     steps = 4.0 * math.log2(max(width, 1e-9))
@@ -315,7 +313,7 @@ class _Schedule:
         rdp = _rdp_epsilon(pairs, counts, delta)
         rounds, counts = _groups(pairs, counts, resolution)
         log_mass = _log_mass(delta, int(counts.sum()))
-        var = np.array([_loss_sd_cached(q, s) ** 2 for q, s in rounds])
+        var = np.array([_loss_sd(q, s) ** 2 for q, s in rounds])
         asks = DISCRETIZATION_SD * math.sqrt(float(counts @ var) / float(counts.sum()))
         widest = max(high - low for low, high in (_loss_range(q, s, log_mass) for q, s in rounds))
         return cls(rounds, counts, rdp, log_mass, asks, max(widest, 16.0 * math.sqrt(float(counts @ var))) / MAX_POINTS)
