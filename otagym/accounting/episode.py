@@ -45,7 +45,8 @@ class EpisodeEpsilon:
             self.pld.record(noise_multiplier, q=q)
 
     def report(self, delta: float, terminated: NDArray) -> dict[str, NDArray]:
-        """``dp_epsilon``, ``dp_order`` and ``dp_epsilon_pld`` where they are kept, when an episode ended
+        """``dp_epsilon``, ``dp_order``, and ``dp_epsilon_pld`` with ``dp_epsilon_pld_from_rdp`` (True where the RDP
+        ledger's ε was the smaller, so ``dp_epsilon_pld`` is it) where they are kept, when an episode ended
         (``terminated``; the PLD of the ended rows only); empty otherwise."""
         info: dict[str, NDArray] = {}
         if not terminated.any():
@@ -53,5 +54,6 @@ class EpisodeEpsilon:
         if self.rdp_sum is not None:
             info["dp_epsilon"], info["dp_order"] = rdp_to_dp(self.rdp_sum, self.orders, delta)
         if self.pld is not None:
-            info["dp_epsilon_pld"] = self.pld.epsilon(delta, rows=np.flatnonzero(terminated))
+            account = self.pld.account(delta, rows=np.flatnonzero(terminated))
+            info["dp_epsilon_pld"], info["dp_epsilon_pld_from_rdp"] = account.epsilon, account.from_rdp
         return info

@@ -38,12 +38,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special
+from scipy import sparse, special
 
 from otagym.accounting.conversion import rdp_to_dp
 from otagym.accounting.orders import DEFAULT_ORDERS, _validate_q_sigma
@@ -88,6 +88,10 @@ _HERMITE = np.polynomial.hermite_e.hermegauss(64)
 _LOWEST_LOG_MASS = -700.0
 #: Rounds (or distinct pairs) handled at a time where memory would otherwise grow with them.
 _CHUNK = 1 << 16
+#: ln of a zero of a group's Fourier transform (finite, so that a zero count times it is 0).
+_LOG_ZERO = -1e30
+#: The most schedules or groups whose counts are multiplied at a time (a dense matrix of at most its square).
+_DENSE = 1 << 12
 
 
 class PLDAccount(NamedTuple):
@@ -134,10 +138,11 @@ def _remove_delta(eps: NDArray, q: float, sigma: float) -> NDArray:
     out[flat] = -np.expm1(eps[flat])
     e = eps[~flat]
     x = -0.5 - (e if q == 1.0 else _log1p_expm1_over(e, q)) * sigma**2
+    log_lower = special.log_ndtr(x / sigma)
     upper = special.ndtr((x + 1.0) / sigma)
     if q < 1.0:
-        upper = (1.0 - q) * special.ndtr(x / sigma) + q * upper
-    out[~flat] = upper - np.exp(e + special.log_ndtr(x / sigma))
+        upper = (1.0 - q) * np.exp(log_lower) + q * upper
+    out[~flat] = upper - np.exp(e + log_lower)
     return np.clip(out, 0.0, 1.0)
 
 
@@ -147,8 +152,9 @@ def _add_delta(eps: NDArray, q: float, sigma: float) -> NDArray:
     live = eps < -math.log1p(-q)
     e = eps[live]
     x = 0.5 + _log1p_expm1_over(-e, q) * sigma**2
-    lower = np.logaddexp(math.log1p(-q) + special.log_ndtr(x / sigma), math.log(q) + special.log_ndtr((x - 1) / sigma))
-    out[live] = special.ndtr(x / sigma) - np.exp(e + lower)
+    log_upper = special.log_ndtr(x / sigma)
+    lower = np.logaddexp(math.log1p(-q) + log_upper, math.log(q) + special.log_ndtr((x - 1) / sigma))
+    out[live] = np.exp(log_upper) - np.exp(e + lower)
     return np.clip(out, 0.0, 1.0)
 
 
@@ -171,33 +177,23 @@ def _connect_dots(deltas: NDArray, d: float) -> tuple[NDArray, float]:
 @dataclass(frozen=True)
 class _LossPMF:
     """A discrete privacy-loss distribution: mass ``probs[i]`` at loss ``(lower + i) d``, ``infinity_mass`` at +inf;
-    the finite part's variance in grid steps, and its log moment generating function, cached."""
+    the finite part's variance in grid steps."""
 
     lower: int
     probs: NDArray
     infinity_mass: float
     var: float
-    _log_mgf: dict[float, float] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, lower: int, probs: NDArray, infinity_mass: float) -> _LossPMF:
         steps = np.arange(len(probs), dtype=float)
         mass = float(probs.sum())
-        mean = float(steps @ probs) / mass
-        return cls(lower, probs, infinity_mass, float(((steps - mean) ** 2) @ probs) / mass)
+        mean = float(steps @ probs) / mass if mass > 0 else 0.0
+        return cls(lower, probs, infinity_mass, float(((steps - mean) ** 2) @ probs) / mass if mass > 0 else 0.0)
 
     @property
     def upper(self) -> int:
         return self.lower + len(self.probs) - 1
-
-    def log_mgf(self, lam: float) -> float:
-        """ln sum_i probs[i] exp(lam (lower + i)), lam per grid step (either sign)."""
-        if lam not in self._log_mgf:
-            with np.errstate(divide="ignore"):
-                terms = np.log(self.probs) + lam * np.arange(self.lower, self.upper + 1, dtype=float)
-            top = float(terms.max())
-            self._log_mgf[lam] = top + math.log(float(np.exp(terms - top).sum()))
-        return self._log_mgf[lam]
 
 
 def _truncation_x(sigma: float, log_mass: float) -> float:
@@ -205,6 +201,7 @@ def _truncation_x(sigma: float, log_mass: float) -> float:
     return sigma * float(special.ndtri(0.5 * math.exp(log_mass)))
 
 
+@functools.lru_cache(maxsize=65536)
 def _loss_range(q: float, sigma: float, log_mass: float) -> tuple[float, float]:
     """The smallest and largest finite loss of a round's remove pair (the add pair's range is no wider)."""
     x = _truncation_x(sigma, log_mass)
@@ -258,23 +255,42 @@ def _distinct(q: NDArray, sigma: NDArray) -> tuple[NDArray, NDArray]:
 
 def _rdp_epsilon(pairs: NDArray, counts: NDArray, delta: float) -> float:
     """The RDP ledger's ε at delta of the rounds (distinct pairs and their counts) at :data:`DEFAULT_ORDERS`."""
-    rdp = sum(counts[first:first + _CHUNK] @ rdp_sgm(q=pairs.real[first:first + _CHUNK],
-                                                     noise_multiplier=pairs.imag[first:first + _CHUNK],
-                                                     orders=DEFAULT_ORDERS)
-              for first in range(0, len(pairs), _CHUNK))
-    return float(rdp_to_dp(rdp, DEFAULT_ORDERS, delta)[0])
+    return float(rdp_to_dp(_rdp_sums(pairs.real, pairs.imag, counts[None]), DEFAULT_ORDERS, delta)[0][0])
 
 
-def _groups(pairs: NDArray, counts: NDArray, resolution: float) -> tuple[list[tuple[float, float]], NDArray]:
-    """The rounds' (q, sigma) after q is rounded up and sigma down to the geometric grid of ratio
-    ``1 + resolution`` (0: as they are), and how many rounds each has."""
+def _rdp_sums(q: NDArray, sigma: NDArray, counts: NDArray | sparse.csr_array) -> NDArray:
+    """(elements, orders): each element's sum over the rounds of counts[element, j] rounds of (q[j], sigma[j]) of
+    their RDP at :data:`DEFAULT_ORDERS`, a chunk of pairs at a time."""
+    return sum(counts[:, first:first + _CHUNK] @ rdp_sgm(q=q[first:first + _CHUNK],
+                                                          noise_multiplier=sigma[first:first + _CHUNK],
+                                                          orders=DEFAULT_ORDERS)
+               for first in range(0, len(q), _CHUNK))
+
+
+def _groups(pairs: NDArray, counts: NDArray, resolution: float,
+            leak_more: bool = True) -> tuple[list[tuple[float, float]], NDArray]:
+    """The rounds' (q, sigma) after q is rounded up and sigma down (``leak_more`` False: q down and sigma up) to the
+    geometric grid of ratio ``1 + resolution`` (0: as they are), and how many rounds each has."""
     q, sigma = pairs.real, pairs.imag
     if resolution:
         step = math.log1p(resolution)
-        q = np.minimum(np.maximum(np.exp(np.ceil(np.log(q) / step) * step), q), 1.0)
-        sigma = np.minimum(np.exp(np.floor(np.log(sigma) / step) * step), sigma)
+        up, down = (np.ceil, np.floor) if leak_more else (np.floor, np.ceil)
+        near = (np.maximum, np.minimum) if leak_more else (np.minimum, np.maximum)
+        q = np.minimum(near[0](np.exp(up(np.log(q) / step) * step), q), 1.0)
+        sigma = near[1](np.exp(down(np.log(sigma) / step) * step), sigma)
     cells, where = np.unique(q + 1j * sigma, return_inverse=True)
     return [(float(c.real), float(c.imag)) for c in cells], np.bincount(where, weights=counts).astype(np.int64)
+
+
+def _union(items: list[tuple[list[tuple], NDArray]]) -> tuple[list[tuple], sparse.csr_array]:
+    """The distinct keys of the elements' groups (each element: its keys and their counts), and the (elements x
+    keys) matrix of the counts."""
+    keys = sorted({key for element, _ in items for key in element})
+    index = {key: i for i, key in enumerate(keys)}
+    columns = np.fromiter((index[key] for element, _ in items for key in element), dtype=np.int64)
+    rows = np.repeat(np.arange(len(items)), [len(element) for element, _ in items])
+    counts = np.concatenate([c for _, c in items]).astype(np.int64)
+    return keys, sparse.csr_array((counts, (rows, columns)), shape=(len(items), len(keys)))
 
 
 def _log_mass(delta: float, rounds: int) -> float:
@@ -293,14 +309,16 @@ def _ladder(width: float, up: bool = False) -> float:
 
 @dataclass(frozen=True)
 class _Schedule:
-    """One element's rounds, grouped: the distinct (q, sigma) after the grid's rounding and how many rounds each
-    has, the RDP ledger's ε, ln of each round's truncated mass, and the widths of the loss grid it asks for
-    (:data:`DISCRETIZATION_SD` of the root-mean-square per-round loss standard deviation) and needs at least (a
-    round's PLD and the composition's window within :data:`MAX_POINTS` points)."""
+    """One element's rounds: their distinct (q, sigma) as they are (complex q + i sigma) and how many rounds each
+    has (the RDP ledger's ε), the groups after the grid's rounding and their counts, ln of each round's truncated
+    mass, and the widths of the loss grid it asks for (:data:`DISCRETIZATION_SD` of the root-mean-square per-round
+    loss standard deviation) and needs at least (a round's PLD and the composition's window within
+    :data:`MAX_POINTS` points)."""
 
+    pairs: NDArray
+    pair_counts: NDArray
     rounds: list[tuple[float, float]]
     counts: NDArray
-    rdp: float
     log_mass: float
     asks: float
     needs: float
@@ -309,23 +327,14 @@ class _Schedule:
     def of(cls, q: NDArray, sigma: NDArray, delta: float, resolution: float) -> _Schedule:
         # a sigma beyond HUGE_SIGMA is rounded down to it (more loss, still an upper bound): its 1/sigma^2 would
         # underflow; the round's epsilon is below 1e-149 either way
-        pairs, counts = _distinct(q, np.minimum(sigma, HUGE_SIGMA))
-        rdp = _rdp_epsilon(pairs, counts, delta)
-        rounds, counts = _groups(pairs, counts, resolution)
+        pairs, pair_counts = _distinct(q, np.minimum(sigma, HUGE_SIGMA))
+        rounds, counts = _groups(pairs, pair_counts, resolution)
         log_mass = _log_mass(delta, int(counts.sum()))
         var = np.array([_loss_sd(q, s) ** 2 for q, s in rounds])
         asks = DISCRETIZATION_SD * math.sqrt(float(counts @ var) / float(counts.sum()))
         widest = max(high - low for low, high in (_loss_range(q, s, log_mass) for q, s in rounds))
-        return cls(rounds, counts, rdp, log_mass, asks, max(widest, 16.0 * math.sqrt(float(counts @ var))) / MAX_POINTS)
-
-    def account(self, d: float, delta: float) -> tuple[float, bool, float]:
-        """(ε, whether it is the RDP ledger's, d) on the loss grid of width d."""
-        tail = TAIL_SHARE * delta / 4.0  # for each half: the window's Chernoff bounds, and the top cut
-        if not (math.isfinite(d) and tail / 2.0 > 0.0):  # a loss past floats, or a delta whose share underflows
-            return self.rdp, True, d
-        pld = max(_epsilon_for_delta(*_compose(self.rounds, self.counts, d, self.log_mass, half, tail), d, delta)
-                  for half in (0, 1))
-        return (self.rdp, True, d) if self.rdp < pld else (pld, False, d)
+        needs = max(widest, 16.0 * math.sqrt(float(counts @ var))) / MAX_POINTS
+        return cls(pairs, pair_counts, rounds, counts, log_mass, asks, needs)
 
 
 def _leaking(q: NDArray, sigma: NDArray) -> tuple[float | None, NDArray]:
@@ -336,64 +345,126 @@ def _leaking(q: NDArray, sigma: NDArray) -> tuple[float | None, NDArray]:
     return (None if leaks.any() else 0.0), leaks
 
 
-@functools.lru_cache(maxsize=1024)
-def _spectrum(q: float, sigma: float, d: float, log_mass: float, half: int, length: int) -> NDArray:
-    """The discrete Fourier transform of one round's PLD half, its masses wrapped onto a circle of ``length``
-    grid steps (the mass at infinity left out)."""
-    pmf = _round_pld(q, sigma, d, log_mass)[half]
-    steps = np.arange(pmf.lower, pmf.upper + 1) % length
-    return np.fft.rfft(np.bincount(steps, weights=pmf.probs, minlength=length))
+class _Half:
+    """One half (0 remove, 1 add) of the composition of a batch of schedules' rounds on one loss grid: the union
+    of their groups' PLDs (:func:`_round_pld`), each built once, and the (schedules x groups) matrix of their
+    counts, so that the batch's moment generating functions and Fourier transforms are computed once a group."""
 
+    def __init__(self, schedules: list[_Schedule], d: float, half: int) -> None:
+        keys, self.counts = _union([([(q, s, schedule.log_mass) for q, s in schedule.rounds], schedule.counts)
+                                    for schedule in schedules])
+        self.members = [_round_pld(q, s, d, log_mass)[half] for q, s, log_mass in keys]
+        sizes = np.array([len(m.probs) for m in self.members])
+        self._first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        self._sizes = sizes
+        self._steps = np.concatenate([np.arange(m.lower, m.upper + 1) for m in self.members]).astype(float)
+        with np.errstate(divide="ignore"):
+            self._log_probs = np.log(np.concatenate([m.probs for m in self.members]))
+        self._edges: dict[tuple[int, int], NDArray] = {}
 
-def _edge(members: list[_LossPMF], counts: NDArray, sign: int, log_tail: float, var: float) -> float:
-    """The edge (grid steps) beyond which Chernoff's inequality bounds the composed loss's finite mass by
-    e^log_tail: above the mean for sign +1, below it for -1. For any lambda > 0 the mass at or beyond
-    b = sign (ln E[e^(sign lam S)] - log_tail) / lam is at most e^log_tail, E[e^(sign lam S)] the product of the
-    rounds' exact moment generating functions; b is minimised (sign +1) or maximised over lambda on a ladder of
-    powers of 2 that the rounds' PLDs cache, from the Gaussian optimum down while it improves (a subsampled round's
-    heavy right tail puts the optimum far below the Gaussian one), then up; 40 octaves at most."""
+    def _log_mgf(self, lam: float) -> NDArray:
+        """Each group's ln sum_i probs[i] exp(lam (lower + i)), lam per grid step (either sign)."""
+        terms = self._log_probs + lam * self._steps
+        top = np.maximum.reduceat(terms, self._first)
+        top = np.where(np.isfinite(top), top, 0.0)
+        with np.errstate(divide="ignore"):
+            return top + np.log(np.add.reduceat(np.exp(terms - np.repeat(top, self._sizes)), self._first))
 
-    def edge(lam: float) -> float:
-        return sign * (sum(k * m.log_mgf(sign * lam) for m, k in zip(members, counts)) - log_tail) / lam
+    def _edge_at(self, sign: int, power: int, log_tail: float) -> NDArray:
+        """Each schedule's Chernoff edge (grid steps) at lambda = 2^power: sign (ln E[e^(sign lam S)] - log_tail)
+        / lam, E[e^(sign lam S)] the product of its rounds' exact moment generating functions."""
+        if (sign, power) not in self._edges:
+            lam = 2.0**power
+            self._edges[sign, power] = sign * (self.counts @ self._log_mgf(sign * lam) - log_tail) / lam
+        return self._edges[sign, power]
 
-    base = 2.0 ** round(math.log2(math.sqrt(-2.0 * log_tail / max(var, 1.0))))
-    best = edge(base)
-    for factor in (0.5, 2.0):
-        lam = base * factor
-        for _ in range(40):
-            value = edge(lam)
-            if not sign * value < sign * best:
-                break
-            best, lam = value, lam * factor
-    return best
+    def _edge(self, row: int, sign: int, log_tail: float, base: int) -> float:
+        """The edge (grid steps) beyond which Chernoff's inequality bounds schedule ``row``'s composed finite mass
+        by e^log_tail: above the mean for sign +1, below it for -1. For any lambda > 0 the mass at or beyond its
+        :meth:`_edge_at` is at most e^log_tail; the edge is minimised (sign +1) or maximised over lambda on a
+        ladder of powers of 2 shared by the batch, from 2^base down while it improves, then up; 40 octaves at
+        most."""
+        best = self._edge_at(sign, base, log_tail)[row]
+        for step in (-1, 1):
+            power = base + step
+            for _ in range(40):
+                value = self._edge_at(sign, power, log_tail)[row]
+                if not sign * value < sign * best:
+                    break
+                best, power = value, power + step
+        return best
 
+    def _window(self, rows: NDArray, length: int) -> NDArray:
+        """(rows, length): the masses of each of ``rows``' composed finite loss from its lowest loss on, wrapped
+        onto a circle of ``length`` grid steps: the inverse transform of the product of its groups' transforms
+        (each from its lowest loss), each to the power of its count. A group's transform is computed once for all
+        rows, :data:`MAX_POINTS` points at a time; many rows multiply them as the exponential of their logs' sum
+        weighted by the counts (one matrix product), a few directly."""
+        counts = self.counts[rows]
+        used = np.unique(counts.indices)
+        direct = counts.nnz <= 2 * len(used)
+        total = np.full((len(rows), length // 2 + 1), 1.0 if direct else 0.0, dtype=complex)
+        per = max(1, min(_DENSE, MAX_POINTS // length))
+        for first in range(0, len(used), per):
+            columns = used[first:first + per]
+            wrapped = np.zeros((len(columns), length))
+            for masses, g in zip(wrapped, columns):
+                probs = self.members[g].probs
+                if len(probs) <= length:
+                    masses[:len(probs)] = probs
+                else:
+                    masses += np.bincount(np.arange(len(probs)) % length, weights=probs, minlength=length)
+            spectra = np.fft.rfft(wrapped, axis=1)
+            weights = counts[:, columns].toarray().astype(float)
+            if direct:
+                for product, row in zip(total, weights):
+                    for j in np.flatnonzero(row):
+                        product *= spectra[j] ** int(row[j])
+                continue
+            with np.errstate(divide="ignore"):
+                log_size = np.maximum(np.log(np.abs(spectra)), _LOG_ZERO)
+            total.real += weights @ log_size
+            total.imag += weights @ np.arctan2(spectra.imag, spectra.real)
+        return np.fft.irfft(total if direct else np.exp(total), length, axis=1)
 
-def _compose(rounds: list[tuple[float, float]], counts: NDArray, d: float, log_mass: float, half: int,
-             tail: float) -> tuple[int, NDArray, float]:
-    """One half (0 remove, 1 add) of the composition of ``counts`` rounds of each (q, sigma): (the first point in
-    grid steps, the masses from it on, the mass at infinity). The masses are the product of the rounds' spectra on a
-    window (a power of two points) whose edges are Chernoff bounds, each on a finite mass of at most half of
-    ``tail`` beyond it, those bounds added to the mass at infinity; then the window's top, mass at most ``tail``
-    too, is moved there as well (pessimistic both), so that the search for ε starts near the answer."""
-    members = [_round_pld(q, s, d, log_mass)[half] for q, s in rounds]
-    lowest = sum(int(k) * m.lower for m, k in zip(members, counts))
-    highest = sum(int(k) * m.upper for m, k in zip(members, counts))
-    var = sum(k * m.var for m, k in zip(members, counts))
-    log_tail = math.log(tail / 2.0)
-    start = max(lowest, math.floor(_edge(members, counts, -1, log_tail, var)) + 1)
-    stop = min(highest + 1, math.ceil(_edge(members, counts, 1, log_tail, var)))
-    outside = (start > lowest) * tail / 2.0 + (stop <= highest) * tail / 2.0
-    length = 1 << max(6, math.ceil(math.log2(max(stop - start, 1))))
-    spectrum = np.ones(length // 2 + 1, dtype=complex)
-    for (q, s), k in zip(rounds, counts):
-        spectrum *= _spectrum(q, s, d, log_mass, half, length) ** int(k)
-    probs = np.maximum(np.roll(np.fft.irfft(spectrum, length), -(start % length)), 0.0)
-    top = np.cumsum(probs[::-1])  # the top of the window, mass at most tail, goes to infinity too: dp_accounting's
-    cut = int(np.searchsorted(top, tail, side="right"))  # epsilon walks down from the top, one point a step
-    outside += float(top[cut - 1]) if cut else 0.0
-    probs = probs[:len(probs) - cut] if cut < len(probs) else probs[:1] * 0.0
-    infinity = -math.expm1(sum(k * math.log1p(-m.infinity_mass) for m, k in zip(members, counts))) + outside
-    return start, probs, min(infinity, 1.0)
+    def compose(self, tail: float) -> list[tuple[int, NDArray, float]]:
+        """Each schedule's half of the composition of its rounds: (the first point in grid steps, the masses from
+        it on, the mass at infinity). The masses are the product of the rounds' spectra on a window (a power of
+        two points) whose edges are Chernoff bounds, each on a finite mass of at most half of ``tail`` beyond it,
+        those bounds added to the mass at infinity; then the window's top, mass at most ``tail`` too, is moved
+        there as well (pessimistic both), so that the search for ε starts near the answer."""
+        lowest = self.counts @ np.array([m.lower for m in self.members], dtype=np.int64)
+        highest = self.counts @ np.array([m.upper for m in self.members], dtype=np.int64)
+        var = self.counts @ np.array([m.var for m in self.members])
+        log_keep = self.counts @ np.log1p(-np.array([m.infinity_mass for m in self.members]))
+        log_tail = math.log(tail / 2.0)
+        # the walks start from the Gaussian optimum of the median variance: the batch's rows share their lambdas (a
+        # subsampled round's heavy right tail puts the optimum far below the Gaussian one)
+        base = round(math.log2(math.sqrt(-2.0 * log_tail / max(float(np.median(var)), 1.0))))
+        starts, outside, lengths = [], [], []
+        for row in range(self.counts.shape[0]):
+            low, high = int(lowest[row]), int(highest[row])
+            below = np.clip(self._edge(row, -1, log_tail, base), low - 1, high + 1)
+            above = np.clip(self._edge(row, 1, log_tail, base), low - 1, high + 1)
+            start, stop = max(low, math.floor(below) + 1), min(high + 1, math.ceil(above))
+            starts.append(start)
+            outside.append((start > low) * tail / 2.0 + (stop <= high) * tail / 2.0)
+            lengths.append(1 << max(6, math.ceil(math.log2(max(stop - start, 1)))))
+        found: list[tuple[int, NDArray, float]] = [(0, np.zeros(0), 0.0)] * len(starts)
+        lengths_arr = np.array(lengths)
+        for length in np.unique(lengths_arr):
+            rows = np.flatnonzero(lengths_arr == length)
+            per = max(1, min(_DENSE, MAX_POINTS // int(length)))
+            for chunk in (rows[first:first + per] for first in range(0, len(rows), per)):
+                for row, masses in zip(chunk, self._window(chunk, int(length))):
+                    probs = np.maximum(np.roll(masses, -((starts[row] - int(lowest[row])) % int(length))), 0.0)
+                    top = np.cumsum(probs[::-1])  # the window's top, mass at most tail, goes to infinity too:
+                    cut = int(np.searchsorted(top, tail, side="right"))  # dp_accounting's epsilon walks down
+                    cut_mass = float(top[cut - 1]) if cut else 0.0  # from the top, one point a step
+                    probs = probs[:len(probs) - cut] if cut < len(probs) else probs[:1] * 0.0
+                    infinity = -math.expm1(float(log_keep[row])) + outside[row] + cut_mass
+                    found[row] = (starts[row], probs, min(infinity, 1.0))
+        return found
 
 
 def _epsilon_for_delta(lower: int, probs: NDArray, infinity_mass: float, d: float, delta: float) -> float:
@@ -418,6 +489,29 @@ def _epsilon_for_delta(lower: int, probs: NDArray, infinity_mass: float, d: floa
     return 0.0 if total <= math.exp(log_total) + delta else max(math.log(total - delta) - log_total, 0.0)
 
 
+def _rdp_epsilons(schedules: list[_Schedule], delta: float, resolution: float, pld: NDArray) -> NDArray:
+    """The RDP ledger's ε at delta of each schedule's rounds as they are where it may be below ``pld``; elsewhere a
+    lower bound on it that is not (its rounds rounded to leak less: one RDP per group of the batch, not per
+    round)."""
+    keys, counts = _union([_groups(s.pairs, s.pair_counts, resolution, leak_more=False) for s in schedules])
+    cells = np.array(keys).reshape(-1, 2)
+    low = rdp_to_dp(_rdp_sums(cells[:, 0], cells[:, 1], counts), DEFAULT_ORDERS, delta)[0]
+    return np.array([_rdp_epsilon(s.pairs, s.pair_counts, delta) if bound < p and resolution else bound
+                     for s, bound, p in zip(schedules, low, pld)])
+
+
+def _epsilons(schedules: list[_Schedule], d: float, delta: float,
+              resolution: float) -> list[tuple[float, bool, float]]:
+    """(ε, whether it is the RDP ledger's, d) of each schedule on the loss grid of width d."""
+    tail = TAIL_SHARE * delta / 4.0  # for each half: the window's Chernoff bounds, and the top cut
+    if not (math.isfinite(d) and tail / 2.0 > 0.0):  # a loss past floats, or a delta whose share underflows
+        return [(_rdp_epsilon(s.pairs, s.pair_counts, delta), True, d) for s in schedules]
+    pld = np.maximum(*(np.array([_epsilon_for_delta(*composed, d, delta)
+                                 for composed in _Half(schedules, d, half).compose(tail)]) for half in (0, 1)))
+    rdp = _rdp_epsilons(schedules, delta, resolution, pld)
+    return [(float(r), True, d) if r < p else (float(p), False, d) for r, p in zip(rdp, pld)]
+
+
 def _accounts(elements: list[tuple[NDArray, NDArray]], delta: float, value_discretization: float | None,
               resolution: float) -> list[tuple[float, bool, float]]:
     """(ε, whether it is the RDP ledger's, grid width) of each element's rounds (validated flat q and sigma), all on
@@ -433,7 +527,8 @@ def _accounts(elements: list[tuple[NDArray, NDArray]], delta: float, value_discr
         return found  # type: ignore[return-value]
     asks = value_discretization or _ladder(min(f.asks for f in schedules))
     d = max(asks, _ladder(max(f.needs for f in schedules), up=True))
-    return [f.account(d, delta) if isinstance(f, _Schedule) else f for f in found]
+    accounted = iter(_epsilons(schedules, d, delta, resolution))
+    return [next(accounted) if isinstance(f, _Schedule) else f for f in found]
 
 
 def pld_account(*, q: ArrayLike, noise_multiplier: ArrayLike, delta: float,
@@ -524,10 +619,11 @@ class PLDLedger:
             del self._rounds[:drop], self._rates[:drop]
             self._start -= drop
 
-    def epsilon(self, delta: float, rows: Sequence[int] | None = None) -> NDArray:
-        """ε at ``delta`` of each element's rounds since its row's reset, shape ``batch`` (0 where none were
-        played); ``rows``: only those rows (the others are 0). All on one grid (see :func:`pld_account`)."""
-        out = np.zeros(self.q.shape)
+    def account(self, delta: float, rows: Sequence[int] | None = None) -> PLDAccount:
+        """:func:`pld_account` of each element's rounds since its row's reset, arrays of shape ``batch`` (ε 0, not
+        from the RDP ledger, grid 0 where none were played); ``rows``: only those rows (the others as unplayed). All
+        on one grid."""
+        out = PLDAccount(np.zeros(self.q.shape), np.zeros(self.q.shape, dtype=bool), np.zeros(self.q.shape))
         if not self._rounds:
             return out
         delta = _DELTA("delta", delta)
@@ -537,6 +633,12 @@ class PLDLedger:
         elements = [(i, element) for i in played for element in np.ndindex(self.q.shape[1:])]
         found = _accounts([(rates[self._start[i]:, i][(slice(None), *e)], sigma[self._start[i]:, i][(slice(None), *e)])
                            for i, e in elements], delta, self.value_discretization, self.sigma_resolution)
-        for (i, element), (epsilon, _, _) in zip(elements, found):
-            out[(i, *element)] = epsilon
+        for (i, element), account in zip(elements, found):
+            for array, value in zip(out, account):
+                array[(i, *element)] = value
         return out
+
+    def epsilon(self, delta: float, rows: Sequence[int] | None = None) -> NDArray:
+        """ε at ``delta`` of each element's rounds since its row's reset, shape ``batch`` (0 where none were
+        played): :meth:`account`'s ``epsilon``."""
+        return self.account(delta, rows).epsilon

@@ -78,7 +78,8 @@ class AnonymousCore:
         accountant: ``"rdp"`` (default) or ``"pld"``: the episode's end also reports ``dp_epsilon_pld``, every
             example's rounds (the SGM at rate p q, noise multiplier sigma') composed by their privacy loss
             distribution (:mod:`otagym.accounting.pld`); the ``"sampled"`` accounting only (the ``"device"`` one is
-            not a subsampled Gaussian mechanism).
+            not a subsampled Gaussian mechanism); ``dp_epsilon_pld_from_rdp`` is True where the RDP ledger's ε was
+            the smaller and is reported instead.
         reward_scale: the reward is divided by this (> 0, utility units): 1 keeps -(lambda_c gamma + lambda_p E_T) as
             the return; a benchmark task sets its reference policy's expected utility, so that its return is about -1.
         target_epsilon: a privacy budget (eps at the scenario's delta) that adds ``info["cost"]``, the round's share
@@ -104,7 +105,7 @@ class AnonymousCore:
     APPLIES_WITH: dict[str, AppliesWith] = {}
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {"channel_gains": 1, "batch_sizes": 1}
-    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld")
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld", "dp_epsilon_pld_from_rdp")
 
     def __init__(self, scenario: AnonymousScenario, num_envs: int, *, action_type: SigmaActionType = NORMALIZED,
                  noise_multiplier_range: tuple[float, float] = (0.1, 100.0),

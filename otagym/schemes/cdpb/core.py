@@ -68,7 +68,8 @@ class CDPBCore:
             off (the per-round RDP at alpha under both accountings is always reported).
         accountant: ``"rdp"`` (default) or ``"pld"``: the episode's end also reports ``dp_epsilon_pld``, each client's
             rounds of the SGM accounting (rate = its participation, its noise multiplier) composed by their
-            privacy loss distribution (:mod:`otagym.accounting.pld`).
+            privacy loss distribution (:mod:`otagym.accounting.pld`); ``dp_epsilon_pld_from_rdp`` is True where
+            the RDP ledger's ε was the smaller and is reported instead.
         fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
             (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs
             Algorithm 1 on a real model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers,
@@ -111,7 +112,7 @@ class CDPBCore:
         (*(k for k in TRAINING_ARGS if k != "fidelity"), "local_steps", "local_learning_rate"))
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {"channel_gains": 1}
-    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld")
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld", "dp_epsilon_pld_from_rdp")
 
     def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = NORMALIZED,
                  rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,

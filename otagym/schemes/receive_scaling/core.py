@@ -73,8 +73,9 @@ class ReceiveScalingCore:
             (the per-round and cumulative RDP at alpha are always reported).
         accountant: ``"rdp"`` (the default: ``dp_epsilon``, from the RDP ledger at ``dp_orders``) or ``"pld"``: the
             episode's end also reports ``dp_epsilon_pld``, each device's rounds composed by their privacy loss
-            distribution (:mod:`otagym.accounting.pld`: tighter, an upper bound too, 0.4-1.4 s per env and episode
-            of 500 rounds). The reward's per-round RDP leakage is the same under both.
+            distribution (:mod:`otagym.accounting.pld`: tighter, an upper bound too; docs/speed.md gives its time),
+            and ``dp_epsilon_pld_from_rdp``, True where the RDP ledger's ε at its orders was the smaller and is
+            reported instead. The reward's per-round RDP leakage is the same under both.
         fidelity: ``"analytic"`` (the surrogate only) or ``"train"``: every step also trains a real model by FedSGD
             over the air with the round's eta_t (:mod:`otagym.training`; the scenario's d and n_m follow the model and
             the data), and info adds :data:`otagym.fidelity.TRAIN_KEYS`.
@@ -115,7 +116,8 @@ class ReceiveScalingCore:
         (*(k for k in TRAINING_ARGS if k != "fidelity"), "momentum", "weight_decay"))
     #: Batch axis of each ``reset`` option (a single env inserts it; :meth:`option_shapes` has the shapes).
     OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
-    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld", "leakage_total", "equal_alloc_leakage")
+    EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld", "dp_epsilon_pld_from_rdp", "leakage_total",
+                        "equal_alloc_leakage")
 
     def __init__(
         self,
@@ -387,8 +389,9 @@ class ReceiveScalingCore:
                 info["dp_epsilon"] = eps[:, dc]
                 info["dp_order"] = order[:, dc]
             if self.pld_ledger is not None:  # only the episodes that ended: the others' rounds go on
-                eps = self.pld_ledger.epsilon(s.delta, rows=np.flatnonzero(terminated))
-                info["dp_epsilon_pld"] = eps[:, self.model.device_class]
+                account = self.pld_ledger.account(s.delta, rows=np.flatnonzero(terminated))
+                info["dp_epsilon_pld"] = account.epsilon[:, self.model.device_class]
+                info["dp_epsilon_pld_from_rdp"] = account.from_rdp[:, self.model.device_class]
         if self.trace is None:
             self.fading = self.channel.advance(rng, self.fading, self.t)
         self._set_gains()

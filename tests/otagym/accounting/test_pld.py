@@ -148,6 +148,34 @@ def test_a_batch_shares_one_grid_the_finest_its_elements_ask_for():
     assert batch.epsilon[1] == alone[1].epsilon  # the less noisy element asks for the finer grid
 
 
+def test_a_batch_composes_each_element_as_it_would_alone_on_the_same_grid():
+    """The batch's groups are built and transformed once for all its elements: each element's ε equals its own
+    account on the same grid (shared groups, groups of one element, windows of different lengths, an element that
+    leaks nothing)."""
+    rng = np.random.default_rng(4)
+    sigma = np.stack([rng.choice([0.9, 1.3, 2.0], 60), rng.choice([1.3, 2.0, 4.0], 60), rng.uniform(0.7, 3, 60),
+                      np.full(60, 6.0), np.full(60, np.inf)], axis=1)
+    q = np.stack([np.full(60, 0.02), np.full(60, 0.02), rng.uniform(0.01, 0.3, 60), np.full(60, 0.5),
+                  np.full(60, 0.1)], axis=1)
+    batch = pld_account(q=q, noise_multiplier=sigma, delta=DELTA, value_discretization=2e-3)
+    for j in range(sigma.shape[1]):
+        alone = pld_account(q=q[:, j], noise_multiplier=sigma[:, j], delta=DELTA, value_discretization=2e-3)
+        assert batch.epsilon[j] == pytest.approx(float(alone.epsilon), rel=1e-9, abs=1e-12)
+        assert batch.from_rdp[j] == alone.from_rdp
+    assert batch.epsilon[4] == 0.0 and np.all(batch.epsilon[:4] > 0)
+
+
+def test_where_the_rdp_ledger_is_smaller_its_epsilon_is_that_of_the_rounds_as_they_are():
+    """The RDP ledger's ε is first bounded below on the sigma grid (rounds rounded to leak less); where it may be the
+    smaller it is computed on the rounds as they are, not rounded: at delta = 1e-16 (the PLD falls back) with
+    noise off the grid, it equals the ledger's on the same rounds."""
+    sigma = schedule(8, 50)
+    account = pld_account(q=0.01, noise_multiplier=sigma, delta=1e-16)
+    rdp = rdp_to_dp(rdp_sgm(q=0.01, noise_multiplier=sigma, orders=DEFAULT_ORDERS).sum(axis=0), DEFAULT_ORDERS,
+                    1e-16)[0]
+    assert account.from_rdp and float(account.epsilon) == pytest.approx(float(rdp), rel=1e-12)
+
+
 def test_the_sigma_grid_only_raises_epsilon_and_by_little():
     """sigma rounded down leaks more (an upper bound still), by under 1% at the default resolution here."""
     sigma = schedule(2)
@@ -227,8 +255,8 @@ def test_the_ledger_composes_each_rows_episode_since_its_reset():
         ledger.record(sigma[t])
     eps = ledger.epsilon(DELTA)
     kwargs = {"q": 0.05, "delta": DELTA, "value_discretization": 1e-3}
-    assert eps[0, 0] == pld_epsilon(noise_multiplier=sigma[:, 0, 0], **kwargs)
-    assert eps[1, 0] == pld_epsilon(noise_multiplier=sigma[10:, 1, 0], **kwargs)
+    assert eps[0, 0] == pytest.approx(float(pld_epsilon(noise_multiplier=sigma[:, 0, 0], **kwargs)), rel=1e-9)
+    assert eps[1, 0] == pytest.approx(float(pld_epsilon(noise_multiplier=sigma[10:, 1, 0], **kwargs)), rel=1e-9)
     assert ledger.epsilon(DELTA, rows=[1])[0, 0] == 0.0
 
 
@@ -247,7 +275,7 @@ def test_the_env_reports_the_pld_epsilon_of_its_devices_rounds_beside_the_rdp_on
         sigmas.append(info["noise_multiplier"])
     assert terminated
     expected = pld_epsilon(q=q, noise_multiplier=np.array(sigmas), delta=env.unwrapped.scenario.delta)
-    np.testing.assert_array_equal(info["dp_epsilon_pld"], expected)
+    np.testing.assert_allclose(info["dp_epsilon_pld"], expected, rtol=1e-9)
     assert np.all(info["dp_epsilon_pld"] < info["dp_epsilon"])
 
 
@@ -257,6 +285,13 @@ def test_the_vector_env_reports_it_where_an_episode_ended():
     for _ in range(5):
         _, _, terminated, _, info = envs.step(np.zeros((3, 1), dtype=np.float32))
     assert terminated.all() and np.all(info["dp_epsilon_pld"] > 0) and np.all(info["_dp_epsilon_pld"])
+    assert info["dp_epsilon_pld_from_rdp"].dtype == bool and not info["dp_epsilon_pld_from_rdp"].any()
+    envs = OTAPrivacyVectorEnv(2, accountant="pld", num_rounds=5, delta=1e-16)  # the PLD's rounding is above delta
+    envs.reset(seed=0)
+    for _ in range(5):
+        _, _, _, _, info = envs.step(np.zeros((2, 1), dtype=np.float32))
+    assert info["dp_epsilon_pld_from_rdp"].all()
+    np.testing.assert_allclose(info["dp_epsilon_pld"], info["dp_epsilon"], rtol=1e-9)
     with pytest.raises(ValueError, match="accountant must be one of 'rdp', 'pld'"):
         OTAPrivacyEnv(accountant="prv")
 
