@@ -20,7 +20,10 @@ heterogeneously. Every step gives an upper bound on the exact ε:
    its group's size, on a window of L points: the circular convolution is the exact law of the summed loss modulo
    L, and the window's edges are Chernoff bounds (each group's moment generating function computed exactly from its
    discrete PLD) on the mass beyond them, which is added to the mass at infinity (pessimistic: every delta(eps) can
-   only grow). With the noise's tails beyond each round's range, at most :data:`TAIL_SHARE` of delta in all.
+   only grow). With the noise's tails beyond each round's range, at most :data:`TAIL_SHARE` of delta in all. The
+   schedules of a batch share their groups: each group's PLD, transform and moment generating function is computed
+   once, and each schedule's product is the exponential of the transforms' logs weighted by its counts (one matrix
+   product for the batch).
 4. **ε at δ** is the smallest ε whose hockey-stick divergence is at most δ (``dp_accounting``'s
    ``get_epsilon_for_delta``, vectorised; tested equal); where the RDP ledger's ε at
    :data:`~otagym.accounting.DEFAULT_ORDERS` is smaller (both are upper bounds) it is returned instead, and
