@@ -5,7 +5,8 @@ its scoring is ``baselines/<scheme>/benchmark.py``'s ``BENCHMARK``, so that the 
 A *cell* here is the sweep's JSON-able dict (:mod:`otagym.cli.sweep.cells`): ``scheme``, ``preset``, ``overrides``,
 ``rounds``, ``fidelity``, ``policy`` (``{name, policy, params}`` of an analytic policy, or ``{name, model, ...}`` of a
 trained model), ``seed``, ``nu`` where the scheme has a budget axis, ``dataset``/``data_dir`` (and the data subsets
-it sets: :func:`cell_subsets`) under the training fidelity, and ``accountant`` where it is ``"pld"``
+it sets: :func:`cell_subsets`, and the training options: :func:`cell_training_options`) under the training fidelity,
+and ``accountant`` where it is ``"pld"``
 (:func:`cell_accountant`: the cell also records ``epsilon_pld``). :meth:`SchemeSweep.run_cells` computes cells that
 differ only in nu and seed (one batch) on their resolved scenario; a cell's numbers never depend on the batch it runs
 in.
@@ -31,7 +32,7 @@ from otagym.schemes import get_scheme
 from otagym.validation import Spec
 
 __all__ = ["SweepPolicy", "SchemeSweep", "EpisodeSweep", "EpisodeColumns", "scheme_sweep", "mean_ci_rows",
-           "cell_accountant", "cell_subsets", "OPTIONAL_COLUMNS"]
+           "cell_accountant", "cell_subsets", "cell_training_options", "OPTIONAL_COLUMNS"]
 
 #: One computed cell: its result (JSON-able numbers) and the scenario it ran on (``to_dict()``).
 CellResult = tuple[dict[str, Any], dict[str, Any]]
@@ -50,6 +51,12 @@ def cell_subsets(cell: Mapping[str, Any]) -> dict[str, int]:
     """The data subsets a training cell names (``train_samples``, ``eval_samples``: :data:`SUBSET_KEYS`), as env
     arguments; empty where it names none."""
     return {k: cell[k] for k in SUBSET_KEYS if cell.get(k) is not None}
+
+
+def cell_training_options(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of the model's update a training cell names (its scheme's
+    :attr:`SchemeSweep.training_options`, e.g. ``weight_decay``), as env arguments; empty where it names none."""
+    return dict(cell.get("training_options") or {})
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,8 @@ class SchemeSweep:
         trained_models: whether a config may name a trained model (``NAME:PATH``) among its policies.
         result_columns: the scalar result fields of a cell, in the order ``cells.csv`` lists them.
         default_policies: the policies of a config that names none.
+        training_options: the env arguments of its training fidelity's model update a config may set
+            (``training_options: {NAME: VALUE}``, e.g. ``weight_decay``), and their specs.
     """
 
     nu_axis: bool = False
@@ -91,6 +100,7 @@ class SchemeSweep:
     trained_models: bool = False
     result_columns: tuple[str, ...] = ()
     default_policies: tuple[str, ...] = ()
+    training_options: Mapping[str, Spec] = {}
 
     def table_columns(self, results: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """:attr:`result_columns` with those of :data:`OPTIONAL_COLUMNS` that one of ``results`` has, after

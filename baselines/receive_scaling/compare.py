@@ -84,7 +84,7 @@ def evaluate_cell(
     dataset: str = "digits",
     data_dir: str | None = None,
     accountant: str = "rdp",
-    subsets: Mapping[str, int] | None = None,
+    training_args: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One cell of the comparison: ``spec``'s policy at ``nu`` on the channel realisation of ``seed``.
 
@@ -95,11 +95,11 @@ def evaluate_cell(
     ``score``, ``matched`` (meets nu by construction, or within 1%), ``param``, ``param_value``, ``calibrated``,
     ``wall_s``, and with the training fidelity ``accuracy``, ``accuracy_rounds`` and ``accuracy_curve``.
     ``accountant="pld"`` adds ``epsilon_pld`` (eps at delta from each device's privacy loss distribution, mean over
-    devices: :func:`otagym.accounting.pld_epsilon`) beside the RDP ledger's ``epsilon``. ``subsets``: the training
-    fidelity's ``train_samples``/``eval_samples`` (:func:`~baselines.receive_scaling.evaluation.run_policy`).
+    devices: :func:`otagym.accounting.pld_epsilon`) beside the RDP ledger's ``epsilon``. ``training_args``: the
+    training fidelity's further env arguments (:func:`~baselines.receive_scaling.evaluation.run_policy`).
     """
     return evaluate_cells(scenario, spec, [(nu, seed)], options=options, fidelity=fidelity, dataset=dataset,
-                          data_dir=data_dir, accountant=accountant, subsets=subsets)[0]
+                          data_dir=data_dir, accountant=accountant, training_args=training_args)[0]
 
 
 def evaluate_cells(
@@ -112,7 +112,7 @@ def evaluate_cells(
     dataset: str = "digits",
     data_dir: str | None = None,
     accountant: str = "rdp",
-    subsets: Mapping[str, int] | None = None,
+    training_args: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`evaluate_cell` for several (nu, seed) cells of one policy, batched in one vector env (analytic fidelity).
 
@@ -124,7 +124,8 @@ def evaluate_cells(
     """
     if fidelity == "train" and len(cells) > 1:
         return [evaluate_cell(scenario, spec, nu, seed, options=options, fidelity=fidelity, dataset=dataset,
-                              data_dir=data_dir, accountant=accountant, subsets=subsets) for nu, seed in cells]
+                              data_dir=data_dir, accountant=accountant, training_args=training_args)
+                for nu, seed in cells]
     start = time.perf_counter()
     options = dict(options or {})
     unknown = sorted(set(options) - set(spec.options))
@@ -140,7 +141,8 @@ def evaluate_cells(
         value, _ = calibrate(lambda p, nu: spec.build(nu, p, **options), scenario, real, nu_arr, spec.bracket)
         calibrated = True
     result = run_policy(spec.build(nu_arr, value, **options), scenario, real, seed=seeds[0], nu=nu_arr,
-                        fidelity=fidelity, dataset=dataset, data_dir=data_dir, accountant=accountant, subsets=subsets)
+                        fidelity=fidelity, dataset=dataset, data_dir=data_dir, accountant=accountant,
+                        training_args=training_args)
     outs = []
     for i, (nu, seed) in enumerate(zip(nu_arr, seeds)):
         optimal = reference_leakage(scenario, float(nu), seed)

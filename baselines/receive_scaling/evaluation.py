@@ -11,7 +11,7 @@ import operator
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -99,14 +99,15 @@ class EpisodeResult:
 def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
                dp: bool = True, nu: NDArray | None = None, fidelity: str = "analytic", eval_every: int | None = None,
                dataset: str = "digits", data_dir: str | None = None, accountant: str = "rdp",
-               subsets: Mapping[str, int] | None = None) -> EpisodeResult:
+               training_args: Mapping[str, Any] | None = None) -> EpisodeResult:
     """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``).
 
     ``nu`` (N,) is each env's budget as the env observes it (default: the scenario's); the policy is told its own nu
     when it is built. ``fidelity="train"`` also trains the env's model (the scenario must be the training env's own,
     whose d and n_m follow the model and data: :func:`training_scenario`) and reports its test accuracy after every
-    ``eval_every`` rounds (default: T/20) and at the end, on ``dataset`` (``data_dir`` for its files; ``subsets``:
-    the env's ``train_samples``/``eval_samples``, :data:`otagym.fidelity.SUBSET_KEYS`).
+    ``eval_every`` rounds (default: T/20) and at the end, on ``dataset`` (``data_dir`` for its files; ``training_args``:
+    the env's further training arguments: the data subsets of :data:`otagym.fidelity.SUBSET_KEYS` and the model
+    update's ``momentum``/``weight_decay``).
     ``accountant="pld"`` (with ``dp``) also reports ``epsilon_pld``, the same rounds composed by the PLD accountant
     (:data:`otagym.accounting.ACCOUNTANTS`); the RDP ``epsilon`` is reported either way.
     """
@@ -114,7 +115,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}; got {accountant!r}")
     n = realisations.num_envs
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
-    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, **(subsets or {})}
+    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, **(training_args or {})}
                 if fidelity == "train" else {})
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
                               autoreset_mode=AutoresetMode.SAME_STEP, **training)  # reads info["final_info"]

@@ -16,7 +16,8 @@ import numpy as np
 
 from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES, PolicySpec, evaluate_cells, summarize
 from baselines.receive_scaling.evaluation import training_scenario
-from baselines.sweep import CellResult, SchemeSweep, cell_accountant, cell_subsets
+from baselines.sweep import CellResult, SchemeSweep, cell_accountant, cell_subsets, cell_training_options
+from otagym.schemes.receive_scaling.core import ReceiveScalingCore
 from otagym.validation import POSITIVE, Spec
 
 __all__ = ["ReceiveScalingSweep", "SWEEP"]
@@ -37,6 +38,7 @@ class ReceiveScalingSweep(SchemeSweep):
     result_columns = ("rdp", "epsilon", "cost_mean", "leakage", "equal_alloc_leakage", "optimal_leakage", "score",
                       "matched", "param", "param_value", "calibrated", "accuracy")
     default_policies = DEFAULT_POLICIES
+    training_options = {k: ReceiveScalingCore.ARGS[k] for k in ("momentum", "weight_decay")}
 
     def policy_names(self) -> list[str]:
         return list(POLICIES)
@@ -69,7 +71,8 @@ class ReceiveScalingSweep(SchemeSweep):
             spec, options = POLICIES[cell["policy"]["policy"]], dict(cell["policy"]["params"])
         results = evaluate_cells(scenario, spec, [(c["nu"], c["seed"]) for c in cells], options=options,
                                  fidelity=cell["fidelity"], dataset=cell.get("dataset") or "digits",
-                                 data_dir=cell.get("data_dir"), accountant=cell_accountant(cell), subsets=subsets)
+                                 data_dir=cell.get("data_dir"), accountant=cell_accountant(cell),
+                                 training_args={**subsets, **cell_training_options(cell)})
         return [(result, scenario.to_dict()) for result in results]
 
     def summarize(self, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,8 +27,8 @@ __all__ = ["SWEEP_SCHEMES", "CONFIG_KEYS", "SEED_COUNT", "FIDELITIES", "DATASETS
 #: (:func:`baselines.sweep.scheme_sweep`).
 SWEEP_SCHEMES = tuple(SCHEMES)
 #: The keys of a sweep config.
-CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", *SUBSET_KEYS, "policies",
-               "nu", "seeds", "accountant")
+CONFIG_KEYS = ("name", "scheme", "scenarios", "rounds", "fidelity", "dataset", "data_dir", *SUBSET_KEYS,
+               "training_options", "policies", "nu", "seeds", "accountant")
 #: The number of seeds ``seeds: {start, count}`` (and ``otagym compare --seeds``) may ask for: each is a cell per
 #: policy and nu, and the plan lists every cell before the first runs.
 SEED_COUNT = Integer(1, 100_000)
@@ -240,7 +240,9 @@ def plan(config: Mapping[str, Any]) -> Plan:
     the scenario's), ``fidelity`` (``analytic``/``train``, one or a list, those the scheme's sweep runs) with
     ``dataset``/``data_dir`` (``data_dir`` may be left out for ``fashion-mnist`` once Debian's
     ``dataset-fashion-mnist`` is installed) and the data subsets ``train_samples``/``eval_samples``
-    (:data:`otagym.fidelity.SUBSET_KEYS`; each cell then names them), ``policies`` (names, ``NAME:PATH`` of trained
+    (:data:`otagym.fidelity.SUBSET_KEYS`; each cell then names them) and ``training_options`` (a mapping of the
+    model update's env arguments the scheme's sweep lets a config set, e.g. ``weight_decay``: its
+    :attr:`~baselines.sweep.SchemeSweep.training_options`; each training cell then names them), ``policies`` (names, ``NAME:PATH`` of trained
     models, ``{policy, name, params}`` or ``{name, model}``; default the scheme's), ``nu`` (one or a list, each > 0;
     default the scenario's ``nu_grid``; only for a scheme with a nu axis), ``seeds`` (a list of integers >= 0, or
     ``{start, count}``), ``accountant`` (one of :data:`otagym.accounting.ACCOUNTANTS`, one value; default ``rdp``:
@@ -267,7 +269,11 @@ def plan(config: Mapping[str, Any]) -> Plan:
             _check_accountant(scheme, scenarios, accountant)
         normalised["schemes"][scheme] = {"scenarios": scenarios, "policies": policies,
                                          **({} if nus == [None] else {"nu": nus})}
-        cells += _grid(scheme, scenarios, rounds, fidelities, policies, nus, seeds, training_data, accountant)
+        options = _training_options(config, scheme, fidelities)
+        if options:
+            normalised["schemes"][scheme]["training_options"] = options
+        cells += _grid(scheme, scenarios, rounds, fidelities, policies, nus, seeds,
+                       {**training_data, **({"training_options": options} if options else {})}, accountant)
     keys = tuple(cell_key(c) for c in cells)
     return Plan(name, normalised, tuple(cells), keys)
 
@@ -291,6 +297,23 @@ def _scheme_axes(config: Mapping[str, Any], scheme: str,
     else:
         nus = [None]
     return scenarios, _policies(config, scheme, nus, first), nus
+
+
+def _training_options(config: Mapping[str, Any], scheme: str, fidelities: list[str]) -> dict[str, Any]:
+    """The config's ``training_options`` for ``scheme``, checked against its sweep's
+    :attr:`~baselines.sweep.SchemeSweep.training_options` (empty where the config sets none)."""
+    from baselines.sweep import scheme_sweep
+
+    given = config.get("training_options")
+    if given is None or given == {}:
+        return {}
+    if "train" not in fidelities:
+        _fail("training_options", "absent unless fidelity includes 'train'", given)
+    specs = scheme_sweep(scheme).training_options
+    allowed = f"a mapping of {sorted(specs)} for scheme {scheme!r}" if specs else f"absent for scheme {scheme!r}"
+    if not isinstance(given, Mapping) or not specs or set(given) - set(specs):
+        _fail("training_options", allowed, given)
+    return {k: _spec(specs[k], f"training_options.{k}", v) for k, v in given.items()}
 
 
 def _check_accountant(scheme: str, scenarios: list[dict[str, Any]], accountant: str) -> None:

@@ -94,6 +94,11 @@ def _write_config(tmp_path: Path, config: dict) -> Path:
     ({"eval_samples": 100}, "eval_samples must be absent unless fidelity includes 'train'"),
     ({"fidelity": "train", "eval_samples": 0}, "eval_samples must be an integer >= 1"),
     ({"fidelity": "train", "dataset": "mnist"}, "data_dir must be an existing folder holding the mnist files"),
+    ({"training_options": {"weight_decay": 1e-4}}, "training_options must be absent unless fidelity includes 'train'"),
+    ({"fidelity": "train", "training_options": {"decay": 1e-4}},
+     "training_options must be a mapping of ['momentum', 'weight_decay'] for scheme 'receive_scaling'"),
+    ({"fidelity": "train", "training_options": {"weight_decay": 2}},
+     "training_options.weight_decay must be a finite number in [0, 1]"),
     ({"polices": ["AdaScale"]}, "config keys must be among ['name'"),
     ({"name": "../up"}, "name must be a folder name"),
 ])
@@ -122,6 +127,24 @@ def test_fashion_mnist_needs_no_data_dir_once_its_package_is_installed(tmp_path,
     cells = sweep.plan(config).cells
     assert {(c["dataset"], c["data_dir"], c["eval_samples"]) for c in cells} == {("fashion-mnist", None, 500)}
     assert "eval_samples" not in sweep.plan({**TINY, "fidelity": "train"}).cells[0]
+
+
+def test_training_options_reach_the_models_update(tmp_path, monkeypatch):
+    """``training_options: {weight_decay: ...}`` goes into each training cell (a config without it keeps its cells'
+    keys) and into the env's model update: the engine is built with it."""
+    from otagym.training.federation import Federation
+
+    built = []
+    engine = Federation.engine
+    monkeypatch.setattr(Federation, "engine", lambda self, *a, **kw: built.append(kw) or engine(self, *a, **kw))
+    config = {**TINY, "policies": ["EqualAlloc"], "seeds": [0], "rounds": 2, "fidelity": "train",
+              "training_options": {"weight_decay": 1e-4}}
+    plan = sweep.plan(config)
+    assert [c["training_options"] for c in plan.cells] == [{"weight_decay": 1e-4}]
+    plain = sweep.plan({**config, "training_options": None})
+    assert "training_options" not in plain.cells[0] and plain.keys != plan.keys
+    assert sweep.run(plan, tmp_path / "out").complete
+    assert built and {kw["weight_decay"] for kw in built} == {1e-4}
 
 
 def test_yaml_numbers_in_e_notation_are_numbers(tmp_path):
