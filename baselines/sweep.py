@@ -18,10 +18,11 @@ env (:class:`EpisodeSweep`), their privacy budget fixed by the scenario.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -32,13 +33,27 @@ from otagym.schemes import get_scheme
 from otagym.validation import Spec
 
 __all__ = ["SweepPolicy", "SchemeSweep", "EpisodeSweep", "EpisodeColumns", "scheme_sweep", "mean_ci_rows",
-           "cell_accountant", "cell_subsets", "cell_training_options", "OPTIONAL_COLUMNS"]
+           "cell_accountant", "cell_subsets", "cell_training_options", "OPTIONAL_COLUMNS", "SHOW_ROUNDS",
+           "training_rounds"]
 
 #: One computed cell: its result (JSON-able numbers) and the scenario it ran on (``to_dict()``).
 CellResult = tuple[dict[str, Any], dict[str, Any]]
 #: Result fields that only some cells record (``epsilon_pld``: those of ``accountant: pld``), listed after ``epsilon``
 #: in a table only where a cell has them (:meth:`SchemeSweep.table_columns`), so that other sweeps' tables keep theirs.
 OPTIONAL_COLUMNS = ("epsilon_pld",)
+#: Whether a training cell computed in this context shows its rounds on a progress bar below the sweep's (set by
+#: ``otagym sweep`` and ``otagym compare`` for the cells they compute in-process with their progress bar on).
+SHOW_ROUNDS: contextvars.ContextVar[bool] = contextvars.ContextVar("SHOW_ROUNDS", default=False)
+
+
+def training_rounds(total: int, fidelity: str) -> Iterable[int]:
+    """``range(total)``, the rounds of a cell's episode: on a progress bar (removed when done) for a training cell
+    where :data:`SHOW_ROUNDS` is set (its rounds take seconds each on a real dataset)."""
+    if fidelity != "train" or not SHOW_ROUNDS.get():
+        return range(total)
+    from tqdm.auto import tqdm
+
+    return tqdm(range(total), desc="  training cell", unit="round", leave=False)
 
 
 def cell_accountant(cell: Mapping[str, Any]) -> str:
@@ -229,7 +244,7 @@ class EpisodeSweep(SchemeSweep):
         env_kwargs = {**self.env_kwargs, **{k: params[k] for k in spec.env_params}}
         if cell["fidelity"] == "train":
             env_kwargs.update(fidelity="train", dataset=cell.get("dataset") or "digits", data_dir=cell.get("data_dir"),
-                              **cell_subsets(cell))
+                              eval_gradient=False, **cell_subsets(cell))  # a cell records the test accuracy only
         if cell_accountant(cell) != "rdp":
             env_kwargs["accountant"] = cell_accountant(cell)
         outs = [self.play_episode(policy, played, int(c["seed"]), cell["scheme"], env_kwargs) for c in cells]
@@ -245,7 +260,7 @@ class EpisodeSweep(SchemeSweep):
         obs, info = env.reset(seed=seed)
         total, cost = 0.0, None
         sums = dict.fromkeys(self.columns.means, 0.0)
-        for _ in range(env.scenario.num_rounds):
+        for _ in training_rounds(env.scenario.num_rounds, env_kwargs.get("fidelity", "analytic")):
             obs, reward, _, _, info = env.step(policy.act(obs, info))
             total += float(reward[0])
             if "cost" in info:

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from otagym.datasets import DATASET_NAMES
-from otagym.validation import Integer, OfType, OneOf, Spec
+from otagym.validation import Flag, Integer, OfType, OneOf, Spec
 
 __all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "SUBSET_KEYS", "TrainingRuns",
            "fork_safe_torch"]
@@ -32,7 +32,9 @@ __all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "SUBSET_K
 Fidelity = Literal["analytic", "train"]
 #: Step info of the training fidelity: the round's training loss, and the latest evaluation (every ``eval_every``
 #: rounds and at the last; ``evaluated_round`` = the round after which it was taken, -1 = the initial model);
-#: ``diverged`` (1.0 once the model diverged and stopped training: see ``otagym.training.Engine``).
+#: ``diverged`` (1.0 once the model diverged and stopped training: see ``otagym.training.Engine``). With
+#: ``eval_gradient=False`` an evaluation is the test loss and accuracy only: ``gradient_norm2`` and the initial
+#: ``train_loss`` (f(w_0)) are NaN.
 TRAIN_KEYS = ("train_loss", "test_loss", "test_accuracy", "gradient_norm2", "evaluated_round", "diverged")
 #: The env arguments of the training fidelity shared by every scheme (defaults in :data:`TRAINING_DEFAULTS`).
 TRAINING_ARGS: dict[str, Spec] = {
@@ -45,13 +47,14 @@ TRAINING_ARGS: dict[str, Spec] = {
     "eval_every": Integer(1, 1_000_000),
     "train_samples": Integer(1, optional=True),
     "eval_samples": Integer(1, optional=True),
+    "eval_gradient": Flag(),
 }
 #: The arguments of :data:`TRAINING_ARGS` that train or evaluate on random subsets of the data, to run faster: the
 #: number of training samples kept (n_m follows) and the most test and training samples an evaluation measures.
 SUBSET_KEYS = ("train_samples", "eval_samples")
 TRAINING_DEFAULTS: dict[str, Any] = {"fidelity": "analytic", "dataset": "digits", "data_dir": None,
                                      "data_split": "iid", "data_seed": 0, "eval_every": 10, "train_samples": None,
-                                     "eval_samples": None}
+                                     "eval_samples": None, "eval_gradient": True}
 
 #: ``play(i, engine, rng) -> train_loss``: one round of env ``i`` on its engine, with its generator.
 Play = Callable[[int, Any, np.random.Generator], float]
@@ -111,9 +114,13 @@ class TrainingRuns:
                                           split=args["data_split"], data_dir=args["data_dir"],
                                           train_samples=args["train_samples"], eval_samples=args["eval_samples"])
         self.eval_every, self.num_rounds = args["eval_every"], num_rounds
+        #: Whether an evaluation measures f(w) and ||grad f(w)||^2 over the devices' data (else they stay NaN).
+        self.eval_gradient = args["eval_gradient"]
         self.engines: list[Any] = [None] * num_envs
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
         self.metrics = {k: np.zeros(num_envs) for k in TRAIN_KEYS}
+        if not self.eval_gradient:
+            self.metrics["gradient_norm2"][:] = np.nan
         #: Compute the envs' engines together (True) or one after another (False: the reference of the same numbers).
         self.batched = True
 
@@ -134,7 +141,8 @@ class TrainingRuns:
             self._rngs[i] = child
             self.engines[i] = make_engine(self.federation, child)
         self._evaluate(reset, np.full(len(reset), -1))
-        for group in self._groups(reset):
+        self.metrics["train_loss"][reset] = np.nan  # f(w_0) where it is measured, else NaN
+        for group in self._groups(reset) if self.eval_gradient else ():
             engines = [self.engines[i] for i in group]
             self.metrics["train_loss"][group] = type(engines[0]).train_loss_all(engines)
 
@@ -176,7 +184,8 @@ class TrainingRuns:
             engines = [self.engines[i] for i in group]
             cls = type(engines[0])
             metrics["test_loss"][group], metrics["test_accuracy"][group] = cls.evaluate_all(engines)
-            metrics["gradient_norm2"][group] = cls.gradient_norm2_all(engines)
+            if self.eval_gradient:
+                metrics["gradient_norm2"][group] = cls.gradient_norm2_all(engines)
             metrics["evaluated_round"][group] = [after[i] for i in group]
             metrics["diverged"][group] = [e.diverged for e in engines]
 

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.policies import OfflineOptimal
+from baselines.sweep import training_rounds
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, RDPLedger, pld_epsilon
@@ -115,7 +116,9 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}; got {accountant!r}")
     n = realisations.num_envs
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
-    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, **(training_args or {})}
+    # a cell records the test accuracy only: no ||grad f||^2 over the devices' data (most of an evaluation's time)
+    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, "eval_gradient": False,
+                 **(training_args or {})}
                 if fidelity == "train" else {})
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
                               autoreset_mode=AutoresetMode.SAME_STEP, **training)  # reads info["final_info"]
@@ -131,7 +134,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
     curve = [(-1, info["test_accuracy"])] if fidelity == "train" else []
     model = env.rounds.model
     sigma = np.empty((scenario.num_rounds, n, model.class_device.size))  # per class, for the end-of-episode eps
-    for t in range(scenario.num_rounds):
+    for t in training_rounds(scenario.num_rounds, fidelity):
         x = np.broadcast_to(policy.act(obs, info), (n,))
         obs, _, terminated, _, info = env.step(x[:, None])
         sigma[t] = info["noise_multiplier"][:, model.class_device]

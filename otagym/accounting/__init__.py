@@ -19,7 +19,8 @@ Modules (each module's docstring cites the equations it implements):
 * :mod:`~otagym.accounting.tables` (with :mod:`~otagym.accounting.interpolation`): tabulated curves for large ledgers.
 * :mod:`~otagym.accounting.ledger`: :class:`RDPLedger`, running totals over rounds.
 * :mod:`~otagym.accounting.pld`: :func:`pld_epsilon` and :class:`PLDLedger`, (eps, delta) of a schedule of rounds
-  from their privacy loss distribution (tighter than RDP -> (eps, delta)), with :func:`pld_account`.
+  from their privacy loss distribution (tighter than RDP -> (eps, delta)), with :func:`pld_account`; one round's
+  distribution is :mod:`~otagym.accounting.loss_distribution`'s.
 * :mod:`~otagym.accounting.episode`: :class:`EpisodeEpsilon`, a core's end-of-episode report from both.
 """
 

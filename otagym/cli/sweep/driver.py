@@ -75,10 +75,14 @@ def run(p: Plan, sweep_dir: str | os.PathLike, *, workers: int | None = None, ra
             f"{' ' + where if where else ''}; records in {cells_dir}")
         for key, why in found.invalid.items():
             log(f"  recomputing cells/{key}.json: {why}")
+    from baselines.sweep import SHOW_ROUNDS
+
     bar = tqdm(total=len(tasks), desc=f"sweep {p.name}", disable=not progress or not tasks, unit="cell")
+    shown = SHOW_ROUNDS.set(progress and bool(tasks) and where == "in-process")  # a worker's bar would garble ours
     try:
         _store(source, cells_dir, outcome, records, bar)
     finally:
+        SHOW_ROUNDS.reset(shown)
         bar.close()
     outcome.records = records
     _rebuild_tables(p, sweep_dir, outcome)

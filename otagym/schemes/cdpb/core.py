@@ -83,6 +83,7 @@ class CDPBCore:
         eval_every: rounds between evaluations of the model (test loss and accuracy), as for model A.
         train_samples: train on a random subset of this many training samples, as for model A.
         eval_samples: evaluate on random subsets of at most this many samples, as for model A.
+        eval_gradient: whether an evaluation also measures ||grad f(w)||^2, as for model A.
         local_steps: L, full-batch gradient steps per round on each reliable client under ``fidelity="train"``.
         local_learning_rate: the step size of those local steps.
         reward_scale: the reward is the round's share of -G divided by this (> 0, utility units): 1 keeps -G (24) as
@@ -119,11 +120,12 @@ class CDPBCore:
                  accountant: str = "rdp", fidelity: Fidelity = "analytic", dataset: str = "digits",
                  data_dir: str | os.PathLike | None = None, data_split: str = "iid", data_seed: int = 0,
                  eval_every: int = 10, train_samples: int | None = None, eval_samples: int | None = None,
-                 local_steps: int = 1, local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
+                 eval_gradient: bool = True, local_steps: int = 1, local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
         args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
                           accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
                           data_split=data_split, data_seed=data_seed, eval_every=eval_every,
-                          train_samples=train_samples, eval_samples=eval_samples, local_steps=local_steps,
+                          train_samples=train_samples, eval_samples=eval_samples, eval_gradient=eval_gradient,
+                          local_steps=local_steps,
                           local_learning_rate=local_learning_rate, reward_scale=reward_scale)
         self.reward_scale = args["reward_scale"]
         refuse_without_effect(args, signature_defaults(CDPBCore.__init__), self.APPLIES_WITH)

@@ -92,6 +92,9 @@ class ReceiveScalingCore:
         train_samples: train on a random subset of this many training samples (None: all; n_m follows).
         eval_samples: evaluate on random subsets of at most this many test samples (loss, accuracy) and devices'
             samples (f(w), ||grad f||^2); None: all of them.
+        eval_gradient: whether an evaluation also measures ||grad f(w)||^2 (and the initial f(w)) over the
+            devices' data; False leaves them NaN, and an evaluation is the test loss and accuracy only (most of
+            its time on a large dataset: 60,000 Fashion-MNIST samples).
         momentum: of the model update (12) under ``fidelity="train"``.
         weight_decay: of the model update (12) under ``fidelity="train"``.
 
@@ -142,6 +145,7 @@ class ReceiveScalingCore:
         eval_every: int = 10,
         train_samples: int | None = None,
         eval_samples: int | None = None,
+        eval_gradient: bool = True,
         momentum: float = 0.0,
         weight_decay: float = 0.0,
     ) -> None:
@@ -150,8 +154,8 @@ class ReceiveScalingCore:
                                   price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range,
                                   dp_orders=dp_orders, accountant=accountant, fidelity=fidelity, dataset=dataset,
                                   data_dir=data_dir, data_split=data_split, data_seed=data_seed, eval_every=eval_every,
-                                  train_samples=train_samples, eval_samples=eval_samples, momentum=momentum,
-                                  weight_decay=weight_decay)
+                                  train_samples=train_samples, eval_samples=eval_samples,
+                                  eval_gradient=eval_gradient, momentum=momentum, weight_decay=weight_decay)
         self.num_envs = NUM_ENVS("num_envs", num_envs)
         self._bind_scenario(scenario, args)
         self._set_action_semantics(args)

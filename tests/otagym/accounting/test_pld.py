@@ -14,7 +14,8 @@ from scipy import optimize, stats
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.accounting import DEFAULT_ORDERS, PLDLedger, pld_epsilon, rdp_sgm, rdp_to_dp
-from otagym.accounting.pld import TAIL_SHARE, _epsilon_for_delta, _loss_sd, _round_pld, pld_account
+from otagym.accounting.loss_distribution import loss_sd, round_pld
+from otagym.accounting.pld import TAIL_SHARE, _epsilon_for_delta, pld_account
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -60,7 +61,7 @@ def test_a_rounds_pld_is_dp_accountings_connect_the_dots_pld(q, sigma, d):
 
     reference = privacy_loss_distribution.from_gaussian_mechanism(
         standard_deviation=sigma, sampling_prob=q, value_discretization_interval=d)
-    for ours, theirs in zip(_round_pld(q, sigma, d, -50.0), (reference._pmf_remove, reference._pmf_add)):
+    for ours, theirs in zip(round_pld(q, sigma, d, -50.0), (reference._pmf_remove, reference._pmf_add)):
         theirs = theirs.to_dense_pmf()
         assert ours.lower == theirs._lower_loss and len(ours.probs) == theirs.size
         np.testing.assert_allclose(ours.probs, theirs._probs, rtol=0, atol=1e-10)
@@ -85,7 +86,7 @@ def fine_grid(q: float, sigma: float, coarsest: float = 1e-4) -> float:
     """A grid fine for the round: ``coarsest``, or a twentieth of its privacy loss's standard deviation where that is
     finer (dp_accounting at 1e-4 is loose where one round's loss is narrower than the grid: q = 0.001, sigma = 5).
     Ours is a tenth of it."""
-    return min(coarsest, _loss_sd(q, sigma) / 20)
+    return min(coarsest, loss_sd(q, sigma) / 20)
 
 
 @pytest.mark.parametrize("q, sigma, rounds", [(0.001, 1.0, 500),

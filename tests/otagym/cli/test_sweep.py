@@ -147,6 +147,17 @@ def test_training_options_reach_the_models_update(tmp_path, monkeypatch):
     assert built and {kw["weight_decay"] for kw in built} == {1e-4}
 
 
+def test_a_training_cell_shows_its_rounds_below_the_sweeps_bar_in_process_only(tmp_path, capsys):
+    """A training cell's rounds take seconds each on a real dataset: in-process with the progress bar on they show
+    on a bar of their own; without the bar, and for analytic cells, nothing."""
+    config = {**TINY, "policies": ["EqualAlloc"], "seeds": [0], "rounds": 3, "fidelity": "train"}
+    assert sweep.run(sweep.plan(config), tmp_path / "shown", log=None).complete
+    assert "training cell" in capsys.readouterr().err
+    assert sweep.run(sweep.plan(config), tmp_path / "quiet", log=None, progress=False).complete
+    assert sweep.run(sweep.plan({**TINY, "seeds": [0]}), tmp_path / "analytic", log=None).complete
+    assert "training cell" not in capsys.readouterr().err
+
+
 def test_yaml_numbers_in_e_notation_are_numbers(tmp_path):
     """PyYAML reads 1e4 as a string (YAML 1.1); the sweep's loader reads it as the number it looks like."""
     path = tmp_path / "e.yaml"

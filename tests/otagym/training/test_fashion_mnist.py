@@ -147,6 +147,47 @@ def test_the_env_takes_the_subsets_and_its_scenario_follows(tmp_path):
                       train_samples=8)
 
 
+def test_a_process_reads_the_files_once_while_they_stay_as_they_were(tmp_path, monkeypatch):
+    """Every env of a comparison builds its federation: the files are read once per process, and again once one of
+    them changed (size or time)."""
+    from otagym.training import federation
+
+    _tiny_fashion(tmp_path)
+    reads = []
+    monkeypatch.setitem(federation.LOADERS, "fashion-mnist", lambda folder: reads.append(folder) or load_mnist(folder))
+    federation._load.cache_clear()
+    first = make_federation("fashion-mnist", 4, np.random.default_rng(1), data_dir=tmp_path)
+    again = make_federation("fashion-mnist", 4, np.random.default_rng(1), data_dir=tmp_path)
+    assert len(reads) == 1 and torch.equal(first.test_data[0], again.test_data[0])
+    arrays = _tiny_fashion(tmp_path, n_test=13, seed=8)
+    changed = make_federation("fashion-mnist", 4, np.random.default_rng(1), data_dir=tmp_path)
+    assert len(reads) == 2 and changed.test_data[1].tolist() == arrays["test", "labels"].tolist()
+
+
+def test_without_the_gradient_an_evaluation_is_the_test_set_only_and_the_run_the_same(tmp_path):
+    """``eval_gradient=False``: ``gradient_norm2`` and the initial ``train_loss`` are NaN, every other number of the
+    run (test loss and accuracy at each evaluation, training losses, rewards) is the one with it."""
+    from otagym import OTAPrivacyEnv
+
+    _tiny_fashion(tmp_path)
+    kwargs = {"fidelity": "train", "dataset": "fashion-mnist", "data_dir": tmp_path, "num_devices": 4, "batch_size": 2,
+              "eval_every": 1, "num_rounds": 3}
+    runs = []
+    for eval_gradient in (True, False):
+        env = OTAPrivacyEnv(eval_gradient=eval_gradient, **kwargs)
+        _, info = env.reset(seed=5)
+        steps = [info] + [env.step(np.zeros(1, dtype=np.float32))[4] for _ in range(3)]
+        runs.append(steps)
+    for with_it, without in zip(*runs):
+        assert np.isnan(without["gradient_norm2"]) and np.isfinite(with_it["gradient_norm2"])
+        for key in ("test_loss", "test_accuracy", "evaluated_round"):
+            assert with_it[key] == without[key]
+    assert np.isnan(runs[1][0]["train_loss"]) and np.isfinite(runs[0][0]["train_loss"])
+    assert [s["train_loss"] for s in runs[0][1:]] == [s["train_loss"] for s in runs[1][1:]]
+    with pytest.raises(ValueError, match="eval_gradient applies only with fidelity"):
+        OTAPrivacyEnv(eval_gradient=False)
+
+
 def _installed() -> str | None:
     """Why the real Fashion-MNIST cannot be read here (None when it can)."""
     try:
