@@ -117,7 +117,8 @@ class TrainingRuns:
         #: Whether an evaluation measures f(w) and ||grad f(w)||^2 over the devices' data (else they stay NaN).
         self.eval_gradient = args["eval_gradient"]
         self.engines: list[Any] = [None] * num_envs
-        self._rngs: list[np.random.Generator | None] = [None] * num_envs
+        #: Each env's generator of its engine's randomness (batches, receiver noise), spawned at its reset.
+        self.rngs: list[np.random.Generator | None] = [None] * num_envs
         self.metrics = {k: np.zeros(num_envs) for k in TRAIN_KEYS}
         if not self.eval_gradient:
             self.metrics["gradient_norm2"][:] = np.nan
@@ -138,7 +139,7 @@ class TrainingRuns:
         fork_safe_torch()  # an env built before a fork may reset and play in the child
         reset = np.flatnonzero(rows)
         for i, child in zip(reset, rng.spawn(len(reset))):
-            self._rngs[i] = child
+            self.rngs[i] = child
             self.engines[i] = make_engine(self.federation, child)
         self._evaluate(reset, np.full(len(reset), -1))
         self.metrics["train_loss"][reset] = np.nan  # f(w_0) where it is measured, else NaN
@@ -156,7 +157,7 @@ class TrainingRuns:
         fork_safe_torch()
         recorders = [_Recorder(engine) for engine in self.engines]
         for i, recorder in enumerate(recorders):
-            play(i, recorder, self._rngs[i])
+            play(i, recorder, self.rngs[i])
         for group in self._groups(np.arange(len(self.engines))):
             engines = [self.engines[i] for i in group]
             cls = type(engines[0])
