@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import fft as scipy_fft
 from scipy import sparse
 
 from otagym.accounting.conversion import rdp_to_dp
@@ -301,8 +302,8 @@ class _Half:
 
     def compose(self, tail: float) -> list[tuple[int, NDArray, float]]:
         """Each schedule's half of the composition of its rounds: (the first point in grid steps, the masses from
-        it on, the mass at infinity). The masses are the product of the rounds' spectra on a window (a power of
-        two points) whose edges are Chernoff bounds, each on a finite mass of at most half of ``tail`` beyond it,
+        it on, the mass at infinity). The masses are the product of the rounds' spectra on a window (of
+        :func:`_window_lengths` points) whose edges are Chernoff bounds, each on a finite mass of at most half of ``tail`` beyond it,
         those bounds added to the mass at infinity; then the window's top, mass at most ``tail`` too, is moved
         there as well (pessimistic both), so that the search for ε starts near the answer."""
         lowest = self.counts @ np.array([m.lower for m in self.members], dtype=np.int64)
@@ -313,7 +314,7 @@ class _Half:
         # the walks start from the Gaussian optimum of the median variance: the batch's rows share their lambdas (a
         # subsampled round's heavy right tail puts the optimum far below the Gaussian one)
         base = round(math.log2(math.sqrt(-2.0 * log_tail / max(float(np.median(var)), 1.0))))
-        starts, outside, lengths = [], [], []
+        starts, outside, widths = [], [], []
         for row in range(self.counts.shape[0]):
             low, high = int(lowest[row]), int(highest[row])
             below = np.clip(self._edge(row, -1, log_tail, base), low - 1, high + 1)
@@ -321,9 +322,9 @@ class _Half:
             start, stop = max(low, math.floor(below) + 1), min(high + 1, math.ceil(above))
             starts.append(start)
             outside.append((start > low) * tail / 2.0 + (stop <= high) * tail / 2.0)
-            lengths.append(1 << max(6, math.ceil(math.log2(max(stop - start, 1)))))
+            widths.append(max(stop - start, 1))
         found: list[tuple[int, NDArray, float]] = [(0, np.zeros(0), 0.0)] * len(starts)
-        lengths_arr = np.array(lengths)
+        lengths_arr = _window_lengths(np.array(widths))
         for length in np.unique(lengths_arr):
             rows = np.flatnonzero(lengths_arr == length)
             per = max(1, min(_DENSE, MAX_POINTS // int(length)))
@@ -337,6 +338,20 @@ class _Half:
                     infinity = -math.expm1(float(log_keep[row])) + outside[row] + cut_mass
                     found[row] = (starts[row], probs, min(infinity, 1.0))
         return found
+
+
+def _window_lengths(widths: NDArray) -> NDArray:
+    """Each row's window length (points, at least its width): rows whose widths lie within a factor 2 of a band's
+    widest share one length, the smallest fast transform size (2^a 3^b 5^c, at least 64) at least that widest, so
+    that a group's transform is computed once a band, and not up to twice what a power of two would need."""
+    lengths = np.zeros(len(widths), dtype=np.int64)
+    left = np.ones(len(widths), dtype=bool)
+    while left.any():
+        widest = int(widths[left].max())
+        band = left & (2 * widths >= widest)
+        lengths[band] = scipy_fft.next_fast_len(max(widest, 64), real=True)
+        left &= ~band
+    return lengths
 
 
 def _epsilon_for_delta(lower: int, probs: NDArray, infinity_mass: float, d: float, delta: float) -> float:

@@ -152,7 +152,8 @@ def test_a_batch_shares_one_grid_the_finest_its_elements_ask_for():
 def test_a_batch_composes_each_element_as_it_would_alone_on_the_same_grid():
     """The batch's groups are built and transformed once for all its elements: each element's ε equals its own
     account on the same grid (shared groups, groups of one element, windows of different lengths, an element that
-    leaks nothing)."""
+    leaks nothing), up to where the window's edge falls (a batch's band of windows may be longer than an element's
+    own: the mass beyond the Chernoff edges, at most 0.1% of delta, wraps elsewhere)."""
     rng = np.random.default_rng(4)
     sigma = np.stack([rng.choice([0.9, 1.3, 2.0], 60), rng.choice([1.3, 2.0, 4.0], 60), rng.uniform(0.7, 3, 60),
                       np.full(60, 6.0), np.full(60, np.inf)], axis=1)
@@ -161,7 +162,7 @@ def test_a_batch_composes_each_element_as_it_would_alone_on_the_same_grid():
     batch = pld_account(q=q, noise_multiplier=sigma, delta=DELTA, value_discretization=2e-3)
     for j in range(sigma.shape[1]):
         alone = pld_account(q=q[:, j], noise_multiplier=sigma[:, j], delta=DELTA, value_discretization=2e-3)
-        assert batch.epsilon[j] == pytest.approx(float(alone.epsilon), rel=1e-9, abs=1e-12)
+        assert batch.epsilon[j] == pytest.approx(float(alone.epsilon), rel=1e-6)
         assert batch.from_rdp[j] == alone.from_rdp
     assert batch.epsilon[4] == 0.0 and np.all(batch.epsilon[:4] > 0)
 
@@ -256,8 +257,8 @@ def test_the_ledger_composes_each_rows_episode_since_its_reset():
         ledger.record(sigma[t])
     eps = ledger.epsilon(DELTA)
     kwargs = {"q": 0.05, "delta": DELTA, "value_discretization": 1e-3}
-    assert eps[0, 0] == pytest.approx(float(pld_epsilon(noise_multiplier=sigma[:, 0, 0], **kwargs)), rel=1e-9)
-    assert eps[1, 0] == pytest.approx(float(pld_epsilon(noise_multiplier=sigma[10:, 1, 0], **kwargs)), rel=1e-9)
+    assert eps[0, 0] == pytest.approx(float(pld_epsilon(noise_multiplier=sigma[:, 0, 0], **kwargs)), rel=1e-6)
+    assert eps[1, 0] == pytest.approx(float(pld_epsilon(noise_multiplier=sigma[10:, 1, 0], **kwargs)), rel=1e-6)
     assert ledger.epsilon(DELTA, rows=[1])[0, 0] == 0.0
 
 
@@ -276,7 +277,7 @@ def test_the_env_reports_the_pld_epsilon_of_its_devices_rounds_beside_the_rdp_on
         sigmas.append(info["noise_multiplier"])
     assert terminated
     expected = pld_epsilon(q=q, noise_multiplier=np.array(sigmas), delta=env.unwrapped.scenario.delta)
-    np.testing.assert_allclose(info["dp_epsilon_pld"], expected, rtol=1e-9)
+    np.testing.assert_allclose(info["dp_epsilon_pld"], expected, rtol=1e-6)
     assert np.all(info["dp_epsilon_pld"] < info["dp_epsilon"])
 
 
@@ -350,7 +351,7 @@ def test_rates_per_round_broadcast_along_the_rounds_axis():
     rates = np.linspace(0.01, 0.1, 10)
     both = pld_epsilon(q=rates, noise_multiplier=sigma, delta=DELTA)
     assert both.shape == (2,)
-    assert both[1] == pld_epsilon(q=rates, noise_multiplier=sigma[:, 1], delta=DELTA)
+    assert both[1] == pytest.approx(float(pld_epsilon(q=rates, noise_multiplier=sigma[:, 1], delta=DELTA)), rel=1e-6)
 
 
 def test_pld_epsilon_edge_inputs_are_answered_not_raised():
