@@ -33,7 +33,7 @@ from otagym.schemes import get_scheme
 from otagym.validation import Spec
 
 __all__ = ["SweepPolicy", "SchemeSweep", "EpisodeSweep", "EpisodeColumns", "scheme_sweep", "mean_ci_rows",
-           "cell_accountant", "cell_subsets", "cell_training_options", "OPTIONAL_COLUMNS", "SHOW_ROUNDS",
+           "cell_accountant", "cell_subsets", "cell_training_options", "OPTIONAL_COLUMNS", "SHOW_ROUNDS", "CELL_TRAINING_ARGS",
            "training_rounds"]
 
 #: One computed cell: its result (JSON-able numbers) and the scenario it ran on (``to_dict()``).
@@ -44,6 +44,9 @@ OPTIONAL_COLUMNS = ("epsilon_pld",)
 #: Whether a training cell computed in this context shows its rounds on a progress bar below the sweep's (set by
 #: ``otagym sweep`` and ``otagym compare`` for the cells they compute in-process with their progress bar on).
 SHOW_ROUNDS: contextvars.ContextVar[bool] = contextvars.ContextVar("SHOW_ROUNDS", default=False)
+#: The env arguments of every training cell: a cell records the test accuracy only, so its env does not measure
+#: ||grad f||^2 over the devices' data (most of an evaluation's time on a real dataset).
+CELL_TRAINING_ARGS: Mapping[str, Any] = {"eval_gradient": False}
 
 
 def training_rounds(total: int, fidelity: str) -> Iterable[int]:
@@ -244,7 +247,7 @@ class EpisodeSweep(SchemeSweep):
         env_kwargs = {**self.env_kwargs, **{k: params[k] for k in spec.env_params}}
         if cell["fidelity"] == "train":
             env_kwargs.update(fidelity="train", dataset=cell.get("dataset") or "digits", data_dir=cell.get("data_dir"),
-                              eval_gradient=False, **cell_subsets(cell))  # a cell records the test accuracy only
+                              **CELL_TRAINING_ARGS, **cell_subsets(cell))
         if cell_accountant(cell) != "rdp":
             env_kwargs["accountant"] = cell_accountant(cell)
         outs = [self.play_episode(policy, played, int(c["seed"]), cell["scheme"], env_kwargs) for c in cells]

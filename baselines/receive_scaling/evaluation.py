@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.policies import OfflineOptimal
-from baselines.sweep import training_rounds
+from baselines.sweep import CELL_TRAINING_ARGS, training_rounds
 from otagym.channel import ChannelModel
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, RDPLedger, pld_epsilon
@@ -116,8 +116,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}; got {accountant!r}")
     n = realisations.num_envs
     eval_every = eval_every or max(1, scenario.num_rounds // 20)
-    # a cell records the test accuracy only: no ||grad f||^2 over the devices' data (most of an evaluation's time)
-    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, "eval_gradient": False,
+    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, **CELL_TRAINING_ARGS,
                  **(training_args or {})}
                 if fidelity == "train" else {})
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
