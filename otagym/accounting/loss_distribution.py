@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 __all__ = ["LossPMF", "round_pld", "loss_range", "loss_sd"]
@@ -23,10 +23,11 @@ __all__ = ["LossPMF", "round_pld", "loss_range", "loss_sd"]
 _HERMITE = np.polynomial.hermite_e.hermegauss(64)
 
 
-def _remove_loss(x: NDArray, q: float, sigma: float) -> NDArray:
-    """The privacy loss at output x of the remove pair: upper (1 - q) N(0, s^2) + q N(-1, s^2), lower N(0, s^2)."""
-    plain = (-0.5 - x) / sigma**2
-    return plain if q == 1.0 else np.logaddexp(math.log(q) + plain, math.log1p(-q))
+def _remove_loss(x: NDArray, q: ArrayLike, sigma: ArrayLike) -> NDArray:
+    """The privacy loss at output x of the remove pair: upper (1 - q) N(0, s^2) + q N(-1, s^2), lower N(0, s^2)
+    (elementwise; at q = 1 the plain Gaussian's, ln(1 - q) being -inf)."""
+    with np.errstate(divide="ignore"):
+        return np.logaddexp(np.log(q) + (-0.5 - np.asarray(x)) / np.square(sigma), np.log1p(-np.asarray(q)))
 
 
 def _add_loss(x: NDArray, q: float, sigma: float) -> NDArray:
@@ -140,12 +141,13 @@ def round_pld(q: float, sigma: float, d: float, log_mass: float) -> tuple[LossPM
     return halves[0], halves[1]
 
 
-@functools.lru_cache(maxsize=65536)
-def loss_sd(q: float, sigma: float) -> float:
-    """The standard deviation (nats) of one round's privacy loss under its remove pair's upper distribution."""
+def loss_sd(q: ArrayLike, sigma: ArrayLike) -> NDArray:
+    """The standard deviation (nats) of one round's privacy loss under its remove pair's upper distribution,
+    elementwise over q and sigma (broadcast)."""
     nodes, weights = _HERMITE
+    q, sigma = (np.asarray(v, dtype=float)[..., None] for v in (q, sigma))
     x = sigma * nodes
     weights = weights / weights.sum()
-    law = [(1.0 - q, _remove_loss(x, q, sigma)), (q, _remove_loss(x - 1.0, q, sigma))]
-    mean = sum(w * float(weights @ loss) for w, loss in law)
-    return math.sqrt(max(sum(w * float(weights @ (loss - mean) ** 2) for w, loss in law), 0.0))
+    law = [(1.0 - q, _remove_loss(x, q, sigma)), (q, _remove_loss(x - 1.0, q, sigma))]  # the upper's two parts
+    mean = sum(w * (loss @ weights)[..., None] for w, loss in law)
+    return np.sqrt(np.maximum(sum(w[..., 0] * (((loss - mean) ** 2) @ weights) for w, loss in law), 0.0))

@@ -23,8 +23,9 @@ heterogeneously. Every step gives an upper bound on the exact ε:
    discrete PLD) on the mass beyond them, which is added to the mass at infinity (pessimistic: every delta(eps) can
    only grow). With the noise's tails beyond each round's range, at most :data:`TAIL_SHARE` of delta in all. The
    schedules of a batch share their groups: each group's PLD, transform and moment generating function is computed
-   once, and each schedule's product is the exponential of the transforms' logs weighted by its counts (one matrix
-   product for the batch).
+   once (:mod:`otagym.accounting.spectra`'s compiled kernels), and each schedule multiplies its groups' transforms
+   (or, where the batch's schedules share most of their groups, takes the exponential of the transforms' logs
+   weighted by its counts: one matrix product for the batch).
 4. **ε at δ** is the smallest ε whose hockey-stick divergence is at most δ (``dp_accounting``'s
    ``get_epsilon_for_delta``, vectorised; tested equal); where the RDP ledger's ε at
    :data:`~otagym.accounting.DEFAULT_ORDERS` is smaller (both are upper bounds) it is returned instead, and
@@ -53,6 +54,7 @@ from otagym.accounting.conversion import rdp_to_dp
 from otagym.accounting.loss_distribution import loss_range, loss_sd, round_pld
 from otagym.accounting.orders import DEFAULT_ORDERS, _validate_q_sigma
 from otagym.accounting.sgm import rdp_sgm
+from otagym.accounting.spectra import BLOCK, log_mgfs, multiply_powers
 from otagym.validation import Real
 
 __all__ = [
@@ -95,6 +97,10 @@ _CHUNK = 1 << 16
 _LOG_ZERO = -1e30
 #: The most schedules or groups whose counts are multiplied at a time (a dense matrix of at most its square).
 _DENSE = 1 << 12
+#: A batch's products of transforms are taken directly (a multiplication a group of a row and a frequency) where its
+#: rows have at most this many groups for each distinct one, else as the exponential of the logs' weighted sum (a
+#: logarithm and an arctangent a distinct group and a frequency, 40x a multiplication, then a matrix product).
+_DIRECT_SHARE = 32
 
 
 class PLDAccount(NamedTuple):
@@ -139,10 +145,10 @@ def _rdp_sums(q: NDArray, sigma: NDArray, counts: NDArray | sparse.csr_array) ->
                for first in range(0, len(q), _CHUNK))
 
 
-def _groups(pairs: NDArray, counts: NDArray, resolution: float,
-            leak_more: bool = True) -> tuple[list[tuple[float, float]], NDArray]:
-    """The rounds' (q, sigma) after q is rounded up and sigma down (``leak_more`` False: q down and sigma up) to the
-    geometric grid of ratio ``1 + resolution`` (0: as they are), and how many rounds each has."""
+def _groups(pairs: NDArray, counts: NDArray, resolution: float, leak_more: bool = True) -> tuple[NDArray, NDArray]:
+    """The rounds' distinct (q, sigma) (columns of a (groups, 2) array) after q is rounded up and sigma down
+    (``leak_more`` False: q down and sigma up) to the geometric grid of ratio ``1 + resolution`` (0: as they are),
+    and how many rounds each has."""
     q, sigma = pairs.real, pairs.imag
     if resolution:
         step = math.log1p(resolution)
@@ -151,18 +157,22 @@ def _groups(pairs: NDArray, counts: NDArray, resolution: float,
         q = np.minimum(near[0](np.exp(up(np.log(q) / step) * step), q), 1.0)
         sigma = near[1](np.exp(down(np.log(sigma) / step) * step), sigma)
     cells, where = np.unique(q + 1j * sigma, return_inverse=True)
-    return [(float(c.real), float(c.imag)) for c in cells], np.bincount(where, weights=counts).astype(np.int64)
+    return np.column_stack((cells.real, cells.imag)), np.bincount(where, weights=counts).astype(np.int64)
 
 
-def _union(items: list[tuple[list[tuple], NDArray]]) -> tuple[list[tuple], sparse.csr_array]:
-    """The distinct keys of the elements' groups (each element: its keys and their counts), and the (elements x
-    keys) matrix of the counts."""
-    keys = sorted({key for element, _ in items for key in element})
-    index = {key: i for i, key in enumerate(keys)}
-    columns = np.fromiter((index[key] for element, _ in items for key in element), dtype=np.int64)
+def _union(items: list[tuple[NDArray, NDArray]]) -> tuple[NDArray, sparse.csr_array]:
+    """The distinct keys (rows of a (keys, fields) array) of the elements' groups (each element: its keys as such
+    rows and their counts), sorted, and the (elements x keys) matrix of the counts."""
+    stacked = np.concatenate([element for element, _ in items])
+    order = np.lexsort(stacked.T[::-1])  # by the first field, then the next (numpy's unique on rows is 10x slower)
+    ordered = stacked[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    columns = np.empty(len(order), dtype=np.int64)
+    columns[order] = np.cumsum(first) - 1
     rows = np.repeat(np.arange(len(items)), [len(element) for element, _ in items])
     counts = np.concatenate([c for _, c in items]).astype(np.int64)
-    return keys, sparse.csr_array((counts, (rows, columns)), shape=(len(items), len(keys)))
+    return ordered[first], sparse.csr_array((counts, (rows, columns)), shape=(len(items), int(first.sum())))
 
 
 def _log_mass(delta: float, rounds: int) -> float:
@@ -182,31 +192,35 @@ def _ladder(width: float, up: bool = False) -> float:
 @dataclass(frozen=True)
 class _Schedule:
     """One element's rounds: their distinct (q, sigma) as they are (complex q + i sigma) and how many rounds each
-    has (the RDP ledger's ε), the groups after the grid's rounding and their counts, ln of each round's truncated
-    mass, and the widths of the loss grid it asks for (:data:`DISCRETIZATION_SD` of the root-mean-square per-round
-    loss standard deviation) and needs at least (a round's PLD and the composition's window within
-    :data:`MAX_POINTS` points)."""
+    has (the RDP ledger's ε), the groups after the grid's rounding ((groups, 2) rows of q, sigma) and their counts,
+    and ln of each round's truncated mass."""
 
     pairs: NDArray
     pair_counts: NDArray
-    rounds: list[tuple[float, float]]
+    groups: NDArray
     counts: NDArray
     log_mass: float
-    asks: float
-    needs: float
 
     @classmethod
     def of(cls, q: NDArray, sigma: NDArray, delta: float, resolution: float) -> _Schedule:
         # a sigma beyond HUGE_SIGMA is rounded down to it (more loss, still an upper bound): its 1/sigma^2 would
         # underflow; the round's epsilon is below 1e-149 either way
         pairs, pair_counts = _distinct(q, np.minimum(sigma, HUGE_SIGMA))
-        rounds, counts = _groups(pairs, pair_counts, resolution)
-        log_mass = _log_mass(delta, int(counts.sum()))
-        var = np.array([loss_sd(q, s) ** 2 for q, s in rounds])
-        asks = DISCRETIZATION_SD * math.sqrt(float(counts @ var) / float(counts.sum()))
-        widest = max(high - low for low, high in (loss_range(q, s, log_mass) for q, s in rounds))
-        needs = max(widest, 16.0 * math.sqrt(float(counts @ var))) / MAX_POINTS
-        return cls(pairs, pair_counts, rounds, counts, log_mass, asks, needs)
+        groups, counts = _groups(pairs, pair_counts, resolution)
+        return cls(pairs, pair_counts, groups, counts, _log_mass(delta, int(counts.sum())))
+
+
+def _grid(schedules: list[_Schedule], value_discretization: float | None) -> float:
+    """The width of one loss grid for every schedule of a batch, so that they share their rounds' PLDs: the finest
+    any asks for (:data:`DISCRETIZATION_SD` of its rounds' root-mean-square per-round loss standard deviation) or
+    ``value_discretization``, coarser only where one needs (a round's PLD, bounded by that of its schedule's
+    largest q and smallest sigma, or the composition's window beyond :data:`MAX_POINTS` points)."""
+    keys, counts = _union([(s.groups, s.counts) for s in schedules])
+    var = counts @ loss_sd(keys[:, 0], keys[:, 1]) ** 2  # each schedule's summed per-round variance
+    asks = value_discretization or _ladder(DISCRETIZATION_SD * math.sqrt(float(np.min(var / counts.sum(axis=1)))))
+    widest = [np.subtract(*loss_range(float(s.groups[:, 0].max()), float(s.groups[:, 1].min()), s.log_mass)[::-1])
+              for s in schedules]
+    return max(asks, _ladder(float(np.max(np.maximum(widest, 16.0 * np.sqrt(var)))) / MAX_POINTS, up=True))
 
 
 def _leaking(q: NDArray, sigma: NDArray) -> tuple[float | None, NDArray]:
@@ -224,24 +238,20 @@ class _Half:
     transforms are computed once a group."""
 
     def __init__(self, schedules: list[_Schedule], d: float, half: int) -> None:
-        keys, self.counts = _union([([(q, s, schedule.log_mass) for q, s in schedule.rounds], schedule.counts)
-                                    for schedule in schedules])
-        self.members = [round_pld(q, s, d, log_mass)[half] for q, s, log_mass in keys]
+        keys, self.counts = _union([(np.column_stack((s.groups, np.full(len(s.groups), s.log_mass))), s.counts)
+                                    for s in schedules])
+        self.members = [round_pld(q, s, d, log_mass)[half] for q, s, log_mass in keys.tolist()]
         sizes = np.array([len(m.probs) for m in self.members])
-        self._first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        self._sizes = sizes
-        self._steps = np.concatenate([np.arange(m.lower, m.upper + 1) for m in self.members]).astype(float)
-        with np.errstate(divide="ignore"):
-            self._log_probs = np.log(np.concatenate([m.probs for m in self.members]))
+        self._first = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self._probs = np.concatenate([m.probs for m in self.members])
+        self._lowest = np.array([m.lower for m in self.members], dtype=np.int64)
         self._edges: dict[tuple[int, int], NDArray] = {}
 
     def _log_mgf(self, lam: float) -> NDArray:
         """Each group's ln sum_i probs[i] exp(lam (lower + i)), lam per grid step (either sign)."""
-        terms = self._log_probs + lam * self._steps
-        top = np.maximum.reduceat(terms, self._first)
-        top = np.where(np.isfinite(top), top, 0.0)
-        with np.errstate(divide="ignore"):
-            return top + np.log(np.add.reduceat(np.exp(terms - np.repeat(top, self._sizes)), self._first))
+        out = np.empty(len(self._first))
+        log_mgfs(self._probs, self._lowest, self._first, lam, out)
+        return out
 
     def _edge_at(self, sign: int, power: int, log_tail: float) -> NDArray:
         """Each schedule's Chernoff edge (grid steps) at lambda = 2^power: sign (ln E[e^(sign lam S)] - log_tail)
@@ -271,34 +281,46 @@ class _Half:
         """(rows, length): the masses of each of ``rows``' composed finite loss from its lowest loss on, wrapped
         onto a circle of ``length`` grid steps: the inverse transform of the product of its groups' transforms
         (each from its lowest loss), each to the power of its count. A group's transform is computed once for all
-        rows, :data:`MAX_POINTS` points at a time; many rows multiply them as the exponential of their logs' sum
-        weighted by the counts (one matrix product), a few directly."""
+        rows, :data:`MAX_POINTS` points at a time, and multiplied into each row's product
+        (:func:`~otagym.accounting.spectra.multiply_powers`), or, where the rows have more than
+        :data:`_DIRECT_SHARE` groups for each distinct one, taken as the exponential of the logs' sum weighted by the
+        counts (one matrix product)."""
         counts = self.counts[rows]
         used = np.unique(counts.indices)
-        direct = counts.nnz <= 2 * len(used)
-        total = np.full((len(rows), length // 2 + 1), 1.0 if direct else 0.0, dtype=complex)
+        direct = counts.nnz <= _DIRECT_SHARE * len(used)
+        frequencies = length // 2 + 1
+        if direct:
+            product = np.ones((len(rows), frequencies), dtype=complex)
+        else:
+            total = np.zeros((len(rows), frequencies), dtype=complex)
         per = max(1, min(_DENSE, MAX_POINTS // length))
         for first in range(0, len(used), per):
             columns = used[first:first + per]
-            wrapped = np.zeros((len(columns), length))
-            for masses, g in zip(wrapped, columns):
-                probs = self.members[g].probs
-                if len(probs) <= length:
-                    masses[:len(probs)] = probs
-                else:
-                    masses += np.bincount(np.arange(len(probs)) % length, weights=probs, minlength=length)
-            spectra = np.fft.rfft(wrapped, axis=1)
-            weights = counts[:, columns].toarray().astype(float)
+            spectra = scipy_fft.rfft(self._wrapped(columns, length), axis=1)
+            weights = counts[:, columns]
             if direct:
-                for product, row in zip(total, weights):
-                    for j in np.flatnonzero(row):
-                        product *= spectra[j] ** int(row[j])
+                weights = sparse.csr_array(weights)
+                multiply_powers(spectra, weights.indptr.astype(np.int64), weights.indices.astype(np.int64),
+                                weights.data.astype(np.int64), product, np.empty(BLOCK, dtype=complex))
                 continue
+            weights = weights.toarray().astype(float)
             with np.errstate(divide="ignore"):
                 log_size = np.maximum(np.log(np.abs(spectra)), _LOG_ZERO)
             total.real += weights @ log_size
             total.imag += weights @ np.arctan2(spectra.imag, spectra.real)
-        return np.fft.irfft(total if direct else np.exp(total), length, axis=1)
+        return scipy_fft.irfft(product if direct else np.exp(total), length, axis=1)
+
+    def _wrapped(self, columns: NDArray, length: int) -> NDArray:
+        """(columns, length): the masses of each of the groups ``columns`` from its lowest loss on, wrapped onto a
+        circle of ``length`` grid steps."""
+        wrapped = np.zeros((len(columns), length))
+        for masses, g in zip(wrapped, columns):
+            probs = self.members[g].probs
+            if len(probs) <= length:
+                masses[:len(probs)] = probs
+            else:
+                masses += np.bincount(np.arange(len(probs)) % length, weights=probs, minlength=length)
+        return wrapped
 
     def compose(self, tail: float) -> list[tuple[int, NDArray, float]]:
         """Each schedule's half of the composition of its rounds: (the first point in grid steps, the masses from
@@ -381,8 +403,7 @@ def _rdp_epsilons(schedules: list[_Schedule], delta: float, resolution: float, p
     lower bound on it that is not (its rounds rounded to leak less: one RDP per group of the batch, not per
     round)."""
     keys, counts = _union([_groups(s.pairs, s.pair_counts, resolution, leak_more=False) for s in schedules])
-    cells = np.array(keys).reshape(-1, 2)
-    low = rdp_to_dp(_rdp_sums(cells[:, 0], cells[:, 1], counts), DEFAULT_ORDERS, delta)[0]
+    low = rdp_to_dp(_rdp_sums(keys[:, 0], keys[:, 1], counts), DEFAULT_ORDERS, delta)[0]
     return np.array([_rdp_epsilon(s.pairs, s.pair_counts, delta) if bound < p and resolution else bound
                      for s, bound, p in zip(schedules, low, pld)])
 
@@ -402,8 +423,7 @@ def _epsilons(schedules: list[_Schedule], d: float, delta: float,
 def _accounts(elements: list[tuple[NDArray, NDArray]], delta: float, value_discretization: float | None,
               resolution: float) -> list[tuple[float, bool, float]]:
     """(ε, whether it is the RDP ledger's, grid width) of each element's rounds (validated flat q and sigma), all on
-    one grid: the finest any element asks for (or ``value_discretization``), coarser only where one needs, so that
-    they share their rounds' PLDs."""
+    one grid (:func:`_grid`)."""
     found: list[tuple[float, bool, float] | _Schedule] = []
     for q, sigma in elements:
         epsilon, leaks = _leaking(q, sigma)
@@ -412,9 +432,7 @@ def _accounts(elements: list[tuple[NDArray, NDArray]], delta: float, value_discr
     schedules = [f for f in found if isinstance(f, _Schedule)]
     if not schedules:
         return found  # type: ignore[return-value]
-    asks = value_discretization or _ladder(min(f.asks for f in schedules))
-    d = max(asks, _ladder(max(f.needs for f in schedules), up=True))
-    accounted = iter(_epsilons(schedules, d, delta, resolution))
+    accounted = iter(_epsilons(schedules, _grid(schedules, value_discretization), delta, resolution))
     return [next(accounted) if isinstance(f, _Schedule) else f for f in found]
 
 
