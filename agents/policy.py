@@ -8,6 +8,7 @@ ledger R_t = nu T - sum c_tau exactly as the env keeps it.
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -16,20 +17,23 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sb3_contrib import ARS, TRPO
 from stable_baselines3 import PPO, SAC, TD3
+from stable_baselines3.common.save_util import load_from_zip_file
 
 from baselines.receive_scaling.policies import ActionPolicy
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 
-__all__ = ["AgentPolicy", "ALGO_CLASSES", "load_model", "run_metadata", "check_observation_layout"]
+__all__ = ["AgentPolicy", "ALGO_CLASSES", "NoOptimizer", "load_model", "run_metadata", "check_observation_layout"]
 
 #: Algorithm classes by the names ``otagym train`` uses, and ARS: the class of the linear price policies that
 #: ``benchmarks/crn_search.py`` ships (:mod:`agents.linear`).
 ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "budget_ppo": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO, "ars": ARS}
 
 
-def load_model(path: str | Path):
+def load_model(path: str | Path, *, act_only: bool = False):
     """An SB3 model from ``model.zip`` (or a checkpoint); the algorithm is read from ``run.json`` beside it, else
-    each class of :data:`ALGO_CLASSES` is tried."""
+    each class of :data:`ALGO_CLASSES` is tried. ``act_only``: a model to play only (``predict``), whose policy's
+    optimisers are not built (:class:`NoOptimizer`; torch's first optimiser imports ``torch._dynamo``, about 2 s):
+    ``learn`` on it fails."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no trained model at {path} (expected an SB3 .zip written by `otagym train`)")
@@ -37,13 +41,33 @@ def load_model(path: str | Path):
     check_observation_layout(meta, path)
     every = list(dict.fromkeys(ALGO_CLASSES.values()))
     order = [ALGO_CLASSES[meta["algo"]]] if meta.get("algo") in ALGO_CLASSES else every
+    custom = {}
+    if act_only:
+        data = load_from_zip_file(path, device="cpu")[0] or {}
+        parameters = inspect.signature(data.get("policy_class", object)).parameters.values()
+        if any(p.name == "optimizer_class" or p.kind is p.VAR_KEYWORD for p in parameters):  # ARS's policies: none
+            custom = {"policy_kwargs": {**data.get("policy_kwargs", {}), "optimizer_class": NoOptimizer}}
     errors = []
     for cls in order:
         try:
-            return cls.load(path, device="cpu")
+            return cls.load(path, device="cpu", custom_objects=custom)
         except Exception as err:  # noqa: BLE001 - SB3 raises several types for a class mismatch
             errors.append(f"{cls.__name__}: {err}")
     raise ValueError(f"{path} is not a model of {', '.join(cls.__name__ for cls in order)}: {errors}")
+
+
+class NoOptimizer:
+    """The optimiser of a policy loaded to play only (:func:`load_model`'s ``act_only``): it takes the parameters
+    and the saved state and keeps neither (nothing is trained)."""
+
+    def __init__(self, params: Any, **kwargs: Any) -> None:
+        self.param_groups: list[dict[str, Any]] = []
+
+    def load_state_dict(self, state: dict[str, Any], **kwargs: Any) -> None:
+        """The saved optimiser state, ignored (SB3 passes ``strict`` as to a module)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
 
 
 def check_observation_layout(meta: dict[str, Any], path: str | Path) -> None:

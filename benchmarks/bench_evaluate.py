@@ -3,8 +3,8 @@ one sort buy, as ratios against the previous ways timed in the same run, alterna
 
     python -m benchmarks.bench_evaluate
 
-Parts: the whole command (a subprocess, start-up included), importing the command, loading the model (torch, SB3
-and the model's optimiser), the play (every budget's 128 realisations in one vector env, against one vector env per
+Parts: the whole command (a subprocess, start-up included), importing the command, loading the model (torch and
+SB3, to play only: no optimiser), the play (every budget's 128 realisations in one vector env, against one vector env per
 budget) and the statistics (the policy's bootstrap alone with the IQM by one sort, against every reference's
 bootstrap with rliable's scipy IQM). Goal: the whole command <= 10 s on a quiet 2-core machine.
 """
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"otagym evaluate {TASK} <budget_ppo model>: {med['command']:.1f} s (median of {args.repeats}; goal <= 10 s "
           "on a quiet machine)")
-    print(f"  import the command {med['import']:.1f} s, load the model {load:.1f} s (torch, SB3, its optimiser)")
+    print(f"  import the command {med['import']:.1f} s, load the model {load:.1f} s (torch, SB3; to play only, no optimiser)")
     print(f"  play 3 x 128 realisations: {med['batched']:.2f} s in one vector env, {med['per_budget']:.2f} s one per "
           f"budget ({med['per_budget'] / med['batched']:.1f}x)")
     print(f"  statistics: {med['own_stats']:.2f} s the policy's bootstrap by one sort, "

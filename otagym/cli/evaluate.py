@@ -116,7 +116,7 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
         from agents.policy import load_model, run_metadata
 
         model_path = _model_file(path)
-        model, name = load_model(model_path), _model_name(model_path)
+        model, name = load_model(model_path, act_only=True), _model_name(model_path)
         # the actions as the model was trained on them
         overrides = scheme.trained_overrides(text, run_metadata(model_path).get("env_kwargs") or {}, task_id)
         _check_spaces(text, model, task_id)

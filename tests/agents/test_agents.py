@@ -2,7 +2,10 @@
 smoke test that a briefly trained PPO beats a random policy's normalised score on held-out channels."""
 
 import json
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +16,9 @@ from agents import ALGOS, CONFIG_DIR  # noqa: E402
 from agents.policy import AgentPolicy, load_model  # noqa: E402
 from agents.train import latest_checkpoint, load_hyperparams, train  # noqa: E402
 from baselines.receive_scaling.compare import PolicySpec, compare  # noqa: E402
+from otagym import OTAPrivacyEnv  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
+from otagym.tasks import TASKS  # noqa: E402
 
 SHORT = {"num_rounds": 25}
 
@@ -291,3 +296,37 @@ def test_rl_zoo3s_unconstrained_configs_warn_on_every_constrained_task_and_only_
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         UnconstrainedLearner(gym.make("otagym/ReceiveScalingIID-v0"))
+
+
+ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
+
+
+@pytest.mark.parametrize("model_path", sorted(ZOO.glob("*/*/model.zip")), ids=lambda p: "/".join(p.parts[-3:-1]))
+def test_act_only_models_play_as_loaded_ones(model_path):
+    """A zoo model loaded to play only (no optimiser built) predicts the same actions as the model loaded whole, on
+    the observations of an episode of its task or env, and has no optimiser that could train."""
+    from agents.policy import NoOptimizer, run_metadata
+
+    whole, played = load_model(model_path), load_model(model_path, act_only=True)
+    meta = run_metadata(model_path)
+    kwargs = TASKS[meta["task"]].kwargs if meta.get("task") in TASKS else (meta.get("env_kwargs") or {})
+    env = OTAPrivacyEnv(**kwargs)
+    obs, _ = env.reset(seed=3)
+    observations = [obs]
+    for _ in range(20):
+        obs, *_ = env.step(whole.predict(obs, deterministic=True)[0])
+        observations.append(obs)
+    batch = np.stack(observations)
+    np.testing.assert_array_equal(played.predict(batch, deterministic=True)[0],
+                                  whole.predict(batch, deterministic=True)[0])
+    assert getattr(played.policy, "optimizer", None) is None or isinstance(played.policy.optimizer, NoOptimizer)
+
+
+def test_act_only_load_imports_no_dynamo():
+    """Loading a model to play only does not build a torch optimiser, whose first import of torch._dynamo takes
+    about 2 s of ``otagym evaluate``."""
+    code = ("import sys; from agents.policy import load_model; "
+            f"load_model({str(next(ZOO.glob('*/budget_ppo/model.zip')))!r}, act_only=True); "
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
