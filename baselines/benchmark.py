@@ -24,12 +24,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
-from baselines.receive_scaling.references import TRAIN_SEEDS
 from otagym import __version__
 from otagym._io import write_json
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import get_scheme
-from otagym.tasks import TASKS, reference_scores, sample_realisation, score_against
+from otagym.tasks import TASKS, TUNING_SEEDS, reference_scores, sample_realisation, score_against
 
 __all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "reference_record", "seed_references",
            "normalized_score", "cache_dir", "task_scores", "task_scores_and_costs", "aggregate", "cvar", "iqm_of",
@@ -114,11 +113,11 @@ def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overr
 @functools.lru_cache(maxsize=None)
 def best_constant_action(task_id: str, nu: float | None = None, points: int = 21, rounds: int = 3) -> float:
     """The constant env action with the best mean return on the training realisations
-    (:data:`baselines.references.TRAIN_SEEDS`, never the evaluation ones; cached) among those that meet the task's
+    (:data:`otagym.tasks.TUNING_SEEDS`, never the evaluation ones; cached) among those that meet the task's
     constraint in the mean (mean episode cost at most the cost limit, the CMDP's constraint), at budget ``nu``
     (receive scaling; a constant per budget): a grid of ``points`` actions over [-1, 1], then ``rounds - 1`` finer
     grids around the best, every action and realisation in one batched episode per grid."""
-    seeds = list(TRAIN_SEEDS)
+    seeds = list(TUNING_SEEDS)
     lo, hi = -1.0, 1.0
     best_a, best = lo, -np.inf
     for _ in range(rounds):

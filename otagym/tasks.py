@@ -66,7 +66,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES, get_scheme
 
-__all__ = ["Task", "TASKS", "BENCHMARK", "constrained", "EVALUATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS",
+__all__ = ["Task", "TASKS", "BENCHMARK", "constrained", "EVALUATION_SEEDS", "TUNING_SEEDS",
+           "FORMULATION_VALIDATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS",
            "BENCHMARK_VALIDATION_SEEDS", "BENCHMARK_TRAINING_SEEDS", "COST_TOLERANCE", "REFERENCE_SCORES_PATH",
            "evaluation_options", "normalized_score", "feasible_score", "reference_scores", "register_tasks",
            "task_scenario", "fading_settings", "sample_realisation", "score_against"]
@@ -74,6 +75,11 @@ __all__ = ["Task", "TASKS", "BENCHMARK", "constrained", "EVALUATION_SEEDS", "BEN
 #: The formulation tasks' frozen evaluation set: one channel realisation per seed (never used to train or tune a
 #: reference), 32 realisations.
 EVALUATION_SEEDS: tuple[int, ...] = tuple(range(10_000, 10_032))
+#: The realisations the references tune on (BestConstant's action, AdaScaleTrained's scale, a task's floor): 32, the
+#: first of :data:`BENCHMARK_TRAINING_SEEDS`, disjoint from every evaluation and validation set.
+TUNING_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
+#: The formulation tasks' validation realisations: checkpoint selection and learning curves of trained agents (16).
+FORMULATION_VALIDATION_SEEDS: tuple[int, ...] = tuple(range(20_000, 20_016))
 #: The benchmark suite's frozen evaluation set (:data:`BENCHMARK`): 128 realisations per budget from seeds that no
 #: design decision, search or table of the project looked at before the suite was frozen (the formulation tasks'
 #: evaluation, validation, training and "more test" seeds are 10_000..., 20_000..., 90_000... and 30_000...). Report
@@ -82,7 +88,7 @@ BENCHMARK_EVALUATION_SEEDS: tuple[int, ...] = tuple(range(70_000, 70_128))
 #: The benchmark suite's validation realisations: select checkpoints and hyperparameters here (32, disjoint).
 BENCHMARK_VALIDATION_SEEDS: tuple[int, ...] = tuple(range(60_000, 60_032))
 #: The benchmark suite's training realisations: the first ones of 90_000, 90_001, ... (as many as a method needs;
-#: the references tune on the first 32, ``baselines.references.TRAIN_SEEDS``), disjoint from both sets above.
+#: the references tune on the first 32, :data:`TUNING_SEEDS`), disjoint from both sets above.
 BENCHMARK_TRAINING_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_512))
 #: The relative slack of the cost limit: an episode whose cost is at most (1 + COST_TOLERANCE) times the limit is
 #: within it (a constant spend of exactly nu sums to T up to rounding).

@@ -31,17 +31,19 @@ from baselines.receive_scaling.evaluation import leakage_score, reference_leakag
 from baselines.receive_scaling.policies import ActionPolicy, AdaScale, Budgeted, _PolicyBase
 from otagym.schemes.receive_scaling import (ReceiveScalingModel, Scenario, cost_slope_of_leakage, price_spend,
                                     reference_price)
-from otagym.tasks import EVALUATION_SEEDS
+from otagym.tasks import EVALUATION_SEEDS, FORMULATION_VALIDATION_SEEDS, TUNING_SEEDS
 
 __all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "BestConstant", "AdaScaleTrained",
            "OnlineOptimal", "OnlineOptimalAction", "DualPrice", "tune_on_training", "solve_online_optimal",
            "online_optimal_round", "online_optimal_price_action", "OnlinePrices",
            "PROGRAMMES_CACHED"]
 
-#: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned.
-TRAIN_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_032))
-#: Realisations for checkpoint selection and learning curves of trained agents.
-VALIDATION_SEEDS: tuple[int, ...] = tuple(range(20_000, 20_016))
+#: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned:
+#: :data:`otagym.tasks.TUNING_SEEDS`.
+TRAIN_SEEDS: tuple[int, ...] = TUNING_SEEDS
+#: Realisations for checkpoint selection and learning curves of trained agents:
+#: :data:`otagym.tasks.FORMULATION_VALIDATION_SEEDS`.
+VALIDATION_SEEDS: tuple[int, ...] = FORMULATION_VALIDATION_SEEDS
 #: Held-out realisations on which results are reported (never used in training or selection): the benchmark tasks'
 #: frozen evaluation set.
 TEST_SEEDS: tuple[int, ...] = EVALUATION_SEEDS

@@ -149,3 +149,14 @@ def test_evaluate_names_a_policy_it_cannot_play(policy, message, capsys):
     err = capsys.readouterr().err
     assert err.startswith("otagym evaluate: error: ") and message in err and err.count("\n") == 1
 
+
+
+def test_the_seed_sets_live_together_and_are_disjoint():
+    """Every realisation set is defined in otagym.tasks: the references tune on the first training realisations of
+    the suite, and no set shares a seed with another (the training sets aside, one inside the other)."""
+    from otagym import tasks
+
+    assert tasks.TUNING_SEEDS == tasks.BENCHMARK_TRAINING_SEEDS[:len(tasks.TUNING_SEEDS)]
+    sets = [tasks.EVALUATION_SEEDS, tasks.FORMULATION_VALIDATION_SEEDS, tasks.BENCHMARK_EVALUATION_SEEDS,
+            tasks.BENCHMARK_VALIDATION_SEEDS, tasks.BENCHMARK_TRAINING_SEEDS]
+    assert sum(len(s) for s in sets) == len(set().union(*sets))
