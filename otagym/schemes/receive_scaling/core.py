@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from otagym import jit
 from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
 from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
-from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, PLDLedger, RDPLedger
+from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEpsilon
 from otagym.schemes.receive_scaling.actions import (ACTION_ARGS, ACTION_CODES, ACTION_DEFAULTS, ActionSettings,
                                                     ActionType, RewardMode, action_space, check_actions,
                                                     decode_actions, resolve_modes)
@@ -230,10 +230,7 @@ class ReceiveScalingCore:
         self.class_rdp_sum = np.zeros((n, c))
         self.leak_sum = np.zeros(n)
         self.equal_alloc_sum = np.zeros(n)
-        self.ledger = (
-            RDPLedger(np.broadcast_to(self.model.class_q, (n, c)), orders=dp_orders) if dp_orders is not None else None
-        )
-        self.pld_ledger = PLDLedger(np.broadcast_to(self.model.class_q, (n, c))) if accountant == "pld" else None
+        self.episode_epsilon = EpisodeEpsilon((n, c), dp_orders, accountant, sampling_rate=self.model.class_q)
         self.distances_m = np.zeros((n, m))
         self.mean_gain = np.zeros((n, m))
         self.mean_h_min2 = np.ones(n)
@@ -316,9 +313,7 @@ class ReceiveScalingCore:
         self.leak_sum[rows] = 0.0
         self.equal_alloc_sum[rows] = 0.0
         self.class_rdp_sum[rows] = 0.0
-        for ledger in (self.ledger, self.pld_ledger):
-            if ledger is not None:
-                ledger.reset(None if mask is None else rows)
+        self.episode_epsilon.reset(None if mask is None else rows)
         self._set_gains()
         if self.training is not None:  # a fresh model per new episode (FedSGD of §IV-A)
             s = self.scenario
@@ -376,9 +371,7 @@ class ReceiveScalingCore:
         ended = self._round_kernel[1](*args)
         if ended < 0:
             self._checked_action(a)  # raises, naming the actions out of range
-        for ledger in (self.ledger, self.pld_ledger):
-            if ledger is not None:
-                ledger.record(out.per_class[1])
+        self.episode_epsilon.record_gaussian(out.per_class[1])
         if self.training is not None:  # the round's FedSGD update with its eta_t
             noise, eta = s.noise_power_w, out.per_env[1]
             self.training.round(self.t, lambda i, engine, g: engine.round(g, float(eta[i]), noise).train_loss)
@@ -389,15 +382,9 @@ class ReceiveScalingCore:
         if ended:
             info["leakage_total"] = self.leak_sum.copy()
             info["equal_alloc_leakage"] = self.equal_alloc_sum.copy()
-            if self.ledger is not None:
-                eps, order = self.ledger.epsilon(s.delta)
-                dc = self.model.device_class
-                info["dp_epsilon"] = eps[:, dc]
-                info["dp_order"] = order[:, dc]
-            if self.pld_ledger is not None:  # only the episodes that ended: the others' rounds go on
-                account = self.pld_ledger.account(s.delta, rows=np.flatnonzero(terminated))
-                info["dp_epsilon_pld"] = account.epsilon[:, self.model.device_class]
-                info["dp_epsilon_pld_from_rdp"] = account.from_rdp[:, self.model.device_class]
+            # each device class's report, given to every device of the class
+            info.update({k: v[:, self.model.device_class]
+                         for k, v in self.episode_epsilon.report(s.delta, terminated).items()})
         if self.trace is None:
             self.fading = self.channel.advance(rng, self.fading, self.t)
         self._set_gains()
