@@ -14,6 +14,10 @@ ALGOS = ("ppo", "sac", "td3", "trpo", "ppo_lagrangian")
 #: (``--task``): ``budget_ppo``, PPO over the native vector env with the action relative to the budget left
 #: (:mod:`agents.budget_ppo`).
 BATCHED_ALGOS = ("budget_ppo",)
+#: Algorithms ``otagym train`` runs on a devices-as-agents task (``--task`` of
+#: :data:`otagym.multiagent.DEVICE_TASKS`, the multiagent extra): ``ippo``, PPO with one network shared by every
+#: device (:func:`agents.multiagent.train_ippo`).
+DEVICE_ALGOS = ("ippo",)
 #: Algorithms that learn the cost limit of a constrained task (the others optimise the reward alone, and
 #: ``otagym train`` warns when they train on one).
 CONSTRAINED_ALGOS = ("ppo_lagrangian", "budget_ppo")

@@ -86,6 +86,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "otagym train --algo ppo --task otagym/ReceiveScalingGaussMarkov-v0 --steps 1000000 --run-dir runs/ppo-gm",
         "otagym train --algo ppo_lagrangian --task otagym/CDPB-v1 --steps 200000 --run-dir runs/lag-cdpb",
         "otagym train --algo sac --env fading=gauss_markov correlation=0.9 --run-dir runs/sac-gm",
+        "otagym train --algo ippo --task otagym/CDPB-Devices-v0 --run-dir runs/ippo   # devices as agents",
     ),
 }
 
@@ -209,11 +210,33 @@ TORCH_THREADS = Integer(0, 1024)
 TRAIN_MODULES = ("yaml", "torch", "stable_baselines3", "sb3_contrib")
 
 
+#: The modules ``otagym train`` needs beside :data:`TRAIN_MODULES` to train on a devices-as-agents task (the
+#: multiagent extra).
+DEVICE_TRAIN_MODULES = ("pettingzoo", "supersuit")
+
+
 def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, argparse style, ``otagym train`` without the rl extra (before anything is imported or written)."""
-    missing = [name for name in TRAIN_MODULES if importlib.util.find_spec(name) is None]
-    if missing:
-        parser.error(f"needs the rl extra (missing: {', '.join(missing)}): pip install -c constraints.txt -e '.[rl]'")
+    """Refuse, argparse style, ``otagym train`` without the extras it needs, or with a task its algorithm does not
+    train on (before anything is imported or written)."""
+    from agents import DEVICE_ALGOS
+
+    devices = args.algo in DEVICE_ALGOS
+    for extra, modules in (("rl", TRAIN_MODULES), ("multiagent", DEVICE_TRAIN_MODULES if devices else ())):
+        missing = [name for name in modules if importlib.util.find_spec(name) is None]
+        if missing:
+            parser.error(f"needs the {extra} extra (missing: {', '.join(missing)}): pip install -c constraints.txt "
+                         f"-e '.[{extra}]'")
+    tasks = sorted(_device_tasks()) if devices else sorted(TASKS)
+    if (devices or args.task is not None) and args.task not in tasks:
+        what = f"--algo {args.algo} trains on a devices-as-agents task" if devices else "a benchmark task"
+        parser.error(f"argument --task: {what}, one of {', '.join(tasks)}; got {args.task!r}")
+
+
+def _device_tasks() -> dict[str, Any]:
+    """The devices-as-agents tasks (:data:`otagym.multiagent.DEVICE_TASKS`; the multiagent extra)."""
+    from otagym.multiagent import DEVICE_TASKS
+
+    return DEVICE_TASKS
 
 
 def _env_overrides(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
@@ -234,12 +257,14 @@ _TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env", "task": "--tas
 
 
 def _train(args: argparse.Namespace) -> int:
-    from agents import BATCHED_ALGOS
+    from agents import BATCHED_ALGOS, DEVICE_ALGOS
     from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError, train
     from agents.train.summary import training_summary
 
     if args.algo in BATCHED_ALGOS:
         return _train_batched(args)
+    if args.algo in DEVICE_ALGOS:
+        return _train_devices(args)
 
     try:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
@@ -267,14 +292,45 @@ _NOT_BATCHED = {"config": ("--config", "its hyperparameters are agents.budget_pp
                                                           "steps and keeps the best model instead"))}
 
 
+def _refuse_not_batched(args: argparse.Namespace) -> None:
+    """Refuse the options of :data:`_NOT_BATCHED` that were given."""
+    for name, (option, why) in _NOT_BATCHED.items():
+        if getattr(args, name):
+            _usage_error("train", option, f"not with --algo {args.algo}: {why}")
+
+
+def _train_devices(args: argparse.Namespace) -> int:
+    """``otagym train --algo ippo --task DEVICE_TASK``: :func:`agents.multiagent.train_ippo` on the task's training
+    realisations from ``training_seeds[--seed]`` on, then the trained team's mean return on its validation ones."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
+    from baselines.cdpb.devices import evaluate_devices
+
+    _refuse_not_batched(args)
+    task, run_dir = _device_tasks()[args.task], Path(args.run_dir or f"runs/{args.algo}")
+    if (run_dir / "model.zip").exists() and not args.overwrite:
+        print(f"otagym train: error: {run_dir} holds a run already: pass --overwrite to replace it, or choose another "
+              "--run-dir", file=sys.stderr)
+        raise SystemExit(2)
+    settings = IPPOSettings() if args.steps is None else replace(IPPOSettings(), total_timesteps=args.steps)
+    seed = task.training_seeds[0] + args.seed
+    print(f"training {args.algo} on {args.task} for {settings.total_timesteps:,} device steps (seed {seed})")
+    path = train_ippo(args.task, seed, run_dir, settings, force=args.overwrite)
+    returns = evaluate_devices(args.task, load_shared_policy(path), task.validation_seeds).returns
+    print(f"saved {path}\nvalidation realisations ({len(task.validation_seeds)}): the team's mean return "
+          f"{float(returns.mean()):.4f} (benchmarks/multiagent_results.py scores a team against the task's floor and "
+          "ceiling)")
+    return 0
+
+
 def _train_batched(args: argparse.Namespace) -> int:
     """``otagym train --algo budget_ppo --task TASK``: :func:`agents.budget_ppo.train_budget_ppo`."""
     from agents.budget_ppo import SPEND_TASKS, train_budget_ppo
     from agents.train.summary import training_summary
 
-    for name, (option, why) in _NOT_BATCHED.items():
-        if getattr(args, name):
-            _usage_error("train", option, f"not with --algo {args.algo}: {why}")
+    _refuse_not_batched(args)
     if args.task not in SPEND_TASKS:
         _usage_error("train", "--task", f"--algo {args.algo} trains on a spend task of the benchmark suite, one of "
                      f"{', '.join(SPEND_TASKS)}; got {args.task!r}")
@@ -345,14 +401,15 @@ def _task_trained_on(model_path: Any) -> str | None:
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
-    from agents import ALGOS, BATCHED_ALGOS
+    from agents import ALGOS, BATCHED_ALGOS, DEVICE_ALGOS
 
     p = sub.add_parser("train", help="train an RL scheduler (stable-baselines3, rl_zoo3-format config)",
                        description="Train an RL scheduler with stable-baselines3 on the native vector env (needs the "
                        "rl extra). The run folder gets model.zip, run.json, checkpoints/, monitor.csv and tb/.")
-    p.add_argument("--algo", default="ppo", choices=ALGOS + BATCHED_ALGOS,
+    p.add_argument("--algo", default="ppo", choices=ALGOS + BATCHED_ALGOS + DEVICE_ALGOS,
                    help="algorithm (budget_ppo: PPO batched over the native vector env with the action relative to "
-                   "the budget left, on a spend task of the benchmark suite: --task)")
+                   "the budget left, on a spend task of the benchmark suite: --task; ippo: PPO with one network "
+                   "shared by the devices of a devices-as-agents task: --task, the multiagent extra)")
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
     p.add_argument("--run-dir", default=None, help="output folder (default: runs/<algo>): model.zip, run.json, "
                    "checkpoints/, monitor.csv, tb/ (TensorBoard)")
@@ -372,9 +429,10 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     ownership.add_argument("--overwrite", action="store_true",
                    help="replace the run in --run-dir (without it, a fresh run refuses a folder that holds one)")
     env = p.add_mutually_exclusive_group()
-    env.add_argument("--task", default=None, choices=sorted(TASKS), metavar="TASK_ID",
+    env.add_argument("--task", default=None, metavar="TASK_ID",
                      help="train on a benchmark task's env settings exactly, with the config's entry of the task if "
-                     "it has one, else its default entry (one of: " + ", ".join(sorted(TASKS)) + ")")
+                     "it has one, else its default entry (one of: " + ", ".join(sorted(TASKS)) + "); with --algo "
+                     "ippo, a devices-as-agents task (otagym.multiagent.DEVICE_TASKS)")
     env.add_argument("--env", nargs="*", type=key_value, default=[], metavar="KEY=VALUE",
                      help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov "
                      "correlation=0.9 (values are YAML)")

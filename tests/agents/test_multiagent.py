@@ -29,3 +29,38 @@ def test_a_short_run_is_saved_kept_and_played(tmp_path):
     assert train_ippo(TASK, 90_000, tmp_path / "run", settings) == path and path.stat().st_mtime_ns == stamp
     actions = load_shared_policy(path).act(np.zeros((3, 10, 5), dtype=np.float32))
     assert actions.shape == (3, 10, 1) and np.all(np.abs(actions) <= 1)
+
+
+def test_otagym_train_refuses_a_task_its_algorithm_does_not_train_on(capsys):
+    """``--algo ippo`` needs a devices-as-agents task and the others a benchmark task, each named with the allowed
+    ones; an option the device trainer does not take is named too."""
+    from otagym.cli.commands import main
+
+    for argv, said in ((["--algo", "ippo"], "devices-as-agents task, one of otagym/CDPB-Devices-v0; got None"),
+                       (["--algo", "ippo", "--task", "otagym/ReceiveScalingCMDP-v1"], "devices-as-agents task"),
+                       (["--algo", "ppo", "--task", TASK], "a benchmark task, one of otagym/AnonymousOTA-v0"),
+                       (["--algo", "ippo", "--task", TASK, "--resume"], "argument --resume: not with --algo ippo")):
+        with pytest.raises(SystemExit) as stop:
+            main(["train", *argv, "--run-dir", "unused"])
+        assert stop.value.code == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_otagym_train_trains_a_team_on_a_device_task(tmp_path):
+    """``otagym train --algo ippo --task otagym/CDPB-Devices-v0`` writes the shared model and its record (trained on
+    the task's training realisations from training_seeds[--seed]), says its validation return, and refuses to
+    replace the run without --overwrite."""
+    import subprocess
+    import sys
+
+    from otagym.multiagent import DEVICE_TASKS
+
+    cli = [sys.executable, "-m", "otagym.cli", "train", "--algo", "ippo", "--task", TASK, "--steps", "5120", "--seed",
+           "2", "--run-dir", str(tmp_path / "run")]
+    done = subprocess.run(cli, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["task"] == TASK and record["seed"] == DEVICE_TASKS[TASK].training_seeds[0] + 2
+    assert record["settings"]["total_timesteps"] == 5120 and "validation realisations (32)" in done.stdout
+    again = subprocess.run(cli, capture_output=True, text=True, check=False)
+    assert again.returncode == 2 and "--overwrite" in again.stderr
