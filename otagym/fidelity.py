@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from otagym.datasets import DATASET_NAMES
 from otagym.validation import Flag, Integer, OfType, OneOf, Spec
 
-__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "TRAINING_ARGS", "SUBSET_KEYS", "TrainingRuns",
+__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "NOT_MEASURED_WITHOUT_GRADIENT", "TRAINING_ARGS", "SUBSET_KEYS", "TrainingRuns",
            "fork_safe_torch"]
 
 Fidelity = Literal["analytic", "train"]
@@ -36,6 +36,8 @@ Fidelity = Literal["analytic", "train"]
 #: ``eval_gradient=False`` an evaluation is the test loss and accuracy only: ``gradient_norm2`` and the initial
 #: ``train_loss`` (f(w_0)) are NaN.
 TRAIN_KEYS = ("train_loss", "test_loss", "test_accuracy", "gradient_norm2", "evaluated_round", "diverged")
+#: The keys of :data:`TRAIN_KEYS` that ``eval_gradient=False`` leaves NaN (``train_loss`` at a reset only).
+NOT_MEASURED_WITHOUT_GRADIENT = ("train_loss", "gradient_norm2")
 #: The env arguments of the training fidelity shared by every scheme (defaults in :data:`TRAINING_DEFAULTS`).
 TRAINING_ARGS: dict[str, Spec] = {
     "fidelity": OneOf(get_args(Fidelity)),

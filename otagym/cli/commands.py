@@ -301,12 +301,11 @@ def _refuse_not_batched(args: argparse.Namespace) -> None:
 
 def _train_devices(args: argparse.Namespace) -> int:
     """``otagym train --algo ippo --task DEVICE_TASK``: :func:`agents.multiagent.train_ippo` on the task's training
-    realisations from ``training_seeds[--seed]`` on, then the trained team's mean return on its validation ones."""
+    realisations from ``training_seeds[--seed]`` on."""
     from dataclasses import replace
     from pathlib import Path
 
-    from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
-    from baselines.cdpb.devices import evaluate_devices
+    from agents.multiagent import IPPOSettings, train_ippo
 
     _refuse_not_batched(args)
     task, run_dir = _device_tasks()[args.task], Path(args.run_dir or f"runs/{args.algo}")
@@ -318,10 +317,8 @@ def _train_devices(args: argparse.Namespace) -> int:
     seed = task.training_seeds[0] + args.seed
     print(f"training {args.algo} on {args.task} for {settings.total_timesteps:,} device steps (seed {seed})")
     path = train_ippo(args.task, seed, run_dir, settings, force=args.overwrite)
-    returns = evaluate_devices(args.task, load_shared_policy(path), task.validation_seeds).returns
-    print(f"saved {path}\nvalidation realisations ({len(task.validation_seeds)}): the team's mean return "
-          f"{float(returns.mean()):.4f} (benchmarks/multiagent_results.py scores a team against the task's floor and "
-          "ceiling)")
+    print(f"saved {path} (agents.multiagent.load_shared_policy plays it; benchmarks/multiagent_results.py scores a "
+          "team against the task's floor and ceiling)")
     return 0
 
 

@@ -48,8 +48,8 @@ def test_otagym_train_refuses_a_task_its_algorithm_does_not_train_on(capsys):
 @pytest.mark.slow
 def test_otagym_train_trains_a_team_on_a_device_task(tmp_path):
     """``otagym train --algo ippo --task otagym/CDPB-Devices-v0`` writes the shared model and its record (trained on
-    the task's training realisations from training_seeds[--seed]), says its validation return, and refuses to
-    replace the run without --overwrite."""
+    the task's training realisations from training_seeds[--seed]), says where it is, and refuses to replace the run
+    without --overwrite."""
     import subprocess
     import sys
 
@@ -61,6 +61,6 @@ def test_otagym_train_trains_a_team_on_a_device_task(tmp_path):
     assert done.returncode == 0, done.stderr
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["task"] == TASK and record["seed"] == DEVICE_TASKS[TASK].training_seeds[0] + 2
-    assert record["settings"]["total_timesteps"] == 5120 and "validation realisations (32)" in done.stdout
+    assert record["settings"]["total_timesteps"] == 5120 and f"saved {tmp_path / 'run' / 'model.zip'}" in done.stdout
     again = subprocess.run(cli, capture_output=True, text=True, check=False)
     assert again.returncode == 2 and "--overwrite" in again.stderr
