@@ -6,13 +6,13 @@ return's variance between channel realisations exceeds the variance between near
 policy on the *same* realisations (common random numbers, the variance reduction of simulation studies) removes that
 variance from each comparison: the objective is a deterministic function of the parameters, which CMA-ES (Hansen's
 ``cma``) maximises: the margin of the mean normalised score over ``BestConstant``'s on ``--train-realisations``
-training realisations (:func:`training_seeds`: :data:`~baselines.references.TRAIN_SEEDS` and the seeds after them)
+training realisations (:func:`training_seeds`: :data:`~baselines.receive_scaling.references.TRAIN_SEEDS` and the seeds after them)
 at each nu of ``rl_results.NUS``, averaged over nu (``--objective mean``) or the smallest of the three
 (``worst-nu``). The policy is linear in nine features of the observation (:mod:`agents.linear`): 1, z, z^2, h, p, t,
 z h, z p, z t (z = log10 nu - log10 nu_ref, h = log10(h_min^2 / E[h_min^2]), p = log1p(budget left per round / nu),
 t = t/T), on the price action. ``--agent linear_crn``: a = clip(theta . phi(obs), -1, 1), so theta = 0 is the action's
 reference, a = 0. ``--agent online_optimal_residual``: a = clip(a_OO + theta . phi(obs), -1, 1), a learned residual on
-:class:`~baselines.references.OnlineOptimalAction` (the dynamic programme's price as the price action), so theta = 0
+:class:`~baselines.receive_scaling.references.OnlineOptimalAction` (the dynamic programme's price as the price action), so theta = 0
 is ``OnlineOptimal``: under Gauss-Markov fading the programme, solved for the i.i.d. marginal, does not use what the
 present channel says of the next ones, which the residual may learn.
 
@@ -64,7 +64,7 @@ CHECKPOINT_EVERY = 10
 
 class ResidualFeaturePolicy(OnlineOptimalAction):
     """The price action a = clip(a_OO + theta . price_features(obs), -1, 1) (``online_optimal_residual``), a_OO the
-    action of :class:`~baselines.references.OnlineOptimalAction`, for the batched search."""
+    action of :class:`~baselines.receive_scaling.references.OnlineOptimalAction`, for the batched search."""
 
     def __init__(self, theta: NDArray, nu: NDArray | None = None, env_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__(nu, env_kwargs=env_kwargs)
@@ -96,7 +96,7 @@ def objective(by_nu: dict[str, NDArray], floor: dict[str, float], kind: str) -> 
 
 
 def training_seeds(count: int) -> tuple[int, ...]:
-    """The first ``count`` (>= 1) seeds of ``90_000, 90_001, ...``: :data:`~baselines.references.TRAIN_SEEDS` (on
+    """The first ``count`` (>= 1) seeds of ``90_000, 90_001, ...``: :data:`~baselines.receive_scaling.references.TRAIN_SEEDS` (on
     which BestConstant and AdaScaleTrained are tuned) and, past 32, the seeds after them, disjoint from the validation
     (20_000...) and test (10_000...) seeds."""
     if count < 1:
@@ -163,7 +163,7 @@ def ship(task: str, runs: list[dict[str, Any]], target: Path) -> None:
 
 def more_test_seeds(count: int) -> tuple[int, ...]:
     """The first ``count`` (>= 0) seeds of ``30_000, 30_001, ...``: held-out realisations beyond the tasks' 32 frozen
-    test ones (:data:`~baselines.references.TEST_SEEDS`), for CIs those are too few to separate; disjoint from the
+    test ones (:data:`~baselines.receive_scaling.references.TEST_SEEDS`), for CIs those are too few to separate; disjoint from the
     training, validation and test seeds, and never used in a search or its selection."""
     if count < 0:
         raise ValueError(f"more test realisations must be >= 0; got {count}")

@@ -1,9 +1,11 @@
-"""Deprecated: the ``experiments`` package is :mod:`otagym.cli` (this alias is removed in the next release)."""
+"""Deprecated: the ``experiments`` package is :mod:`otagym.cli`; it and its modules (``experiments.cli``,
+``experiments.compare``, ...: :data:`otagym._moved.MOVED`) are removed in otagym 0.2.0."""
 
 import warnings
 
+from otagym import _moved
 from otagym.cli import main
 
 __all__ = ["main"]
 
-warnings.warn("experiments is deprecated; import otagym.cli instead", DeprecationWarning, stacklevel=2)
+warnings.warn(_moved.deprecation("experiments", "otagym.cli"), DeprecationWarning, stacklevel=2)

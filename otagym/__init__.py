@@ -10,6 +10,7 @@ no plugin entry points (the ``gymnasium.envs`` group was dropped in 1.0), so tha
 
 from gymnasium.envs.registration import register, registry
 
+from otagym import _moved
 from otagym.schemes.anonymous import ANONYMOUS_PRESETS, AnonymousScenario, get_anonymous_scenario
 from otagym.schemes.cdpb import CDPB_PRESETS, CDPBScenario, get_cdpb_scenario
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
@@ -30,3 +31,4 @@ if ENV_ID not in registry:
         vector_entry_point="otagym.env:OTAPrivacyVectorEnv",
     )
 register_tasks()
+_moved.install()  # the earlier layout's module paths, until otagym._moved.REMOVED_IN

@@ -272,7 +272,7 @@ def test_the_scheme_reference_scanner_sees_each_form():
 
 
 #: The files outside the scheme packages that still name a scheme (:func:`scheme_references`) and how many times:
-#: the deprecated aliases, the package facades, receive-scaling-only agents, scripts and commands, and the name-keyed
+#: the package facades, receive-scaling-only agents, scripts and commands, and the name-keyed
 #: tables of the command line. Each is to be moved behind the registry; the count may only fall (lower it here when
 #: it does), and no other file may start naming a scheme.
 KNOWN_SCHEME_REFERENCES = {
@@ -281,12 +281,6 @@ KNOWN_SCHEME_REFERENCES = {
     "agents/policy.py": 1,
     "agents/train/setup.py": 1,
     "baselines/__init__.py": 3,
-    "baselines/cdpb_compare.py": 2,
-    "baselines/compare.py": 2,
-    "baselines/core.py": 2,
-    "baselines/evaluation.py": 2,
-    "baselines/policies.py": 2,
-    "baselines/references.py": 2,
     "benchmarks/accuracy_under_privacy.py": 9,
     "benchmarks/bench_policies.py": 2,
     "benchmarks/bench_training.py": 1,
@@ -295,16 +289,10 @@ KNOWN_SCHEME_REFERENCES = {
     "benchmarks/noise_floor.py": 2,
     "benchmarks/rl_results.py": 2,
     "otagym/__init__.py": 3,
-    "otagym/anonymous.py": 2,
-    "otagym/anonymous_env.py": 2,
-    "otagym/cdpb.py": 3,
-    "otagym/cdpb_env.py": 2,
     "otagym/cli/commands.py": 1,
     "otagym/cli/compare.py": 7,
     "otagym/cli/evaluate.py": 1,
     "otagym/multiagent/tasks.py": 1,
-    "otagym/receive_scaling.py": 1,
-    "otagym/receive_scaling_env.py": 1,
     "otagym/training/power_balancing.py": 2,
     "otagym/wrappers/budget.py": 1,
 }

@@ -1,5 +1,5 @@
 """The matched-nu comparison of §VII of the AdaScale paper (Fig. 1 style), behind ``otagym compare`` (whose command
-line is :mod:`experiments.compare`) and the cells of ``otagym sweep`` (:mod:`experiments.sweep`).
+line is :mod:`otagym.cli.compare`) and the cells of ``otagym sweep`` (:mod:`otagym.cli.sweep`).
 
 For each nu, every policy whose hyperparameter is tunable is calibrated so that its realised (1/T) sum_t c_t equals
 nu (within 1%) on the same channel realisations (one per seed); then the average overall RDP per device at alpha and
@@ -90,7 +90,7 @@ def evaluate_cell(
 
     The policy's tuned parameter is calibrated on this realisation (§VII) unless ``options`` sets it; the other
     ``options`` are passed to the policy. ``fidelity="train"`` also trains the model (``scenario`` must then be
-    :func:`~baselines.evaluation.training_scenario`'s; the model's randomness is seeded by ``seed``). Returns plain
+    :func:`~baselines.receive_scaling.evaluation.training_scenario`'s; the model's randomness is seeded by ``seed``). Returns plain
     floats: ``rdp``, ``epsilon``, ``cost_mean``, ``leakage``, ``equal_alloc_leakage``, ``optimal_leakage``,
     ``score``, ``matched`` (meets nu by construction, or within 1%), ``param``, ``param_value``, ``calibrated``,
     ``wall_s``, and with the training fidelity ``accuracy``, ``accuracy_rounds`` and ``accuracy_curve``.

@@ -3,7 +3,7 @@
 * :class:`BestConstant`: the best constant price action per nu, chosen on training channels. The learnability floor:
   an agent that does not beat it has learned nothing that the action's reference does not already give.
 * :class:`AdaScaleTrained`: AdaScale (Alg. 1 of the AdaScale paper) with V(nu) chosen on training channels, played
-  under budget mode's rule (:class:`~baselines.policies.Budgeted`): the fair online baseline. ``AdaScale`` itself is
+  under budget mode's rule (:class:`~baselines.receive_scaling.policies.Budgeted`): the fair online baseline. ``AdaScale`` itself is
   the paper's per-realisation calibration, which uses the evaluation channels.
 * :class:`OnlineOptimal`: the Bellman-optimal non-anticipating policy of problem (28) in budget mode, by dynamic
   programming over the budget left (:func:`solve_online_optimal`). Exact, up to its grids, for i.i.d. and block fading;
@@ -38,7 +38,7 @@ __all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "Be
            "online_optimal_round", "online_optimal_price_action", "OnlinePrices",
            "PROGRAMMES_CACHED"]
 
-#: Channel realisations (seeds of :func:`~baselines.evaluation.sample_realisations`) on which references are tuned:
+#: Channel realisations (seeds of :func:`~baselines.receive_scaling.evaluation.sample_realisations`) on which references are tuned:
 #: :data:`otagym.tasks.TUNING_SEEDS`.
 TRAIN_SEEDS: tuple[int, ...] = TUNING_SEEDS
 #: Realisations for checkpoint selection and learning curves of trained agents:

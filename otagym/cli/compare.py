@@ -1,7 +1,7 @@
 """``otagym compare``: the command line of the schemes' comparisons, over their computations in :mod:`baselines`.
 
 ``--scheme`` offers the schemes of the registry (:data:`otagym.schemes.SCHEMES`) that have a comparison here
-(:data:`COMMANDS`): model A's matched-nu comparison and CDPB's (:func:`baselines.cdpb_compare.compare_cdpb`);
+(:data:`COMMANDS`): model A's matched-nu comparison and CDPB's (:func:`baselines.cdpb.compare.compare_cdpb`);
 ``--scenario`` offers their presets. An option that only another scheme reads is refused, argparse style.
 
 Model A's comparison is a sweep (:mod:`otagym.cli.sweep`) named ``compare`` with a fixed table and plot on top: its

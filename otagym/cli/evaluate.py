@@ -7,7 +7,7 @@ POLICY is an analytic policy's name (the task's references and what else its sch
 its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO/ARS model of the task's spaces), an rl_zoo3 log folder (its
 ``best_model.zip``, else the one ``.zip`` in it) or ``module:function``, a Python callable from the observation batch
 (N, obs_dim) to the env's actions (N,) or (N, 1). A receive-scaling analytic policy plays every (nu, seed) of the
-task's evaluation set as a cell of :func:`baselines.compare.evaluate_cells`, the computation of ``otagym compare``.
+task's evaluation set as a cell of :func:`baselines.receive_scaling.compare.evaluate_cells`, the computation of ``otagym compare``.
 Trained models and callables play the env's own action in the task's env, all realisations of a budget in one
 vector env (:func:`baselines.benchmark.play_episodes`), scored against the stored anchors; on receive scaling their
 scores equal ``otagym compare``'s of the same model on the same seeds up to the rounding of a network's forward pass
@@ -141,7 +141,7 @@ def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None, progre
     the task's frozen evaluation set; any seeds), per budget (keyed ``str(nu)``), and on the constrained tasks each
     episode's cost over the task's cost limit (at most 1 where the constraint holds; receive scaling's budget mode
     meets it by construction: None). All realisations of a budget play in one vector env: a receive-scaling analytic
-    policy (a :class:`~baselines.compare.PolicySpec`) as ``otagym compare``'s cells, any other policy in the task's
+    policy (a :class:`~baselines.receive_scaling.compare.PolicySpec`) as ``otagym compare``'s cells, any other policy in the task's
     env (:func:`~baselines.benchmark.play_episodes`), scored against the anchors on the same realisations
     (:func:`baselines.benchmark.normalized_score`: stored for the frozen set, computed and cached elsewhere).
     ``progress``: a tqdm bar (or anything with ``update``), advanced once per budget."""

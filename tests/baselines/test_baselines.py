@@ -268,25 +268,6 @@ def test_paper_claim_adascale_dp_below_equal_alloc_and_liu_simeone(paper_rows, n
     assert eps["AdaScale"] < eps["EqualAlloc"] and eps["AdaScale"] < eps["LiuSimeone"]
 
 
-@pytest.mark.parametrize("old, new", [
-    ("baselines.policies", "baselines.receive_scaling.policies"),
-    ("baselines.references", "baselines.receive_scaling.references"),
-    ("baselines.core", "baselines.receive_scaling.core"),
-    ("baselines.evaluation", "baselines.receive_scaling.evaluation"),
-    ("baselines.compare", "baselines.receive_scaling.compare"),
-    ("baselines.cdpb_compare", "baselines.cdpb.compare"),
-])
-def test_the_old_baselines_modules_warn_and_reexport_the_scheme_packages(old, new, monkeypatch):
-    import importlib
-    import sys
-
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated; import from {new}"):
-        module = importlib.import_module(old)
-    target = importlib.import_module(new)
-    assert target.__all__ and all(getattr(module, name) is getattr(target, name) for name in target.__all__)
-
-
 def test_a_budget_outside_what_the_calibration_can_reach_warns_naming_it():
     """AdaScale's parameter bracket reaches mean costs up to about 60 on this deployment: nu = 1000 keeps the end,
     misses nu and says so; nu = 0.04 is met without a word."""

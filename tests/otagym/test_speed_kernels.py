@@ -202,7 +202,7 @@ def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs
 
 
 def test_an_env_pickled_mid_episode_plays_on_as_the_original():
-    """The compiled round a Rounds keeps is not pickled (numba's compiled code is not picklable); the copy finds it
+    """The compiled round a ReceiveScalingCore keeps is not pickled (numba's compiled code is not picklable); the copy finds it
     again and plays the same rounds, to the bit."""
     import pickle
 

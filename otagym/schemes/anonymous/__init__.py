@@ -13,9 +13,9 @@ Federated Learning with Anonymous Over-the-Air Computation* (IEEE ICASSP 2021).
 The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
-import warnings
 from typing import Any
 
+from otagym._moved import renamed
 from otagym.schemes.anonymous import observation
 from otagym.schemes.anonymous.actions import (SigmaActionType, NORMALIZED, SIGMA, ACTION_TYPES, action_to_sigma)
 from otagym.schemes.anonymous.core import AnonymousCore, sample_realisation
@@ -40,7 +40,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "AnonymousRounds":
-        warnings.warn("AnonymousRounds is deprecated: use AnonymousCore", DeprecationWarning, stacklevel=2)
-        return AnonymousCore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return renamed(__name__, name)

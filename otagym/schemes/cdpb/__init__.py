@@ -15,8 +15,9 @@ Over-the-Air Federated Learning via Client-Driven Power Balancing* (arXiv:2410.0
 The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
-import warnings
 from typing import Any
+
+from otagym._moved import renamed
 
 from otagym.schemes.cdpb import devices, observation
 from otagym.schemes.cdpb.actions import (RhoActionType, NORMALIZED, RHO, ACTION_TYPES, RHO_FLOOR_RATIO, action_to_rho)
@@ -39,7 +40,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "CDPBRounds":
-        warnings.warn("CDPBRounds is deprecated: use CDPBCore", DeprecationWarning, stacklevel=2)
-        return CDPBCore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return renamed(__name__, name)

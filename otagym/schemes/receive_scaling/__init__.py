@@ -14,11 +14,14 @@ package:
 * :mod:`~otagym.schemes.receive_scaling.core`: :class:`ReceiveScalingCore`, N episodes as arrays.
 """
 
+from typing import Any
+
+from otagym._moved import renamed
 from otagym.schemes.receive_scaling import observation
 from otagym.schemes.receive_scaling.actions import (BUDGET_ACTIONS, UNIT_ACTIONS, ActionSettings, ActionType,
                                                     RewardMode, budget_action_cost, constrained, decode_actions,
                                                     normalized_x, spend_cost)
-from otagym.schemes.receive_scaling.core import ReceiveScalingCore, Rounds, sample_realisation
+from otagym.schemes.receive_scaling.core import ReceiveScalingCore, sample_realisation
 from otagym.schemes.receive_scaling.formulas import (X_FLOOR_RATIO, ModelArrays, cost_slope_of_leakage, price_spend,
                                                      reference_price)
 from otagym.schemes.receive_scaling.model import ReceiveScalingModel
@@ -31,5 +34,9 @@ __all__ = ["ReceiveScalingScenario", "Scenario", "PRESETS", "get_scenario", "dbm
            "ReceiveScalingModel", "ModelArrays", "X_FLOOR_RATIO", "cost_slope_of_leakage", "reference_price",
            "price_spend", "minimize_round", "solve_increasing", "ActionType", "RewardMode", "BUDGET_ACTIONS",
            "UNIT_ACTIONS", "ActionSettings", "normalized_x", "spend_cost", "budget_action_cost", "decode_actions",
-           "OBS_BOUND", "LAYOUT_VERSION", "ObservationOffsets", "ReceiveScalingCore", "Rounds", "sample_realisation",
+           "OBS_BOUND", "LAYOUT_VERSION", "ObservationOffsets", "ReceiveScalingCore", "sample_realisation",
            "constrained", "TASK_SETTINGS", "observation"]
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

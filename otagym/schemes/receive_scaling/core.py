@@ -34,7 +34,7 @@ from otagym.schemes.receive_scaling.scenario import Scenario
 from otagym.validation import (AppliesWith, Many, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, action_array,
                                check_args, option_array, refuse_without_effect, replayed_trace, signature_defaults)
 
-__all__ = ["ReceiveScalingCore", "Rounds", "sample_realisation"]
+__all__ = ["ReceiveScalingCore", "sample_realisation"]
 
 DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
 
@@ -472,10 +472,6 @@ class ReceiveScalingCore:
         return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy(),
                 "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
 
-
-
-#: The name under which :class:`ReceiveScalingCore` was introduced.
-Rounds = ReceiveScalingCore
 
 
 def sample_realisation(scenario: Scenario, rng: np.random.Generator) -> dict[str, NDArray]:

@@ -482,22 +482,6 @@ def test_fractional_orders_lie_between_integer_orders(log_q, log_sigma, order):
     assert lo * (1 - 1e-9) - 1e-15 <= mid <= hi * (1 + 1e-9) + 1e-15
 
 
-def test_the_old_privacy_module_warns_and_reexports_the_accounting():
-    """``otagym.privacy`` (deprecated) warns, naming ``otagym.accounting``, and gives the same objects: its public
-    names and the compiled curve functions under their old private names."""
-    import importlib
-
-    import otagym.accounting as accounting
-    import otagym.privacy as privacy
-    from otagym.accounting.curve import curve_derivatives, curve_log_a
-
-    with pytest.warns(DeprecationWarning, match="otagym.accounting"):
-        importlib.reload(privacy)
-    assert set(privacy.__all__) <= set(accounting.__all__)  # the old names (the package has new ones)
-    assert all(getattr(privacy, name) is getattr(accounting, name) for name in privacy.__all__)
-    assert privacy._curve_log_a is curve_log_a and privacy._curve_derivatives is curve_derivatives
-
-
 @pytest.mark.parametrize("sigma", [1.4e154, 1e160, 1e300])
 @pytest.mark.parametrize("q", [0.01, 1.0])
 def test_a_noise_multiplier_whose_square_overflows_gets_an_upper_bound_not_nan(q, sigma):

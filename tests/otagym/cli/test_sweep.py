@@ -176,7 +176,7 @@ def test_a_process_pool_gives_the_in_process_numbers(reference, tmp_path):
 
 
 def test_compare_is_the_same_cells(reference):
-    """``baselines.compare.compare`` loops over the very cells the sweep runs: same per-seed numbers."""
+    """``baselines.receive_scaling.compare.compare`` loops over the very cells the sweep runs: same per-seed numbers."""
     rows = compare("paper-mnist", (0.04,), (0, 1), ("EqualAlloc", "AdaScale", "LiuSimeone"), progress=False,
                    num_rounds=20)
     recs = [json.loads(p.read_text()) for p in (reference / "cells").glob("*.json")]

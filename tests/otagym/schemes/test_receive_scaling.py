@@ -1,7 +1,5 @@
-"""The receive-scaling package: its deprecated module paths, its one action decoder and its observation layout."""
+"""The receive-scaling package: its documented names, its one action decoder and its observation layout."""
 
-import importlib
-import sys
 import warnings
 
 import numpy as np
@@ -13,24 +11,10 @@ from otagym.schemes.receive_scaling.actions import ACTION_CODES, ActionSettings,
 from otagym.schemes.receive_scaling.observation import ENTRIES, LAYOUT_VERSION, ObservationOffsets
 
 
-@pytest.mark.parametrize("old, names", [
-    ("otagym.receive_scaling", ["Scenario", "PRESETS", "get_scenario", "ReceiveScalingModel", "minimize_round",
-                                "budget_action_cost", "X_FLOOR_RATIO"]),
-    ("otagym.receive_scaling_env", ["Rounds", "ActionType", "RewardMode", "OBS_BOUND"]),
-])
-def test_the_old_modules_warn_and_reexport_the_new_names(old, names):
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=r"otagym\.schemes\.receive_scaling"):
-        module = importlib.import_module(old)
-    for name in names:
-        assert getattr(module, name) is getattr(rs, name)
-
-
 def test_the_documented_scenario_and_the_symmetric_names_are_one_class_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert otagym.Scenario is rs.ReceiveScalingScenario is rs.Scenario
-        assert rs.Rounds is rs.ReceiveScalingCore
 
 
 @pytest.mark.parametrize("action_type", ["price", "share", "normalized", "x", "eta", "spend"])

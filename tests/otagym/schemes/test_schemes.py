@@ -133,35 +133,6 @@ def test_task_defaults_and_constraint_come_from_the_registry():
     assert constrained({"scheme": "cdpb"}) and constrained({"scheme": "anonymous"})
 
 
-@pytest.mark.parametrize(("old", "new", "names"), [
-    ("otagym.cdpb", "otagym.schemes.cdpb", ("CDPBScenario", "get_cdpb_scenario", "utility", "RHO_FLOOR_RATIO")),
-    ("otagym.cdpb_env", "otagym.schemes.cdpb", ("CDPBRounds", "RhoActionType")),
-    ("otagym.anonymous", "otagym.schemes.anonymous", ("AnonymousScenario", "round_rdp", "sample_batches")),
-    ("otagym.anonymous_env", "otagym.schemes.anonymous", ("AnonymousRounds", "SigmaActionType")),
-    ("otagym.training.cdpb", "otagym.training.power_balancing", ("CDPBTraining", "clip_to_norm")),
-])
-def test_the_old_modules_warn_and_reexport(old, new, names):
-    if old.startswith("otagym.training"):
-        pytest.importorskip("torch")
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        module = importlib.import_module(old)
-    assert set(names) <= set(module.__all__)
-    package = importlib.import_module(new)
-    for n in names:
-        ours = {"CDPBRounds": "CDPBCore", "AnonymousRounds": "AnonymousCore"}.get(n, n)
-        assert getattr(module, n) is getattr(package, ours, None) or getattr(module, n) is getattr(
-            importlib.import_module(f"{new}.actions"), n)
-
-
-@pytest.mark.parametrize(("package", "old", "new"), [("otagym.schemes.cdpb", "CDPBRounds", "CDPBCore"),
-                                                     ("otagym.schemes.anonymous", "AnonymousRounds", "AnonymousCore")])
-def test_the_old_core_names_are_deprecated_aliases(package, old, new):
-    module = importlib.import_module(package)
-    with pytest.warns(DeprecationWarning, match=new):
-        assert getattr(module, old) is getattr(module, new)
-
-
 @pytest.mark.parametrize("name", sorted(SCHEMES))
 def test_make_rounds_builds_the_registered_core_on_the_default_preset(name):
     info = SCHEMES[name]
