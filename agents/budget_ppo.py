@@ -46,7 +46,7 @@ from otagym.schemes import SCHEMES
 from otagym.schemes.receive_scaling.actions import spend_action
 from otagym.schemes.receive_scaling.observation import ObservationOffsets
 from otagym.tasks import BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
-from otagym.wrappers import RelativeSpendVector, relative_spend
+from otagym.wrappers import PotentialShapingVector, RelativeSpendVector, relative_spend
 
 __all__ = ["SPEND_TASKS", "BudgetPPOSettings", "FairShareValue", "RelativeSpendPolicy", "env_actions", "train_budget_ppo", "training_iterations", "validation_score"]
 
@@ -181,6 +181,12 @@ class FairShareValue:
         nu = 10.0 ** (obs[:, layout.log_nu] + log10_nu_ref)
         return rounds_left * self.per_round(np.expm1(obs[:, layout.fair_share]), nu)
 
+    def potential(self, env: Any) -> Callable[[NDArray], NDArray]:
+        """Phi of the observations of ``env`` (an otagym env or vector env of the task, wrapped or not), for
+        :class:`otagym.wrappers.PotentialShaping` / :class:`~otagym.wrappers.PotentialShapingVector`."""
+        reference = env.unwrapped.rounds.log10_nu_ref
+        return lambda observation: self(observation, reference)
+
 
 def env_actions(relative: NDArray, observation: NDArray, horizon: int, reserve: float = 0.0,
                 floor: float = 0.0) -> NDArray:
@@ -238,10 +244,14 @@ def _sb3_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
 
 def _training_env(task_id: str, settings: BudgetPPOSettings, seed: int) -> gym.vector.VectorEnv:
     """The task's native vector env (same-step autoreset, nu drawn per episode), the relative action on it, and the
-    rewards scaled by a running return's standard deviation."""
+    fair-share potential's shaping (``shaping``) or the rewards clipped and scaled by a running return's standard
+    deviation."""
     task = TASKS[task_id]
     native = OTAPrivacyVectorEnv(settings.num_envs, **task.kwargs, autoreset_mode=AutoresetMode.SAME_STEP)
     env: gym.vector.VectorEnv = RelativeSpendVector(native, reserve=settings.reserve, floor=settings.floor)
+    if settings.shaping:
+        value = FairShareValue(task_id, BENCHMARK_TRAINING_SEEDS[:32], np.geomspace(0.01, 0.16, 9))
+        env = PotentialShapingVector(env, value.potential(native), gamma=settings.gamma)
     if settings.reward_floor is not None:
         env = gym.wrappers.vector.ClipReward(env, min_reward=-settings.reward_floor)
     if settings.reward_gamma > 0:
@@ -277,17 +287,13 @@ class _Rollout:
     values: torch.Tensor
 
 
-def _collect(policy: RelativeSpendPolicy, env: gym.vector.VectorEnv, obs: NDArray, steps: int,
-             potential: Callable[[NDArray], NDArray] | None,
-             gamma: float) -> tuple[_Rollout, NDArray, torch.Tensor]:
-    """``steps`` steps of every env; the rollout, the next observation and its values. With a ``potential``, each
-    reward gets gamma Phi(s_t+1) - Phi(s_t), Phi = 0 at an episode's end (same-step autoreset: the observation
-    returned at the end is the next episode's)."""
+def _collect(policy: RelativeSpendPolicy, env: gym.vector.VectorEnv, obs: NDArray,
+             steps: int) -> tuple[_Rollout, NDArray, torch.Tensor]:
+    """``steps`` steps of every env; the rollout, the next observation and its values."""
     n = env.num_envs
     shape = (steps, n)
     buf = _Rollout(torch.zeros(shape + obs.shape[1:]), torch.zeros(shape + (1,)), torch.zeros(shape),
                    torch.zeros(shape), torch.zeros(shape), torch.zeros(shape))
-    phi = potential(obs) if potential is not None else 0.0
     for t in range(steps):
         obs_t = torch.as_tensor(obs, dtype=torch.float32)
         with torch.no_grad():
@@ -295,10 +301,6 @@ def _collect(policy: RelativeSpendPolicy, env: gym.vector.VectorEnv, obs: NDArra
         buf.obs[t], buf.actions[t], buf.log_probs[t], buf.values[t] = obs_t, actions, log_probs, values.flatten()
         obs, reward, terminated, truncated, _ = env.step(np.clip(actions.numpy(), -1.0, 1.0))
         done = np.logical_or(terminated, truncated)
-        if potential is not None:
-            after = potential(obs)  # at an end, the next episode's first state: Phi of the end itself is 0
-            reward = reward + gamma * np.where(done, 0.0, after) - phi
-            phi = after
         buf.rewards[t] = torch.as_tensor(reward, dtype=torch.float32)
         buf.dones[t] = torch.as_tensor(done, dtype=torch.float32)
     with torch.no_grad():
@@ -414,19 +416,13 @@ def training_iterations(model: PPO, task_id: str, settings: BudgetPPOSettings, s
     policy = model.policy
     env = _training_env(task_id, settings, seed)
     obs, _ = env.reset(seed=seed)
-    potential = None
-    if settings.shaping:
-        value = FairShareValue(task_id, BENCHMARK_TRAINING_SEEDS[:32], np.geomspace(0.01, 0.16, 9))
-        reference = env.unwrapped.rounds.log10_nu_ref
-        potential = lambda o: value(o, reference)
     rng = torch.Generator().manual_seed(seed)
     try:
         for it in range(1, iterations + 1):
             if settings.anneal_lr:
                 for group in policy.optimizer.param_groups:
                     group["lr"] = settings.learning_rate * (1.0 - (it - 1) / iterations)
-            buf, obs, next_values = _collect(policy, env, obs, settings.rollout_steps, potential,
-                                             settings.gamma)
+            buf, obs, next_values = _collect(policy, env, obs, settings.rollout_steps)
             adv = _advantages(buf, next_values, settings.gamma, settings.gae_lambda)
             yield it * settings.batch_size, _update(policy, buf, adv, settings, rng)
     finally:

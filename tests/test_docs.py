@@ -271,8 +271,11 @@ CONSTRAINED_BLOCKS = [b for b in re.findall(r"```python\n(.*?)\n```",
 
 @pytest.mark.parametrize("code", CONSTRAINED_BLOCKS, ids=[f"block{i}" for i in range(len(CONSTRAINED_BLOCKS))])
 def test_constrained_tutorial_wrapper_blocks_run(code):
-    """The budget wrappers' block of the constrained-RL tutorial runs as written, and says what it prints."""
-    assert len(CONSTRAINED_BLOCKS) == 1
+    """The wrappers' blocks of the constrained-RL tutorial (the budget wrappers, the shaping) run as written and say
+    what they print: a = 0 spends the fair share (cost 1) and, shaped, leaves the fair-share potential unchanged."""
+    assert len(CONSTRAINED_BLOCKS) == 2
     namespace: dict = {}
     exec(compile(code, "constrained-rl.md", "exec"), namespace)  # noqa: S102 - the page's own code
     assert abs(float(namespace["info"]["cost"]) - 1.0) < 1e-5
+    if "PotentialShaping" in code:  # EqualAlloc's round: reward 0, and g(1; nu) = 0 at every rounds left
+        assert abs(float(namespace["reward"])) < 1e-9

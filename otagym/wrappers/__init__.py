@@ -1,5 +1,6 @@
 """Gymnasium wrappers that change how an agent sees a task without changing its physics, each stackable by any client
-(as in ``gymnasium.wrappers``): the per-episode budget wrappers of :mod:`otagym.wrappers.budget`, and
+(as in ``gymnasium.wrappers``): the per-episode budget wrappers of :mod:`otagym.wrappers.budget`, potential-based reward shaping
+(:mod:`otagym.wrappers.shaping`), and
 :class:`~otagym.wrappers.unconstrained.UnconstrainedLearner`, which says when a learner that ignores the cost trains on
 a constrained task."""
 
@@ -16,8 +17,9 @@ from otagym.wrappers.budget import (
                                     spend_cap,
                                     spend_multiplier,
 )
+from otagym.wrappers.shaping import Potential, PotentialShaping, PotentialShapingVector
 from otagym.wrappers.unconstrained import UnconstrainedLearner
 
 __all__ = ["BudgetLedger", "RelativeSpend", "RelativeSpendVector", "ReserveSafetyLayer", "ReserveSafetyLayerVector",
            "SauteBudget", "SauteBudgetVector", "fair_share", "relative_spend", "spend_cap", "spend_multiplier",
-           "UnconstrainedLearner"]
+           "Potential", "PotentialShaping", "PotentialShapingVector", "UnconstrainedLearner"]
