@@ -226,7 +226,7 @@ class RelativeSpendPolicy(ActorCriticPolicy):
 
 def _sb3_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
     """An SB3 model holding the policy (built on a one-env adapter of the task: only its spaces are read)."""
-    from otagym.sb3 import OTAPrivacySB3VecEnv
+    from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     task = TASKS[task_id]
     net = list(settings.net_arch)

@@ -4,7 +4,7 @@ as a ratio of env steps per second timed in the same run, the two alternated, on
     python -m benchmarks.bench_budget_ppo
 
 SB3's PPO runs with the settings of ``agents/configs/ppo_lagrangian.yml`` (16 envs of the SB3 adapter
-:class:`otagym.sb3.OTAPrivacySB3VecEnv`, 512 steps per env per rollout, 10 epochs of minibatches of 1,024, a 64x64
+:class:`otagym.wrappers.sb3.OTAPrivacySB3VecEnv`, 512 steps per env per rollout, 10 epochs of minibatches of 1,024, a 64x64
 MLP), which ``otagym train --algo ppo_lagrangian`` trains with; the batched trainer with its defaults
 (:class:`agents.budget_ppo.BudgetPPOSettings`: 256 envs, 64 steps per env per rollout, 4 epochs of 4 minibatches,
 a 64x64 MLP, the relative action and the potential-based shaping included). Both are timed end to end, rollout and
@@ -21,7 +21,7 @@ import torch
 from stable_baselines3 import PPO
 
 from agents.budget_ppo import BudgetPPOSettings, _sb3_model, training_iterations
-from otagym.sb3 import OTAPrivacySB3VecEnv
+from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 from otagym.tasks import TASKS
 
 TASK = "otagym/ReceiveScalingCMDP-v1"

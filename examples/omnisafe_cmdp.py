@@ -2,7 +2,7 @@
 
 OmniSafe finds environments through classes registered with its ``env_register`` decorator; each steps torch tensors
 and returns ``(obs, reward, cost, terminated, truncated, info)``. This module registers every otagym task (import it
-before ``omnisafe.Agent``), with the cost of :mod:`otagym.safety`'s Safety-Gymnasium view and the task's cost limit
+before ``omnisafe.Agent``), with the cost of :mod:`otagym.wrappers.safety`'s Safety-Gymnasium view and the task's cost limit
 (T: a mean cost of at most 1 per round)::
 
     import omnisafe
@@ -26,7 +26,7 @@ import torch
 from omnisafe.envs.core import CMDP, env_register
 
 import otagym  # noqa: F401 - registers the tasks with Gymnasium
-from otagym.safety import Gymnasium2SafetyGymnasium
+from otagym.wrappers.safety import Gymnasium2SafetyGymnasium
 from otagym.tasks import TASKS
 
 

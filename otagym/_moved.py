@@ -42,6 +42,8 @@ MOVED: dict[str, Moved] = {
     "otagym.anonymous_env": Moved("otagym.schemes.anonymous",
                                   {"AnonymousRounds": "otagym.schemes.anonymous.core:AnonymousCore"}),
     "otagym.training.cdpb": Moved("otagym.training.power_balancing"),
+    "otagym.sb3": Moved("otagym.wrappers.sb3"),
+    "otagym.safety": Moved("otagym.wrappers.safety"),
     "baselines.policies": Moved("baselines.receive_scaling.policies"),
     "baselines.references": Moved("baselines.receive_scaling.references"),
     "baselines.core": Moved("baselines.receive_scaling.core"),

@@ -343,7 +343,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
     * ``SAME_STEP``: the ending step returns the first observation of the next episode, and ``info["final_obs"]`` /
       ``info["final_info"]`` (masked by ``"_final_obs"`` / ``"_final_info"``) hold the last observation and the info
       of the ending step. TorchRL's ``GymWrapper`` accepts only this mode; SB3's adapter
-      (:class:`otagym.sb3.OTAPrivacySB3VecEnv`) uses it.
+      (:class:`otagym.wrappers.sb3.OTAPrivacySB3VecEnv`) uses it.
 
     Both modes play the same episodes (same seed and actions: the same trajectories, shifted by the reset step). Every
     episode lasts T rounds and ``reset`` starts all envs, so all envs end their episodes on the same step. Every step

@@ -266,7 +266,7 @@ def test_multiagent_page_states_the_task_envs_spaces():
 
 CONSTRAINED_BLOCKS = [b for b in re.findall(r"```python\n(.*?)\n```",
                                             (ROOT / "docs" / "tutorials" / "constrained-rl.md").read_text(), re.S)
-                      if "otagym.wrappers" in b]
+                      if "from otagym.wrappers import" in b]
 
 
 @pytest.mark.parametrize("code", CONSTRAINED_BLOCKS, ids=[f"block{i}" for i in range(len(CONSTRAINED_BLOCKS))])

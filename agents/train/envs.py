@@ -14,7 +14,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor
 from agents.lagrangian import LagrangianVecEnv, nu_bin_edges
 from agents.train.save import RunState, checkpoint_files, truncate_monitor
 from otagym import ENV_ID
-from otagym.sb3 import OTAPrivacySB3VecEnv
+from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
 #: Per-episode info keys that the monitor writes beside return and length, those the env reports (receive scaling:
 #: all; CDPB and anonymous OTA: ``episode_rdp`` and, where they report a cost, the last two): the episode's cost

@@ -20,7 +20,7 @@ from agents.lagrangian import LagrangianVecEnv
 from agents.train.errors import RunMismatchError
 from otagym import __version__
 from otagym._io import atomic_write, write_json
-from otagym.sb3 import OTAPrivacySB3VecEnv
+from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
 #: Algorithms whose checkpoint is complete only with its replay buffer.
 OFF_POLICY = ("sac", "td3")

@@ -22,7 +22,7 @@ from agents.train.save import comparable, latest_checkpoint, package_versions, r
 from baselines.receive_scaling.policies import action_semantics
 from otagym import ENV_ID
 from otagym._io import remove_stale_temporaries
-from otagym.sb3 import OTAPrivacySB3VecEnv
+from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 from otagym.tasks import TASKS, constrained
 

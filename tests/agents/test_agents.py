@@ -101,7 +101,7 @@ def test_lagrangian_multipliers_are_per_nu_bin_and_ascend_on_their_own_episodes(
     from stable_baselines3.common.logger import configure
 
     from agents.lagrangian import DualAscentCallback, LagrangianVecEnv, nu_bin_edges
-    from otagym.sb3 import OTAPrivacySB3VecEnv
+    from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     edges = nu_bin_edges((0.01, 0.16), 4)
     np.testing.assert_allclose(edges, [0.02, 0.04, 0.08], rtol=1e-12)
@@ -152,7 +152,7 @@ def test_the_pid_multiplier_follows_stooke_et_al_algorithm_2_by_hand():
     from stable_baselines3.common.logger import configure
 
     from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
-    from otagym.sb3 import OTAPrivacySB3VecEnv
+    from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     env = LagrangianVecEnv(OTAPrivacySB3VecEnv(2, reward_mode="cmdp", action_type="spend", dp_orders=None, **SHORT),
                            initial=0.3)
@@ -183,7 +183,7 @@ def test_quantile_lagrangian_drives_the_quantile_of_the_episode_costs_to_the_lim
     from stable_baselines3.common.logger import configure
 
     from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
-    from otagym.sb3 import OTAPrivacySB3VecEnv
+    from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     env = LagrangianVecEnv(OTAPrivacySB3VecEnv(2, reward_mode="cmdp", action_type="spend", dp_orders=None, **SHORT),
                            initial=1.0)

@@ -14,7 +14,7 @@ from agents.train.setup import checked_settings  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 from otagym import ENV_ID  # noqa: E402
 from otagym.env import OTAPrivacyVectorEnv  # noqa: E402
-from otagym.sb3 import OTAPrivacySB3VecEnv  # noqa: E402
+from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv  # noqa: E402
 from otagym.tasks import BENCHMARK, TASKS  # noqa: E402
 
 #: One task of each scheme that has one (the first registered), read from the registry.

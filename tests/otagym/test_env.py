@@ -279,7 +279,7 @@ def test_extreme_actions_keep_the_final_epsilon_finite():
 def test_sb3_adapter_trains_ppo_and_reports_terminal_observations():
     from stable_baselines3 import PPO
 
-    from otagym.sb3 import OTAPrivacySB3VecEnv
+    from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     venv = OTAPrivacySB3VecEnv(4, num_rounds=16)
     venv.seed(0)

@@ -12,7 +12,8 @@ import pytest
 
 from otagym._moved import MOVED, REMOVED_IN, RENAMED, deprecation
 
-NEEDS_TORCH = {"otagym.training.cdpb"}
+#: Old paths whose new module needs an optional dependency.
+NEEDS = {"otagym.training.cdpb": "torch", "otagym.sb3": "stable_baselines3"}
 
 
 def _fresh_import(name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[object, list[str]]:
@@ -26,8 +27,8 @@ def _fresh_import(name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[object, l
 
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_an_old_path_warns_naming_its_new_path_and_gives_the_new_objects(old, monkeypatch):
-    if old in NEEDS_TORCH:
-        pytest.importorskip("torch")
+    if old in NEEDS:
+        pytest.importorskip(NEEDS[old])
     module, said = _fresh_import(old, monkeypatch)
     moved = MOVED[old]
     assert f"{old} is deprecated and removed in otagym {REMOVED_IN}; use {moved.new}" in said, said

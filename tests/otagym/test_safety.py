@@ -16,7 +16,7 @@ from gymnasium.wrappers import ClipAction
 
 import otagym  # noqa: F401 - registers the tasks
 from otagym.env import OTAPrivacyEnv
-from otagym.safety import Gymnasium2SafetyGymnasium, SafetyGymnasium2Gymnasium
+from otagym.wrappers.safety import Gymnasium2SafetyGymnasium, SafetyGymnasium2Gymnasium
 from otagym.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -210,7 +210,7 @@ def test_autoreset_mode_is_checked_and_per_instance():
 
 def test_sb3_adapter_keeps_same_step():
     pytest.importorskip("stable_baselines3")
-    from otagym.sb3 import OTAPrivacySB3VecEnv
+    from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     venv = OTAPrivacySB3VecEnv(3, num_rounds=4, dp_orders=None)
     assert venv.venv.autoreset_mode == AutoresetMode.SAME_STEP
