@@ -25,8 +25,8 @@ from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEps
 from otagym.schemes.receive_scaling.actions import (ACTION_ARGS, ACTION_CODES, ACTION_DEFAULTS, ActionSettings,
                                                     ActionType, RewardMode, action_space, check_actions,
                                                     decode_actions, resolve_modes)
-from otagym.schemes.receive_scaling.kernel import (EpisodeState, RoundInfo, RoundSettings, channel, play_round,
-                                                   play_round_parallel)
+from otagym.schemes.receive_scaling.kernel import (PER_ENV_ROWS, ROW_ETA, ROW_REWARD, EpisodeState, RoundInfo,
+                                                   RoundSettings, channel, play_round, play_round_parallel)
 from otagym.schemes.receive_scaling.model import ReceiveScalingModel
 from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationOffsets, block_rounds, log10_nu_ref,
                                                         observe)
@@ -363,7 +363,8 @@ class ReceiveScalingCore:
         """
         s, n = self.scenario, self.num_envs
         a = action_array(action, n)
-        out = RoundInfo(np.empty((8, n)), np.empty((2, n, self.model.class_q.size)), np.empty((4, n, s.num_devices)))
+        out = RoundInfo(np.empty((len(PER_ENV_ROWS), n)), np.empty((2, n, self.model.class_q.size)),
+                        np.empty((4, n, s.num_devices)))
         args = self._round_args(a, out)
         kernel = play_round_parallel if jit.parallel(n) else play_round
         if self._round_kernel[0] is not kernel:
@@ -373,9 +374,9 @@ class ReceiveScalingCore:
             self._checked_action(a)  # raises, naming the actions out of range
         self.episode_epsilon.record_gaussian(out.per_class[1])
         if self.training is not None:  # the round's FedSGD update with its eta_t
-            noise, eta = s.noise_power_w, out.per_env[1]
+            noise, eta = s.noise_power_w, out.per_env[ROW_ETA]
             self.training.round(self.t, lambda i, engine, g: engine.round(g, float(eta[i]), noise).train_loss)
-        info, reward = self._round_info(out), out.per_env[4]
+        info, reward = self._round_info(out), out.per_env[ROW_REWARD]
         if self.training is not None:
             info.update(self.training.info())
         terminated = self.t >= s.num_rounds
@@ -392,7 +393,7 @@ class ReceiveScalingCore:
 
     def _round_info(self, out: RoundInfo) -> dict[str, NDArray]:
         """The info of the round just played, from the kernel's outputs."""
-        x, eta, cost, leak, reward, cost_mean, cost_share, nu = out.per_env
+        x, eta, cost, leak, reward, cost_mean, cost_share, nu = out.per_env  # the rows of PER_ENV_ROWS, in order
         return {
             "round": self.t - 1,
             "x": x,

@@ -20,7 +20,8 @@ from otagym.accounting.curve import curve_log_a
 from otagym.schemes.receive_scaling.actions import ActionSettings, decide, valid_actions
 from otagym.schemes.receive_scaling.formulas import ModelArrays, _h_min2, _leakage, _x_for_cost
 
-__all__ = ["RoundSettings", "EpisodeState", "RoundInfo", "play_round", "play_round_parallel", "channel"]
+__all__ = ["RoundSettings", "EpisodeState", "RoundInfo", "PER_ENV_ROWS", "ROW_ETA", "ROW_REWARD", "play_round",
+           "play_round_parallel", "channel"]
 
 
 class RoundSettings(NamedTuple):
@@ -47,10 +48,16 @@ class EpisodeState(NamedTuple):
     reward_scale: NDArray  # (N,) the reward's unit (T times the stationary headroom)
 
 
+#: The rows of :attr:`RoundInfo.per_env`, by name (compile-time constants in the kernel): x_t, eta_t, c_t, L_t, the
+#: reward, the mean c so far, c_t / nu and nu.
+PER_ENV_ROWS = ("x", "eta", "cost", "leakage", "reward", "cost_mean", "cost_share", "nu")
+ROW_X, ROW_ETA, ROW_COST, ROW_LEAKAGE, ROW_REWARD, ROW_COST_MEAN, ROW_COST_SHARE, ROW_NU = range(len(PER_ENV_ROWS))
+
+
 class RoundInfo(NamedTuple):
     """The round's outputs, one row per quantity."""
 
-    per_env: NDArray  # (8, N) x, eta, c_t, L_t, reward, mean c, c_t / nu, nu
+    per_env: NDArray  # (len(PER_ENV_ROWS), N), the rows named by PER_ENV_ROWS
     per_class: NDArray  # (2, N, C) RDP at alpha and noise multiplier per device class
     per_device: NDArray  # (4, N, M) noise multiplier, RDP, cumulative RDP, transmit power (eq. (14)) per device
 
@@ -85,8 +92,9 @@ def _play(i: int, actions: NDArray, settings: RoundSettings, mdl: ModelArrays, d
     state.leak_sum[i] += leak
     state.equal_alloc_sum[i] += equal_alloc
     state.t[i] += 1
-    out[0, i], out[1, i], out[2, i], out[3, i], out[4, i] = x, eta, cost, leak, reward
-    out[5, i], out[6, i], out[7, i] = state.cost_sum[i] / state.t[i], cost / nu[i], nu[i]
+    out[ROW_X, i], out[ROW_ETA, i], out[ROW_COST, i], out[ROW_LEAKAGE, i], out[ROW_REWARD, i] = (x, eta, cost, leak,
+                                                                                                 reward)
+    out[ROW_COST_MEAN, i], out[ROW_COST_SHARE, i], out[ROW_NU, i] = state.cost_sum[i] / state.t[i], cost / nu[i], nu[i]
     out_device = info.per_device
     for m in range(device_class.size):
         c = device_class[m]
