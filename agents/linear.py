@@ -128,13 +128,13 @@ class LinearPricePolicy(ARSPolicy):
 
 
 class ObservedOnlineOptimal:
-    """The price action of :class:`baselines.receive_scaling.references.OnlineOptimalAction` computed from receive-scaling
-    observations alone, for policies that see nothing else: each row's nu, placement, round, budget left and channel
-    are read back from the observation by its layout's names, the programme of its nu and
-    placement is solved at its first round (:func:`~baselines.receive_scaling.references.solve_online_optimal`, about 0.5 s at T =
-    500; cached, so the rounds after it and a replayed realisation cost a table look-up) and the round's price action
-    is :func:`~baselines.receive_scaling.references.online_optimal_price_action`'s. The observation is float32, so the decision is
-    that of the env's own values to about 1e-6 relative.
+    """The price action of :class:`baselines.receive_scaling.references.OnlineOptimalAction` computed from
+    receive-scaling observations alone, for policies that see nothing else: each row's nu, placement, round, budget left
+    and channel are read back from the observation by its layout's names, the programme of its nu and placement is
+    solved at its first round (:func:`~baselines.receive_scaling.references.solve_online_optimal`, about 0.5 s at T =
+    500; cached, so the rounds after it and a replayed realisation cost a table look-up) and the round's price action is
+    :func:`~baselines.receive_scaling.references.online_optimal_price_action`'s. The observation is float32, so the
+    decision is that of the env's own values to about 1e-6 relative.
 
     Args:
         env_kwargs: the keyword arguments of the env whose observations are read (a task's settings, a zoo model's

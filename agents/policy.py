@@ -1,9 +1,9 @@
 """A trained SB3 model as a policy of the ``baselines`` protocol (``reset``/``act`` returning x_t), so that it plays in
 ``otagym compare`` and :func:`baselines.run_policy` on the same channel realisations as the analytic policies.
 
-The model sees the env's observation unchanged (it is the same in every formulation) and its action is turned into
-x_t by :class:`baselines.receive_scaling.policies.ActionPolicy`, through the same pure functions the env uses, with its own budget
-ledger R_t = nu T - sum c_tau exactly as the env keeps it.
+The model sees the env's observation unchanged (it is the same in every formulation) and its action is turned into x_t
+by :class:`baselines.receive_scaling.policies.ActionPolicy`, through the same pure functions the env uses, with its own
+budget ledger R_t = nu T - sum c_tau exactly as the env keeps it.
 """
 
 from __future__ import annotations
