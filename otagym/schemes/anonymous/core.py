@@ -217,20 +217,9 @@ class AnonymousCore:
         """
         s = self.scenario
         sigma = self.action_to_sigma(action)
-        rows = np.arange(self.num_envs)
-        power = self.fading.power if self.trace is None else self.trace[self.t, rows]
-        participating = power >= self.threshold
+        participating, b = self._participation(rng)
         a = participating.sum(axis=-1)
-        b = rng.binomial(a * s.dataset_size, s.sampling_rate)  # drawn under a replay too: the same draws follow
-        if self.batch_trace is not None:
-            b = self.batch_trace[self.t, rows]
-        z = noise_multiplier(sigma, s.clip_norm, b)
-        rdp = {acc: round_rdp(s, z, accounting=acc) for acc in ("sampled", "device")}
-        for acc, r in rdp.items():
-            self.rdp_sum[acc] += r
-        # the PLD's mechanism is the sampled accounting's (the only one it is offered under)
-        self.episode_epsilon.record(lambda orders: round_rdp(s, z, orders=orders), s.inclusion_rate, z)
-        self.nominal_rdp_sum += round_rdp(s, noise_multiplier(sigma, s.clip_norm, s.nominal_batch))
+        rdp = self._account(sigma, b)
         term = convergence_term(s, sigma, a, b)
         self.term_sum += term
         big_t = s.num_rounds
@@ -238,6 +227,40 @@ class AnonymousCore:
         reward = -(s.lambda_convergence * conv + s.lambda_privacy * rdp[s.accounting]) / self.reward_scale
         self.t += 1
         self.last_sigma = sigma.copy()  # info keeps sigma; an autoreset zeroes this one
+        info = self._round_info(sigma, participating, b, term, rdp)
+        terminated = self.t >= big_t
+        info.update(self.episode_epsilon.report(s.delta, terminated))
+        self.fading = self.channel.advance(rng, self.fading, self.t)
+        return reward, terminated, info
+
+    def _participation(self, rng: np.random.Generator) -> tuple[NDArray, NDArray]:
+        """Who transmits this round (channel power above the threshold, (N, K)) and the batch each env's
+        participants sample (N,), drawn, or replayed from a trace (drawn anyway, so the same draws follow)."""
+        rows = np.arange(self.num_envs)
+        power = self.fading.power if self.trace is None else self.trace[self.t, rows]
+        participating = power >= self.threshold
+        b = rng.binomial(participating.sum(axis=-1) * self.scenario.dataset_size, self.scenario.sampling_rate)
+        if self.batch_trace is not None:
+            b = self.batch_trace[self.t, rows]
+        return participating, b
+
+    def _account(self, sigma: NDArray, b: NDArray) -> dict[str, NDArray]:
+        """The round's RDP at alpha under each accounting, added to the running sums and the episode's privacy
+        report (the PLD's mechanism is the sampled accounting's, the only one it is offered under)."""
+        s = self.scenario
+        z = noise_multiplier(sigma, s.clip_norm, b)
+        rdp = {acc: round_rdp(s, z, accounting=acc) for acc in ("sampled", "device")}
+        for acc, r in rdp.items():
+            self.rdp_sum[acc] += r
+        self.episode_epsilon.record(lambda orders: round_rdp(s, z, orders=orders), s.inclusion_rate, z)
+        self.nominal_rdp_sum += round_rdp(s, noise_multiplier(sigma, s.clip_norm, s.nominal_batch))
+        return rdp
+
+    def _round_info(self, sigma: NDArray, participating: NDArray, b: NDArray, term: NDArray,
+                    rdp: dict[str, NDArray]) -> dict[str, NDArray]:
+        """The info of the round just played (``self.t`` already counts it)."""
+        s = self.scenario
+        a = participating.sum(axis=-1)
         gamma = convergence_bound(s, self.term_sum / self.t, self.t)
         info: dict[str, NDArray] = {
             "round": self.t - 1,
@@ -257,11 +280,8 @@ class AnonymousCore:
             "utility": s.lambda_convergence * gamma + s.lambda_privacy * self.rdp_sum[s.accounting],
         }
         if self.rdp_budget is not None:
-            info["cost"] = big_t * rdp[s.accounting] / self.rdp_budget
-        terminated = self.t >= big_t
-        info.update(self.episode_epsilon.report(s.delta, terminated))
-        self.fading = self.channel.advance(rng, self.fading, self.t)
-        return reward, terminated, info
+            info["cost"] = s.num_rounds * rdp[s.accounting] / self.rdp_budget
+        return info
 
     def observation(self) -> NDArray:
         """Observations (N, 3), float32, public quantities only, in the layout of
