@@ -255,30 +255,11 @@ class CDPBCore:
         (:mod:`otagym.multiagent`) play."""
         s = self.scenario
         k = s.num_clients
-        portion = s.portion if devices is None or devices.noise_portion is None else devices.noise_portion
-        if s.strategy == "mixed" or (devices is not None and devices.noise_portion is not None):
-            coins = rng.random((k, self.num_envs)).T < portion
-        else:
-            coins = np.full((self.num_envs, k), s.strategy == "noisy")
-        sampled = None if s.client_sampling == 1.0 else self.sampled
-        if devices is not None:
-            sampled = devices.active if sampled is None else sampled & devices.active
-        pw = round_powers(s, rho, self.gains, coins, sampled, None if devices is None else devices.threshold_scale)
+        pw = self._powers(rng, rho, devices)
         k_t = pw.num_reliable
         term = convergence_term(s, k_t, pw.noise_var, rho)
         q = self.participation(rho, pw.reliable, devices)
-        total = pw.noise_var[:, None]
-        others = pw.noise_var_others(s.noise_power_w)
-        rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
-        if devices is not None:  # a device that has left leaks nothing (Theorem 1 as printed charges p = 0 log 2/(a-1))
-            rdp = {acc: np.where(devices.active, r, 0.0) for acc, r in rdp.items()}
-        before = self.rdp_sum[s.accounting].max(axis=-1)
-        for acc, r in rdp.items():
-            self.rdp_sum[acc] += r
-        after = self.rdp_sum[s.accounting].max(axis=-1)
-        self.episode_epsilon.record(  # the mechanism of round_rdp's SGM accounting, per client
-            lambda orders: round_rdp(s, rho, q, others, total, accounting="sgm", orders=orders), q,
-            noise_multiplier(s, rho[:, None], others))
+        rdp, before, after = self._account(rho, pw, q, devices)
         self.term_sum += term
         if self.training is not None:  # the round of Algorithm 1 on the real model, with these channels and powers
             gains = self.gains
@@ -297,6 +278,40 @@ class CDPBCore:
         self.fading = self.channel.advance(rng, self.fading, self.t)
         self._draw_round_state(rng)
         return reward, terminated, info
+
+    def _powers(self, rng: np.random.Generator, rho: NDArray, devices: DeviceDecisions | None) -> RoundPowers:
+        """The round's transmit powers (:func:`~otagym.schemes.cdpb.formulas.round_powers`): each client's coin
+        (noisy or not: its strategy, or a device's own noise portion) and who may transmit (client sampling, devices
+        still in)."""
+        s = self.scenario
+        portion = s.portion if devices is None or devices.noise_portion is None else devices.noise_portion
+        if s.strategy == "mixed" or (devices is not None and devices.noise_portion is not None):
+            coins = rng.random((s.num_clients, self.num_envs)).T < portion
+        else:
+            coins = np.full((self.num_envs, s.num_clients), s.strategy == "noisy")
+        sampled = None if s.client_sampling == 1.0 else self.sampled
+        if devices is not None:
+            sampled = devices.active if sampled is None else sampled & devices.active
+        return round_powers(s, rho, self.gains, coins, sampled, None if devices is None else devices.threshold_scale)
+
+    def _account(self, rho: NDArray, pw: RoundPowers, q: NDArray, devices: DeviceDecisions | None
+                 ) -> tuple[dict[str, NDArray], NDArray, NDArray]:
+        """The round's RDP per client under each accounting, added to the running sums and the episode's privacy
+        report; with the worst client's cumulative RDP (the scenario's accounting) before and after it."""
+        s = self.scenario
+        total = pw.noise_var[:, None]
+        others = pw.noise_var_others(s.noise_power_w)
+        rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
+        if devices is not None:  # a device that has left leaks nothing (Theorem 1 as printed charges p = 0 log 2/(a-1))
+            rdp = {acc: np.where(devices.active, r, 0.0) for acc, r in rdp.items()}
+        before = self.rdp_sum[s.accounting].max(axis=-1)
+        for acc, r in rdp.items():
+            self.rdp_sum[acc] += r
+        after = self.rdp_sum[s.accounting].max(axis=-1)
+        self.episode_epsilon.record(  # the mechanism of round_rdp's SGM accounting, per client
+            lambda orders: round_rdp(s, rho, q, others, total, accounting="sgm", orders=orders), q,
+            noise_multiplier(s, rho[:, None], others))
+        return rdp, before, after
 
     def _round_info(self, rho: NDArray, pw: RoundPowers, term: NDArray, q: NDArray, rdp: dict[str, NDArray],
                     gamma: NDArray, worst_rdp: tuple[NDArray, NDArray]) -> dict[str, NDArray]:
