@@ -51,6 +51,16 @@ def sample_realisation(s: CDPBScenario, rng: np.random.Generator) -> dict[str, N
     return {"channel_gains": gains}
 
 
+def _check_noise_floor(scenario: CDPBScenario) -> None:
+    """``ValueError`` unless a round always has privacy noise: receiver noise, or every client's artificial noise."""
+    if scenario.noise_power_w == 0 and not (scenario.strategy == "noisy" and scenario.artificial_noise
+                                            and scenario.num_clients >= 2 and scenario.client_sampling == 1):
+        raise ValueError(
+            "CDPBScenario.noise_power_w must be > 0 for the environment unless every round has privacy noise "
+            "without it (strategy='noisy', artificial_noise=True, num_clients >= 2, client_sampling=1): else a "
+            "round in which no other client sends noise leaks infinite RDP; got noise_power_w=0")
+
+
 class CDPBCore:
     """N independent CDPB episodes as arrays; ``step`` plays one OTA-FL round (Algorithm 1) in each.
 
@@ -120,48 +130,42 @@ class CDPBCore:
                  accountant: str = "rdp", fidelity: Fidelity = "analytic", dataset: str = "digits",
                  data_dir: str | os.PathLike | None = None, data_split: str = "iid", data_seed: int = 0,
                  eval_every: int = 10, train_samples: int | None = None, eval_samples: int | None = None,
-                 eval_gradient: bool = True, local_steps: int = 1, local_learning_rate: float = 0.1, reward_scale: float = 1.0) -> None:
+                 eval_gradient: bool = True, local_steps: int = 1, local_learning_rate: float = 0.1,
+                 reward_scale: float = 1.0) -> None:
         args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
                           accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
                           data_split=data_split, data_seed=data_seed, eval_every=eval_every,
                           train_samples=train_samples, eval_samples=eval_samples, eval_gradient=eval_gradient,
                           local_steps=local_steps,
                           local_learning_rate=local_learning_rate, reward_scale=reward_scale)
-        self.reward_scale = args["reward_scale"]
         refuse_without_effect(args, signature_defaults(CDPBCore.__init__), self.APPLIES_WITH)
-        action_type, rho_min_ratio, dp_orders = args["action_type"], args["rho_min_ratio"], args["dp_orders"]
         num_envs = NUM_ENVS("num_envs", num_envs)
-        self.fidelity = args["fidelity"]
+        self.reward_scale, self.fidelity = args["reward_scale"], args["fidelity"]
         self._local = {"local_steps": args["local_steps"], "learning_rate": args["local_learning_rate"]}
         self.training = TrainingRuns.create(args, scenario.num_clients, num_envs, scenario.num_rounds)
         if self.training is not None:  # the powers spread over the d coordinates of the model that is trained
             scenario = scenario.replace(model_dim=self.training.federation.model_dim)
-        if scenario.noise_power_w == 0 and not (scenario.strategy == "noisy" and scenario.artificial_noise
-                                                and scenario.num_clients >= 2 and scenario.client_sampling == 1):
-            raise ValueError(
-                "CDPBScenario.noise_power_w must be > 0 for the environment unless every round has privacy noise "
-                "without it (strategy='noisy', artificial_noise=True, num_clients >= 2, client_sampling=1): else a "
-                "round in which no other client sends noise leaks infinite RDP; got noise_power_w=0")
-        s = self.scenario = scenario
-        self.num_envs = n = num_envs
-        self.num_rounds = s.num_rounds
-        self.action_type = action_type
-        self.rho_min_ratio = float(rho_min_ratio)
-        k = s.num_clients
-        self.channel = channel_model(s)
-        self.mean_gain = s.mean_gain
-        self.obs_dim = len(entry_names(s))
+        _check_noise_floor(scenario)
+        self.scenario, self.num_envs, self.num_rounds = scenario, num_envs, scenario.num_rounds
+        self.action_type, self.rho_min_ratio = args["action_type"], float(args["rho_min_ratio"])
+        self.channel, self.mean_gain = channel_model(scenario), scenario.mean_gain
+        self.obs_dim = len(entry_names(scenario))
+        self._noise_ref = scenario.num_clients * scenario.power_max_w * float(self.mean_gain.mean())
+        self._allocate_episodes(args["dp_orders"], args["accountant"])
+
+    def _allocate_episodes(self, dp_orders: Sequence[float] | None, accountant: str) -> None:
+        """The N episodes' running arrays, at their zero (a reset fills them)."""
+        n, k = self.num_envs, self.scenario.num_clients
         self.t = np.zeros(n, dtype=np.int64)
         self.term_sum = np.zeros(n)
         self.rdp_sum = {acc: np.zeros((n, k)) for acc in ("sgm", "theorem1")}
-        self.episode_epsilon = EpisodeEpsilon((n, k), dp_orders, args["accountant"])
+        self.episode_epsilon = EpisodeEpsilon((n, k), dp_orders, accountant)
         self.last_reliable = np.zeros(n)
         self.last_noise_var = np.zeros(n)
         self.fading: FadingState | None = None
         self.gains = np.zeros((n, k))
         self.trace: NDArray | None = None
         self.sampled = np.ones((n, k), dtype=bool)
-        self._noise_ref = k * s.power_max_w * float(self.mean_gain.mean())
 
     # --- spaces ----------------------------------------------------------------------------------------------
     def observation_space(self) -> spaces.Box:
