@@ -184,7 +184,7 @@ class FairShareValue:
     def potential(self, env: Any) -> Callable[[NDArray], NDArray]:
         """Phi of the observations of ``env`` (an otagym env or vector env of the task, wrapped or not), for
         :class:`otagym.wrappers.PotentialShaping` / :class:`~otagym.wrappers.PotentialShapingVector`."""
-        reference = env.unwrapped.rounds.log10_nu_ref
+        reference = env.unwrapped.core.log10_nu_ref
         return lambda observation: self(observation, reference)
 
 

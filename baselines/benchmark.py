@@ -92,7 +92,7 @@ def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | S
                          f"{task.budget}); got {nu!r}")
     env = OTAPrivacyVectorEnv(len(seeds), **{**task.kwargs, **env_overrides}, autoreset_mode=AutoresetMode.SAME_STEP)
     real = [sample_realisation(task_id, s) for s in seeds]
-    options = {k: np.stack([r[k] for r in real], axis=env.rounds.OPTION_AXES[k]) for k in real[0]}
+    options = {k: np.stack([r[k] for r in real], axis=env.core.OPTION_AXES[k]) for k in real[0]}
     if nu is not None:
         options["nu"] = np.broadcast_to(np.asarray(nu, dtype=float), (len(seeds),)).copy()
     policy.reset(env.scenario, 0)

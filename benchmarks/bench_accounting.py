@@ -35,7 +35,7 @@ def paper_episode(num_envs: int, seed: int = 0, random_actions: bool = False) ->
     action a = 0 (or actions drawn uniformly), and the sampling rate q of its devices."""
     env = OTAPrivacyVectorEnv(num_envs, dp_orders=None)
     env.reset(seed=seed)
-    core = env.rounds
+    core = env.core
     rng = np.random.default_rng(seed)
     sigmas = []
     for _ in range(core.num_rounds):

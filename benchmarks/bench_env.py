@@ -153,7 +153,7 @@ def ledger_row(rep: int) -> Row:
     rounds = 128
     venv = OTAPrivacyVectorEnv(4096, num_rounds=rounds)
     venv.reset(seed=0)
-    model = venv.rounds.model
+    model = venv.core.model
     sigmas = [venv.step(np.full((4096, 1), 0.9, np.float32))[4]["noise_multiplier"][:, model.class_device]
               for _ in range(rounds)]
     ledger = RDPLedger(np.broadcast_to(model.class_q, (4096, model.class_q.size)), orders=DEFAULT_ORDERS)

@@ -93,7 +93,7 @@ def vector_env_rows(name: str, **kwargs) -> None:
     """One step of ENVS envs under fidelity="train": batched against sequential (and, for FedSGD, the floor)."""
     vec = OTAPrivacyVectorEnv(ENVS, fidelity="train", num_rounds=10_000, eval_every=1_000_000, **kwargs)
     vec.reset(seed=0)
-    runs = vec.rounds.training
+    runs = vec.core.training
     action = np.zeros((ENVS,) + vec.single_action_space.shape, dtype=np.float32)
 
     def step(batched: bool):

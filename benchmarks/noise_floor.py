@@ -75,7 +75,7 @@ def noise_free_accuracy(scenario: Any, seed: int, args: argparse.Namespace, weig
                               dataset=args.dataset, eval_samples=args.eval_samples, eval_gradient=False,
                               weight_decay=weight_decay)
     env.reset(seed=seed, options={"distances_m": real.distances_m, "channel_gains": real.channel_gains})
-    training = env.rounds.training
+    training = env.core.training
     engine, rng = training.engines[0], training.rngs[0]
     for _ in range(scenario.num_rounds):
         engine.round(rng, receive_scaling=1.0, noise_power_w=0.0)

@@ -59,12 +59,13 @@ MOVED: dict[str, Moved] = {
 }
 
 
-#: Old names inside the new packages (package -> old name -> ``"module:name"``), which their ``__getattr__`` serves
-#: through :func:`renamed`.
+#: Old names inside the new modules (module -> old name -> ``"module:name"``), which their ``__getattr__`` serves
+#: through :func:`renamed`; the shells' attribute ``rounds`` is ``core`` (a property of :mod:`otagym.env`'s).
 RENAMED: dict[str, dict[str, str]] = {
     "otagym.schemes.receive_scaling": {"Rounds": "otagym.schemes.receive_scaling.core:ReceiveScalingCore"},
     "otagym.schemes.cdpb": {"CDPBRounds": "otagym.schemes.cdpb.core:CDPBCore"},
     "otagym.schemes.anonymous": {"AnonymousRounds": "otagym.schemes.anonymous.core:AnonymousCore"},
+    "otagym.env": {"make_rounds": "otagym.env:make_core"},
 }
 
 

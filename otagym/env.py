@@ -1,7 +1,7 @@
 """``OTAPrivacyEnv`` and its natively vectorised twin ``OTAPrivacyVectorEnv``: the scheme-agnostic shells. One step is
 one federated-learning round.
 
-Both classes are thin shells around a scheme's batched core (:func:`make_rounds`), which holds N episodes as numpy
+Both classes are thin shells around a scheme's batched core (:func:`make_core`), which holds N episodes as numpy
 arrays and steps them with the scheme's pure functions; the single env is the core with N = 1, so the physics exists
 once. The default scheme is model A (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`: channel
 inversion + receive scaling, AdaScale paper §IV-V); :class:`OTAPrivacyEnv` points to each scheme's page.
@@ -19,13 +19,14 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
+from otagym._moved import deprecation, renamed
 from otagym.schemes import DEFAULT_SCHEME, Core, Scheme, get_scheme
 from otagym.validation import Integer, OfType, Real, check_args, real_array
 
-__all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_rounds", "warn_if_not_the_task"]
+__all__ = ["AUTORESET_MODES", "OTAPrivacyEnv", "OTAPrivacyVectorEnv", "Scheme", "make_core", "warn_if_not_the_task"]
 
 
-def make_rounds(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> Core:
+def make_core(scheme: Scheme, scenario: Any, num_envs: int, kwargs: dict[str, Any]) -> Core:
     """The batched core of ``scheme`` (looked up in :data:`otagym.schemes.SCHEMES`) with env keyword arguments (the
     core's ``ARGS``) split from scenario overrides.
 
@@ -72,6 +73,18 @@ def warn_if_not_the_task(spec: Any) -> None:
         warnings.warn(f"{task.id} made with {', '.join(changed)} is no longer that task: its scores are not comparable "
                       "with the task's reference scores; make otagym/OTAPrivacy-v0 for other settings",
                       UserWarning, stacklevel=4)
+
+
+class _OldCoreName:
+    """``rounds``, the shells' first name for their :attr:`core`: deprecated (:mod:`otagym._moved`)."""
+
+    core: Core
+
+    @property
+    def rounds(self) -> Core:
+        warnings.warn(deprecation(f"{type(self).__name__}.rounds", f"{type(self).__name__}.core"), DeprecationWarning,
+                      stacklevel=2)
+        return self.core
 
 
 class _TaskSpec:
@@ -124,19 +137,19 @@ def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,
     return inner, config.pop("render_mode", None), config.pop("scheme", DEFAULT_SCHEME), config
 
 
-def _reset_options(rounds: Core, options: Mapping[str, Any] | None, single: bool) -> dict[str, Any]:
+def _reset_options(core: Core, options: Mapping[str, Any] | None, single: bool) -> dict[str, Any]:
     """``reset``'s ``options`` (a dict or None) as the core's keyword arguments. The single env checks each option
     against the core's shapes less the batch axis (so that a message names the shape the single env accepts) and
     inserts that axis."""
-    allowed = sorted(rounds.OPTION_AXES)
+    allowed = sorted(core.OPTION_AXES)
     OfType((Mapping, type(None)), f"a dict of reset options (keys among {allowed}) or None")("options", options)
     opts = dict(options or {})
-    unknown = set(opts) - set(rounds.OPTION_AXES)
+    unknown = set(opts) - set(core.OPTION_AXES)
     if unknown:
         raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: {allowed}")
     if single:
-        shapes = rounds.option_shapes()
-        opts = {k: _single_option(k, v, shapes[k], rounds.OPTION_AXES[k]) for k, v in opts.items()}
+        shapes = core.option_shapes()
+        opts = {k: _single_option(k, v, shapes[k], core.OPTION_AXES[k]) for k, v in opts.items()}
     return opts
 
 
@@ -149,7 +162,7 @@ def _single_option(name: str, value: Any, shapes: tuple[tuple[int, ...], ...], a
 
 class _EpisodeCost:
     """The cost of each env's episode so far, and at an episode's end ``info["episode_cost"]`` (the sum of its
-    rounds' ``info["cost"]``) and ``info["cost_limit"]`` (the env argument ``cost_limit``; by default T, the limit
+    core's ``info["cost"]``) and ``info["cost_limit"]`` (the env argument ``cost_limit``; by default T, the limit
     every task's cost has: a mean cost of at most 1 per round), Safety-Gymnasium's return-cost-limit convention, in
     both shells; nothing where the scheme reports no cost."""
 
@@ -159,16 +172,16 @@ class _EpisodeCost:
     #: ``cost_limit``, the env argument: the episode limit of the summed cost, None for the default (T).
     SPEC = Real(0.0, low_open=True, optional=True)
 
-    def __init__(self, rounds: Core, limit: float | None = None) -> None:
-        if "cost" not in rounds.reset_info():
+    def __init__(self, core: Core, limit: float | None = None) -> None:
+        if "cost" not in core.reset_info():
             if limit is not None:
                 raise ValueError(f"cost_limit must be None: these settings report no info['cost']; got {limit!r}")
         else:
-            limit = float(rounds.num_rounds) if limit is None else limit
+            limit = float(core.num_rounds) if limit is None else limit
         self.limit = limit
-        self.total = np.zeros(rounds.num_envs)
+        self.total = np.zeros(core.num_envs)
         #: Every info key that only an episode's last step has: the core's ``EPISODE_END_KEYS`` and these.
-        self.end_keys = tuple(rounds.EPISODE_END_KEYS) + (self.KEYS if self.limit is not None else ())
+        self.end_keys = tuple(core.EPISODE_END_KEYS) + (self.KEYS if self.limit is not None else ())
 
     def reset(self) -> None:
         self.total[:] = 0.0
@@ -183,10 +196,10 @@ class _EpisodeCost:
             self.total[terminated] = 0.0
 
 
-class OTAPrivacyEnv(_TaskSpec, gym.Env[NDArray[np.float32], NDArray]):
+class OTAPrivacyEnv(_OldCoreName, _TaskSpec, gym.Env[NDArray[np.float32], NDArray]):
     """One over-the-air federated-learning deployment of any registered scheme: each step is one FL round.
 
-The env is a shell: the scheme's batched core (:data:`otagym.schemes.SCHEMES`, built by :func:`make_rounds` with
+The env is a shell: the scheme's batched core (:data:`otagym.schemes.SCHEMES`, built by :func:`make_core` with
 N = 1) holds the episode and defines the observation, the action, the reward, ``info`` and the ``reset`` options.
 Each scheme's page says what they are:
 
@@ -231,13 +244,13 @@ Args:
         self.render_mode = render_mode
         self.scheme = scheme
         limit = check_args({"cost_limit": _EpisodeCost.SPEC}, cost_limit=kwargs.pop("cost_limit", None))["cost_limit"]
-        self.rounds = make_rounds(scheme, scenario, 1, kwargs)
-        self.scenario = self.rounds.scenario
-        self.model = getattr(self.rounds, "model", None)
-        self.observation_space = self.rounds.observation_space()
-        self.action_space = self.rounds.action_space()
+        self.core = make_core(scheme, scenario, 1, kwargs)
+        self.scenario = self.core.scenario
+        self.model = getattr(self.core, "model", None)
+        self.observation_space = self.core.observation_space()
+        self.action_space = self.core.action_space()
         self._history: list[dict[str, float]] = []
-        self._episode_cost = _EpisodeCost(self.rounds, limit)
+        self._episode_cost = _EpisodeCost(self.core, limit)
 
     @property
     def cost_limit(self) -> float | None:
@@ -255,20 +268,20 @@ Args:
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=True))
+        self.core.reset(self.np_random, **_reset_options(self.core, options, single=True))
         self._episode_cost.reset()
         self._history = []
-        return self.rounds.observation()[0], {k: v[0] for k, v in self.rounds.reset_info().items()}
+        return self.core.observation()[0], {k: v[0] for k, v in self.core.reset_info().items()}
 
     def step(self, action: NDArray):
-        if self.rounds.fading is None:
+        if self.core.fading is None:
             raise RuntimeError("call reset() before step()")
-        if self.rounds.t[0] >= self.rounds.num_rounds:
+        if self.core.t[0] >= self.core.num_rounds:
             raise RuntimeError("episode is over (T rounds played): call reset()")
-        reward, terminated, info = self.rounds.step(self.np_random, action)
+        reward, terminated, info = self.core.step(self.np_random, action)
         self._episode_cost.add(info, terminated)
-        info.update(self.rounds.next_channel_info())
-        obs = self.rounds.observation()[0]
+        info.update(self.core.next_channel_info())
+        obs = self.core.observation()[0]
         info = {k: v[0] for k, v in info.items()}
         if self.render_mode is not None:
             self._history.append({"round": int(info["round"]), "reward": float(reward[0]),
@@ -329,7 +342,7 @@ def _autoreset_mode(value: Any) -> AutoresetMode:
     return mode
 
 
-class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
+class OTAPrivacyVectorEnv(_OldCoreName, _TaskSpec, VectorEnv):
     """Natively vectorised :class:`OTAPrivacyEnv`: N episodes stepped as numpy arrays by the same batched core.
 
     ``autoreset_mode`` (Gymnasium's :class:`~gymnasium.vector.AutoresetMode`, or its value ``"NextStep"`` /
@@ -364,15 +377,15 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
         mode = _autoreset_mode(autoreset_mode)
         self.scheme = scheme
         limit = check_args({"cost_limit": _EpisodeCost.SPEC}, cost_limit=kwargs.pop("cost_limit", None))["cost_limit"]
-        self.rounds = make_rounds(scheme, scenario, num_envs, kwargs)
+        self.core = make_core(scheme, scenario, num_envs, kwargs)
         # an episode ends after its num_rounds: a limit at or above them has no effect, one below is refused
-        check_args({"max_episode_steps": Integer(self.rounds.num_rounds, optional=True)},
+        check_args({"max_episode_steps": Integer(self.core.num_rounds, optional=True)},
                    max_episode_steps=max_episode_steps)
-        self.scenario = self.rounds.scenario
-        self.model = getattr(self.rounds, "model", None)
-        self.num_envs = self.rounds.num_envs
-        self.single_observation_space = self.rounds.observation_space()
-        self.single_action_space = self.rounds.action_space()
+        self.scenario = self.core.scenario
+        self.model = getattr(self.core, "model", None)
+        self.num_envs = self.core.num_envs
+        self.single_observation_space = self.core.observation_space()
+        self.single_action_space = self.core.action_space()
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._all = np.ones(self.num_envs, dtype=bool)
@@ -380,7 +393,7 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
         self.autoreset_mode = mode
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
         self._autoreset = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: envs whose episode ended on the last step
-        self._episode_cost = _EpisodeCost(self.rounds, limit)
+        self._episode_cost = _EpisodeCost(self.core, limit)
 
     @property
     def cost_limit(self) -> float | None:
@@ -407,47 +420,51 @@ class OTAPrivacyVectorEnv(_TaskSpec, VectorEnv):
             self._np_random_seed = int(seeds[0])
         else:
             super().reset(seed=seed)
-        self.rounds.reset(self.np_random, **_reset_options(self.rounds, options, single=False))
+        self.core.reset(self.np_random, **_reset_options(self.core, options, single=False))
         self._episode_cost.reset()
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
-        info = self.rounds.reset_info()
+        info = self.core.reset_info()
         info.update({f"_{k}": self._all for k in list(info)})
-        return self.rounds.observation(), info
+        return self.core.observation(), info
 
     def step(self, actions: NDArray):
-        if self.rounds.fading is None:
+        if self.core.fading is None:
             raise RuntimeError("call reset() before step()")
         if self._autoreset.any():  # NEXT_STEP, the step after episodes ended: start new ones, ignore the actions
             return self._autoreset_step()
-        reward, terminated, info = self.rounds.step(self.np_random, actions)
+        reward, terminated, info = self.core.step(self.np_random, actions)
         self._episode_cost.add(info, terminated)
         masks = {f"_{k}": (terminated if k in self.episode_end_keys else self._all) for k in info}
         if terminated.any() and self.autoreset_mode == AutoresetMode.NEXT_STEP:
             self._autoreset = terminated.copy()
         elif terminated.any():
-            final_obs = self.rounds.observation()
+            final_obs = self.core.observation()
             final_info = dict(info, **masks)
-            self.rounds.reset(self.np_random, terminated)
+            self.core.reset(self.np_random, terminated)
             info["final_obs"], masks["_final_obs"] = final_obs, terminated
             info["final_info"], masks["_final_info"] = final_info, terminated
         # the channel the next actions apply to: under SAME_STEP after the autoreset; under NEXT_STEP at an episode's
         # end, the channel after its last round (the next actions are ignored), as the single env reports it
-        nxt = self.rounds.next_channel_info()
+        nxt = self.core.next_channel_info()
         info.update(nxt)
         masks.update({f"_{k}": self._all for k in nxt})
         info.update(masks)
-        return self.rounds.observation(), reward, terminated, np.zeros(self.num_envs, dtype=bool), info
+        return self.core.observation(), reward, terminated, np.zeros(self.num_envs, dtype=bool), info
 
     def _autoreset_step(self):
-        """NEXT_STEP's reset step: new episodes where the last step ended one (the same ``rounds.reset`` call, with the
+        """NEXT_STEP's reset step: new episodes where the last step ended one (the same ``core.reset`` call, with the
         same draws, as SAME_STEP makes within the ending step), first observations, reward 0, not done, the reset
         info masked by the reset envs. Every episode lasts T rounds and ``reset`` starts all envs, so the envs that
         ended are all of them: no env has a round to play on this step."""
         mask, self._autoreset = self._autoreset, np.zeros(self.num_envs, dtype=bool)
         if not mask.all():  # unreachable while episodes share T; stepping the others would need a core step on a subset
             raise RuntimeError(f"autoreset of only some envs ({np.flatnonzero(mask).tolist()}) is not supported")
-        self.rounds.reset(self.np_random, mask)
-        info = self.rounds.reset_info()
+        self.core.reset(self.np_random, mask)
+        info = self.core.reset_info()
         info.update({f"_{k}": mask for k in list(info)})
         false = np.zeros(self.num_envs, dtype=bool)
-        return self.rounds.observation(), np.zeros(self.num_envs), false, false.copy(), info
+        return self.core.observation(), np.zeros(self.num_envs), false, false.copy(), info
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

@@ -259,7 +259,7 @@ def fading_settings(task_id: str) -> dict[str, Any]:
 
 def task_scenario(task_id: str, nu: float | None = None):
     """The scenario a task's env resolves: its preset with the task's scenario fields (its fading, its thresholds), as
-    :func:`otagym.env.make_rounds` splits them from the env arguments; where the task's budget is the scenario's
+    :func:`otagym.env.make_core` splits them from the env arguments; where the task's budget is the scenario's
     ``nu`` (receive scaling), at budget ``nu`` if given."""
     task = _task(task_id)
     info = get_scheme(task.scheme)

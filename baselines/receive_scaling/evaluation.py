@@ -131,7 +131,7 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         options["nu"] = nu
     obs, info = env.reset(seed=seed, options=options)
     curve = [(-1, info["test_accuracy"])] if fidelity == "train" else []
-    model = env.rounds.model
+    model = env.core.model
     sigma = np.empty((scenario.num_rounds, n, model.class_device.size))  # per class, for the end-of-episode eps
     for t in training_rounds(scenario.num_rounds, fidelity):
         x = np.broadcast_to(policy.act(obs, info), (n,))

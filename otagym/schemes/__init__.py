@@ -4,7 +4,7 @@ A scheme is one package, ``otagym/schemes/<scheme>/``: ``scenario`` (its frozen 
 getter, its task's settings), ``formulas`` (pure, batched, with the paper's equation numbers), ``actions`` (the action
 types and the one decoder), ``observation`` (the named layout and its version) and ``core`` (the batched core, N
 episodes as arrays: :class:`Core`, and ``sample_realisation``). :data:`SCHEMES` names those parts and what the outer
-layers would otherwise branch on (:class:`SchemeInfo`); :func:`otagym.env.make_rounds` (so
+layers would otherwise branch on (:class:`SchemeInfo`); :func:`otagym.env.make_core` (so
 ``gym.make("otagym/OTAPrivacy-v0", scheme=NAME)``), the tasks, the command line and anything else that lists schemes
 or presets read them here, and never compare a scheme's name. Adding a scheme is its package, one :class:`SchemeInfo`
 entry in :data:`SCHEMES` and its name in :data:`Scheme` (``tests/otagym/schemes/test_schemes.py`` checks that the two

@@ -164,7 +164,7 @@ def _horizon(env: Any, horizon: int | None) -> int:
 
 def _check_spend_env(env: Any, wrapper: str) -> None:
     """``ValueError`` unless the env's action is a spend in units of its per-round budget."""
-    core = getattr(env.unwrapped, "rounds", None)
+    core = getattr(env.unwrapped, "core", None)
     if core is None:
         raise ValueError(f"{wrapper} needs an otagym env or otagym's native vector env (gym.make_vec(task_id, n, "
                          f"vectorization_mode='vector_entry_point')), whose action type it reads; got {env.unwrapped!r}")

@@ -49,10 +49,10 @@ class OTAPrivacySB3VecEnv(VecEnv):
                              f"ends an episode) or left out; got {mode!r}")
         self.venv = OTAPrivacyVectorEnv(num_envs=num_envs, autoreset_mode=AutoresetMode.SAME_STEP, **env_kwargs)
         super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)
-        reported = self.venv.rounds.reset_info()  # the keys of every step's info, less the episode-end ones
+        reported = self.venv.core.reset_info()  # the keys of every step's info, less the episode-end ones
         #: The :data:`INFO_KEYS` of this scheme, in each step's per-env info.
         self.info_keys: tuple[str, ...] = tuple(k for k in INFO_KEYS if k in reported)
-        self._leakage = "leakage_total" in self.venv.rounds.EPISODE_END_KEYS
+        self._leakage = "leakage_total" in self.venv.core.EPISODE_END_KEYS
         #: The per-episode entries of an ending step's info (beside ``terminal_observation``).
         self.episode_keys: tuple[str, ...] = ("episode_rdp",) + (
             ("episode_leakage", "episode_equal_alloc_leakage") if self._leakage else ()) + (

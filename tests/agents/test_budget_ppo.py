@@ -50,7 +50,7 @@ def test_fair_share_value_is_zero_at_equal_alloc_and_falls_as_the_budget_runs_dr
     assert value.per_round(np.array([1.0, 1.0]), np.array([0.01, 0.16])) == pytest.approx([0.0, 0.0], abs=1e-12)
     env = gym.make(TASK)
     obs, _ = env.reset(seed=0, options={"nu": 0.16})
-    reference = env.unwrapped.rounds.log10_nu_ref
+    reference = env.unwrapped.core.log10_nu_ref
     assert value(obs[None], reference)[0] == pytest.approx(0.0, abs=1e-6)  # the float32 observation
     g = value.per_round(np.array([0.0, 0.1, 0.5, 1.0, 3.0]), np.full(5, 0.16))
     assert np.all(np.diff(g) > 0)  # spending more each round leaks less

@@ -27,7 +27,7 @@ def test_features_are_the_observation_entries_they_name():
     rng = np.random.default_rng(0)
     for _ in range(7):
         obs, *_ = env.step(rng.uniform(-0.3, 0.3, size=1).astype(np.float32))
-    r = env.rounds
+    r = env.core
     big_t = r.scenario.num_rounds
     nu, t = r.nu[0], r.t[0]
     z = np.log10(nu) - r.log10_nu_ref

@@ -131,7 +131,7 @@ def test_vector_form_equals_the_single_wrapper_across_an_autoreset(mode, wrapper
     native = OTAPrivacyVectorEnv(2, **TASKS[TASK].kwargs, autoreset_mode=mode)
     env = vector(native, horizon=T, **kw)
     real = [sample_realisation(TASK, s) for s in seeds]
-    options = {k: np.stack([r[k] for r in real], axis=native.rounds.OPTION_AXES[k]) for k in real[0]}
+    options = {k: np.stack([r[k] for r in real], axis=native.core.OPTION_AXES[k]) for k in real[0]}
     env.reset(seed=0, options=options | {"nu": np.full(2, nu)})
     rewards, costs = [], []
     for t in range(T + 4):

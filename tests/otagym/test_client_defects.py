@@ -111,7 +111,7 @@ def test_reset_and_step_info_have_the_same_keys(scheme, fidelity, vector, extra)
     assert not np.any(terminated)
     assert _layout(reset_info) == _layout(step_info)
     end_keys = set(env.episode_end_keys)
-    assert set(env.rounds.EPISODE_END_KEYS) <= end_keys and ({"episode_cost", "cost_limit"} <= end_keys) == (
+    assert set(env.core.EPISODE_END_KEYS) <= end_keys and ({"episode_cost", "cost_limit"} <= end_keys) == (
         "cost" in reset_info)
     _, _, terminated, _, last_info = env.step(env.action_space.sample())
     assert np.all(terminated)

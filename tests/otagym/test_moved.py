@@ -88,3 +88,13 @@ def test_no_file_is_left_at_an_old_path():
 
     root = Path(__file__).resolve().parents[2]
     assert [old for old in MOVED if root.joinpath(*old.split(".")).with_suffix(".py").exists()] == []
+
+
+@pytest.mark.parametrize("shell", ["OTAPrivacyEnv", "OTAPrivacyVectorEnv"])
+def test_the_shells_first_name_for_their_core_warns_and_is_the_core(shell):
+    import otagym.env
+
+    env = getattr(otagym.env, shell)(**({"num_envs": 2} if "Vector" in shell else {}), num_rounds=3)
+    with pytest.warns(DeprecationWarning, match=rf"{shell}\.rounds is deprecated and removed in otagym {REMOVED_IN}; "
+                                                rf"use {shell}\.core"):
+        assert env.rounds is env.core

@@ -181,7 +181,7 @@ def test_the_round_kernel_gets_the_types_it_was_compiled_for(monkeypatch, kwargs
                     {"channel_gains": np.asfortranarray(np.full((4, m), 1e-9))}, None):
         single.reset(seed=1, options=options)
         for action in (np.array([low], np.float32), np.array([low]), [low], low, np.array([[low, 0.0]])[:, 0]):
-            if single.rounds.t[0] == 4:
+            if single.core.t[0] == 4:
                 single.reset()
             single.step(action)
     for mode in (gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP):

@@ -38,7 +38,7 @@ def test_every_receive_scaling_task_is_registered_with_its_settings_and_horizon(
     assert env.spec.max_episode_steps == task.max_episode_steps == env.unwrapped.scenario.num_rounds == 500
     assert env.unwrapped.scenario == task_scenario(task_id, env.unwrapped.scenario.nu)
     formulation = ("cmdp", task.kwargs["action_type"]) if task.constrained else ("budget", "price")
-    assert (env.unwrapped.rounds.reward_mode, env.unwrapped.rounds.action_type) == formulation
+    assert (env.unwrapped.core.reward_mode, env.unwrapped.core.action_type) == formulation
     check_env(env.unwrapped, skip_render_check=True)
     obs, _ = TimeAwareObservation(gym.make(task_id)).reset(seed=0)  # needs max_episode_steps from the spec alone
     assert obs.shape == (env.observation_space.shape[0] + 1,)

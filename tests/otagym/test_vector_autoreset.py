@@ -42,7 +42,7 @@ def test_record_episode_statistics_records_every_episode_right(env_id):
     assert isinstance(envs.unwrapped, OTAPrivacyVectorEnv)
     assert envs.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP and envs.autoreset_mode == AutoresetMode.NEXT_STEP
     envs = vector_wrappers.RecordEpisodeStatistics(envs)
-    core = envs.unwrapped.rounds
+    core = envs.unwrapped.core
     steps = cycles * (T + 1) - 1  # every cycle: T rounds and one reset step; the last cycle without it
     rewards = np.zeros((n, T))
     expected, recorded = [], []
@@ -100,7 +100,7 @@ def _episodes(env, seed, actions, episodes, junk):
     """Play ``episodes`` episodes with ``actions`` (T, n, ...) in every one; per episode the observations o_0..o_T, the
     rewards, the rounds' RDP and the channel reported for its first round (``next_channel_info``'s keys)."""
     mode = env.autoreset_mode
-    channel_keys = set(env.rounds.next_channel_info())
+    channel_keys = set(env.core.next_channel_info())
     obs, info = env.reset(seed=seed)
     out = []
     for _ in range(episodes):

@@ -21,7 +21,7 @@ def test_the_documented_scenario_and_the_symmetric_names_are_one_class_without_a
 def test_the_env_decides_with_the_decoder(action_type):
     env = otagym.OTAPrivacyVectorEnv(4, action_type=action_type, num_rounds=6, dp_orders=None)
     env.reset(seed=2)
-    core = env.rounds
+    core = env.core
     low, high = float(env.single_action_space.low[0]), min(float(env.single_action_space.high[0]), 1.0)
     actions = np.linspace(max(low, high * 1e-3 if low > 0 else low), high, 4)
     settings = ActionSettings(ACTION_CODES[action_type], core.x_min_ratio, core.budget_multiplier_max,
@@ -46,7 +46,7 @@ def test_the_layout_names_every_entry_in_order():
         ObservationOffsets.of_size(10)
     env = otagym.OTAPrivacyEnv(num_devices=3, num_rounds=4)
     obs, _ = env.reset(seed=0)
-    lay = env.rounds.layout
+    lay = env.core.layout
     assert obs.shape == (lay.size,) and obs[lay.progress] == 0.0 and obs[lay.budget_left] == 1.0
     assert obs[lay.block_phase] == 1.0
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from otagym import ENV_ID, OTAPrivacyEnv
-from otagym.env import make_rounds
+from otagym.env import make_core
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES, Core, Scheme, get_scheme
 from otagym.tasks import TASKS, constrained
 
@@ -73,7 +73,7 @@ def test_the_realisation_sampler_is_what_a_reset_replays(name):
     first = info.sample_realisation(scenario, np.random.default_rng(7))
     again = info.sample_realisation(scenario, np.random.default_rng(7))
     assert first.keys() == again.keys() and all(np.array_equal(first[k], again[k]) for k in first)
-    core = make_rounds(name, scenario, 1, {})
+    core = make_core(name, scenario, 1, {})
     assert set(first) <= set(core.OPTION_AXES)
     if hasattr(core, "sample_realisation"):
         from_core = core.sample_realisation(np.random.default_rng(7))
@@ -85,7 +85,7 @@ def test_the_realisation_sampler_is_what_a_reset_replays(name):
 @pytest.mark.parametrize("name", sorted(SCHEMES))
 def test_the_observation_is_written_through_its_named_layout(name):
     info = SCHEMES[name]
-    core = make_rounds(name, None, 2, {})
+    core = make_core(name, None, 2, {})
     core.reset(np.random.default_rng(0))
     names = info.observation_layout.entry_names(core.scenario)
     assert len(set(names)) == len(names) == core.observation_space().shape[0] == core.observation().shape[1]
@@ -99,7 +99,7 @@ def test_the_cdpb_layout_adds_its_per_client_blocks():
     assert names[:len(observation.ENTRIES)] == observation.ENTRIES
     assert names[len(observation.ENTRIES):] == ("log_channel_gain[0]", "log_channel_gain[1]", "log_channel_gain[2]",
                                                 "sampled[0]", "sampled[1]", "sampled[2]")
-    assert make_rounds("cdpb", s, 1, {}).observation_space().shape == (len(names),)
+    assert make_core("cdpb", s, 1, {}).observation_space().shape == (len(names),)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
@@ -118,7 +118,7 @@ def test_the_core_decodes_actions_with_its_schemes_decoder(name, monkeypatch):
     decoder = getattr(package.actions, decoders[0])
     monkeypatch.setattr(sys.modules[info.core.__module__], decoders[0],
                         lambda *args, **kwargs: calls.append(kwargs) or decoder(*args, **kwargs))
-    core = make_rounds(name, None, 2, {})
+    core = make_core(name, None, 2, {})
     core.reset(np.random.default_rng(0))
     core.step(np.random.default_rng(1), np.zeros((2, 1), dtype=np.float32))
     assert len(calls) == 1 and calls[0]["action_type"] in package.actions.ACTION_TYPES
@@ -136,11 +136,11 @@ def test_task_defaults_and_constraint_come_from_the_registry():
 @pytest.mark.parametrize("name", sorted(SCHEMES))
 def test_make_rounds_builds_the_registered_core_on_the_default_preset(name):
     info = SCHEMES[name]
-    rounds = make_rounds(name, None, 2, {})
+    rounds = make_core(name, None, 2, {})
     assert type(rounds) is info.core and rounds.num_envs == 2
     assert rounds.scenario == info.presets[info.default_preset]
     env = gym.make(ENV_ID, scheme=name)
-    assert type(env.unwrapped.rounds) is info.core
+    assert type(env.unwrapped.core) is info.core
 
 
 def test_unknown_scheme_is_refused_naming_scheme_and_the_registered_names():
@@ -149,4 +149,4 @@ def test_unknown_scheme_is_refused_naming_scheme_and_the_registered_names():
     with pytest.raises(ValueError, match="scheme must be one of .*; got 'nope'"):
         OTAPrivacyEnv(scheme="nope")
     with pytest.raises(TypeError, match="scheme must be"):
-        make_rounds(None, None, 1, {})
+        make_core(None, None, 1, {})

@@ -74,7 +74,7 @@ def test_without_data_dir_the_package_folder_is_read(packaged):
     env = OTAPrivacyEnv(fidelity="train", dataset="fashion-mnist", num_devices=4, batch_size=5, num_rounds=2,
                         eval_every=1)
     assert env.scenario.model_dim == 26_010 and env.scenario.dataset_size == (10, 10, 10, 10)
-    np.testing.assert_array_equal(env.rounds.training.federation.test_data[1].numpy(), arrays["test", "labels"])
+    np.testing.assert_array_equal(env.core.training.federation.test_data[1].numpy(), arrays["test", "labels"])
     _, info = env.reset(seed=0)
     _, _, _, _, info = env.step(np.zeros(1, dtype=np.float32))
     assert info["evaluated_round"] == 0 and np.isfinite(info["train_loss"]) and 0 <= info["test_accuracy"] <= 1

@@ -126,11 +126,11 @@ def _play(batched: bool, seed: int, n: int = 3, **kw) -> tuple[list[dict], list[
     from otagym import OTAPrivacyVectorEnv
 
     vec = OTAPrivacyVectorEnv(n, fidelity="train", num_rounds=3, eval_every=2, **kw)
-    vec.rounds.training.batched = batched
+    vec.core.training.batched = batched
     actions = np.random.default_rng(1).uniform(-1, 1, (6, n) + vec.single_action_space.shape)
     infos = [vec.reset(seed=seed)[1]]
     infos += [vec.step(a)[4] for a in actions]  # rounds 1-3, the autoreset step (fresh models), rounds 1-2
-    return infos, [e.weights().clone() for e in vec.rounds.training.engines]
+    return infos, [e.weights().clone() for e in vec.core.training.engines]
 
 
 SCHEMES = [dict(momentum=0.9, weight_decay=1e-3), dict(scheme="cdpb", num_clients=6, local_learning_rate=0.5)]
@@ -185,7 +185,7 @@ def test_a_play_function_must_call_round_once():
 
     vec = OTAPrivacyVectorEnv(2, fidelity="train", num_rounds=3)
     vec.reset(seed=0)
-    runs = vec.rounds.training
+    runs = vec.core.training
     with pytest.raises(RuntimeError, match="did not call it"):
         runs.round(np.ones(2, int), lambda i, engine, rng: None)
     with pytest.raises(RuntimeError, match="called it twice"):
