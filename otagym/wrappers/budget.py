@@ -139,11 +139,11 @@ class BudgetLedger:
         over = np.maximum(self.spent - self.horizon, 0.0) - np.maximum(before - self.horizon, 0.0)
         #: B after this step, before an ending episode's reset (what its final observation saw)
         self.final_budget_left = self.horizon - self.spent
-        done = np.logical_or(terminated, truncated)
+        done = np.broadcast_to(np.logical_or(terminated, truncated), self.spent.shape)  # a single env's bools too
         restart = done if self.autoreset_mode == AutoresetMode.SAME_STEP else self._restarting
         self.spent[restart], self.t[restart] = 0.0, 0
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            self._restarting = np.asarray(done, dtype=bool).copy()
+            self._restarting = done.copy()
         return over
 
 

@@ -219,3 +219,41 @@ def test_action_wrappers_need_otagyms_native_vector_env():
     sync = gym.vector.SyncVectorEnv([lambda: gym.make(TASK)] * 2)
     with pytest.raises(ValueError, match="native vector env"):
         RelativeSpendVector(sync)
+
+
+@pytest.mark.parametrize("wrapper,kw", [(RelativeSpend, {}), (ReserveSafetyLayer, {"reserve": 0.5}),
+                                        (SauteBudget, {"penalty": 2.0})])
+def test_a_single_wrapper_plays_episode_after_episode(wrapper, kw):
+    """A single env's ledger is reset with the env after an episode ends (an episode's end once left it a 0-d array
+    that the next reset could not index: SB3's DummyVecEnv over a wrapped env failed on its second episode)."""
+    from otagym.env import OTAPrivacyEnv
+
+    short = {**TASKS[TASK].kwargs, "num_rounds": 4}
+    env = wrapper(OTAPrivacyEnv(**short), **kw)
+    for episode in range(3):
+        env.reset(seed=episode)
+        assert env.ledger.budget_left[0] == 4.0 and env.ledger.rounds_left[0] == 4
+        done, spent = False, 0.0
+        while not done:
+            _, _, terminated, truncated, info = env.step(np.full(1, 0.5, dtype=np.float32))
+            spent += info["cost"]
+            done = terminated or truncated
+        assert env.ledger.spent[0] == pytest.approx(spent, rel=1e-12)
+
+
+def test_sb3s_dummy_vec_env_runs_the_single_wrappers_through_autoresets():
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from otagym.env import OTAPrivacyEnv
+
+    short = {**TASKS[TASK].kwargs, "num_rounds": 3}
+    venv = DummyVecEnv([lambda: RelativeSpend(OTAPrivacyEnv(**short))] * 2)
+    venv.seed(0)
+    venv.reset()
+    ends = 0
+    for _ in range(10):  # three episodes and a round of a fourth
+        _, _, dones, infos = venv.step(np.zeros((2, 1), dtype=np.float32))
+        ends += int(dones.sum())
+        assert all(abs(info["cost"] - 1.0) < 1e-5 for info in infos)  # a = 0: the fair share, every episode
+    assert ends == 6
