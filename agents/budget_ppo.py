@@ -66,7 +66,11 @@ class BudgetPPOSettings:
         minibatches: minibatches per pass.
         learning_rate: Adam's step size at the start (annealed linearly to 0 with ``anneal_lr``).
         gamma: discount (1: the task's return is undiscounted over its T rounds, and progress is observed).
-        gae_lambda: GAE's lambda.
+        gae_lambda: GAE's lambda. Measured on the validation realisations (``ReceiveScalingCMDP-v1``, seed 0, 5M
+            env steps; best validation mean feasible score): 0.99 78.6, 0.95 83.3, 0.9 85.5, 0.8 85.5, 0.65 85.6 (at
+            lambda = 0.99: gamma = 0.99 79.6, 10 epochs 79.7). The fair-share potential carries the long-run
+            price, so a shorter lambda trades little bias for much less variance: the shaped per-round reward's
+            spread was a tenth of the lambda = 0.99 advantages'.
         clip_range: PPO's ratio clip.
         ent_coef: entropy bonus.
         vf_coef: value-loss weight.
@@ -94,7 +98,7 @@ class BudgetPPOSettings:
     learning_rate: float = 3e-4
     anneal_lr: bool = True
     gamma: float = 1.0
-    gae_lambda: float = 0.99
+    gae_lambda: float = 0.8
     clip_range: float = 0.2
     ent_coef: float = 0.0
     vf_coef: float = 0.5
