@@ -45,7 +45,7 @@ from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import SCHEMES
 from otagym.schemes.receive_scaling.actions import spend_action
 from otagym.schemes.receive_scaling.observation import ObservationOffsets
-from otagym.tasks import BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
+from otagym.tasks import BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, TASKS
 from otagym.wrappers import PotentialShapingVector, RelativeSpendVector, relative_spend
 
 __all__ = ["SPEND_TASKS", "BudgetPPOSettings", "FairShareValue", "RelativeSpendPolicy", "env_actions", "train_budget_ppo", "training_iterations", "validation_score"]
@@ -269,11 +269,11 @@ def validation_score(model: Any, task_id: str, seeds: tuple[int, ...] = BENCHMAR
     """The mean feasible score of ``model``'s deterministic policy on ``seeds`` at every budget of the task, and per
     budget its mean score and share of episodes over the limit."""
     from agents.policy import AgentPolicy
-    from baselines.benchmark import task_scores_and_costs
+    from baselines.benchmark import ranked_scores, task_scores_and_costs
 
     kwargs = dict(TASKS[task_id].kwargs)
     scores, costs = task_scores_and_costs(lambda nus: AgentPolicy(model, nus, env_kwargs=kwargs), task_id, seeds)
-    feasible = {nu: feasible_score(scores[nu], costs[nu]) for nu in scores}
+    feasible = {nu: ranked_scores(task_id, float(nu), seeds, scores[nu], costs[nu]) for nu in scores}
     per_nu = {nu: {"score": float(np.mean(feasible[nu])), "over": float(np.mean(np.asarray(costs[nu]) > 1 + 1e-6))}
               for nu in scores}
     return float(np.mean([v["score"] for v in per_nu.values()])), per_nu

@@ -28,9 +28,11 @@ from otagym import __version__
 from otagym._io import write_json
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import get_scheme
-from otagym.tasks import TASKS, TUNING_SEEDS, reference_scores, sample_realisation, score_against
+from otagym.tasks import (BENCHMARK, TASKS, TUNING_SEEDS, feasible_score, reference_scores, sample_realisation,
+                          score_against)
 
 __all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "reference_record", "seed_references",
+           "violation_floor_scores", "ranked_scores",
            "normalized_score", "cache_dir", "task_scores", "task_scores_and_costs", "aggregate", "cvar", "iqm_of",
            "improvement", "episode_returns", "play_episodes", "Episodes", "anchor_returns", "ConstantAction",
            "RandomAction", "EnvActionPolicy", "best_constant_action"]
@@ -243,7 +245,8 @@ def seed_references(task_id: str, seeds: Sequence[int] | None = None) -> dict[st
     """The task's references on the realisation of each seed, in :func:`reference_record`'s form with ``"frozen"``
     (whether every seed is in the frozen evaluation set, :attr:`otagym.tasks.Task.eval_seeds`) and ``"cache"`` (the
     file of computed ones, else None). On the frozen set (the default): the stored rows of every reference. On
-    any other seeds: the anchors and the floor (:attr:`otagym.tasks.Task.floor`), computed once per (task, seeds,
+    any other seeds: the anchors, the floor (:attr:`otagym.tasks.Task.floor`) and the violation floor
+    (:attr:`otagym.tasks.Task.violation_floor`, on a task of the suite), computed once per (task, seeds,
     otagym version) and cached under :func:`cache_dir` (a few seconds for 128 receive-scaling realisations; the other
     references are stored for the frozen set only: OnlineOptimal's dynamic programme takes ~3 s a realisation)."""
     task = TASKS[task_id]
@@ -259,11 +262,30 @@ def seed_references(task_id: str, seeds: Sequence[int] | None = None) -> dict[st
         return {**stored, "seeds": seeds, "anchor_returns": anchors, **rows, "frozen": True, "cache": None}
     digest = hashlib.sha256(json.dumps([task_id, __version__, seeds]).encode()).hexdigest()[:12]
     path = cache_dir() / "references" / f"{task_id.split('/')[-1]}-{seeds[0]}-{seeds[-1]}-{len(seeds)}-{digest}.json"
+    names = tuple(n for n in (task.floor, task.violation_floor) if n)
     record = json.loads(path.read_text()) if path.is_file() else None
-    if record is None or record.get("seeds") != seeds or record.get("version") != __version__:
-        record = reference_record(task_id, seeds, names=(task.floor,))
+    if (record is None or record.get("seeds") != seeds or record.get("version") != __version__
+            or any(n not in record["scores"] for n in names)):
+        record = reference_record(task_id, seeds, names=names)
         write_json(path, record)
     return {**record, "frozen": False, "cache": str(path)}
+
+
+def violation_floor_scores(task_id: str, nu: float, seeds: Sequence[int]) -> NDArray:
+    """The scores of the task's violation floor (:attr:`otagym.tasks.Task.violation_floor`) on the realisation of
+    each seed at budget ``nu`` (:func:`seed_references`: stored for the frozen set, computed and cached elsewhere),
+    what :func:`otagym.tasks.feasible_score` ranks an episode over its cost limit below."""
+    name = TASKS[task_id].violation_floor
+    if name is None:
+        raise ValueError(f"{task_id} has no violation floor: only the suite's tasks ({', '.join(BENCHMARK)}) rank "
+                         "episodes over their cost limit")
+    return np.asarray(seed_references(task_id, seeds)["scores"][name][str(float(nu))], dtype=float)
+
+
+def ranked_scores(task_id: str, nu: float, seeds: Sequence[int], scores: Any, cost_ratios: Any) -> NDArray:
+    """The suite's score of episodes (``scores``, ``cost_ratios``: (..., len(seeds))) played on the realisation of
+    each seed at budget ``nu``: :func:`otagym.tasks.feasible_score` against the task's violation floor there."""
+    return feasible_score(scores, cost_ratios, violation_floor_scores(task_id, nu, seeds))
 
 
 def normalized_score(task_id: str, nu: float, seeds: Sequence[int], episode_returns: Any) -> NDArray:

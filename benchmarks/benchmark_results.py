@@ -9,16 +9,17 @@ cost ratios per budget, as ``benchmarks/constrained_search.py`` and ``benchmarks
 ``runs/benchmark``; the records of the shipped results are kept in ``benchmarks/records``, so the table regenerates
 without training).
 
-Every score is the feasible score (:func:`otagym.tasks.feasible_score`: an episode over its cost limit is worth at
-most the floor's 0). Per entry: rliable's IQM with its stratified-bootstrap 95% CI, the mean, the CVaR at 10% and
-the worst realisation, the mean episode cost over the limit and the share of episodes over it, the probability of
-improvement over the floor, each training seed's IQM (their range), and the share of the room (ceiling IQM - floor
-IQM) that the IQM reaches, the room counted from 0 where the floor is below it (with the log-x action the best
-constant scores far below EqualAlloc's 0, which meets the limit on every realisation). Writes
-``--out/benchmark-results.json`` (every statistic, per task ``"budgets"`` (per nu) and ``"pooled"`` (the task's one
-number, :func:`pooled`): the table of ``docs/benchmark.md`` is :func:`markdown` of it and the README's headline table
-:func:`headline`; ``--docs`` rewrites both) and ``--out/benchmark-profiles.png`` (rliable's
-performance profiles of the feasible score, one panel per task, all budgets pooled).
+Every score is the feasible score (:func:`otagym.tasks.feasible_score`: an episode over its cost limit scores below
+every feasible one, FullPower's score on its realisation less 100 x its cost over the limit). Per entry: rliable's
+IQM with its stratified-bootstrap 95% CI, the mean, the CVaR at 10% and the worst realisation, the mean episode cost
+over the limit and the share of episodes over it, the probability of improvement over the floor, each training
+seed's IQM (their range), and the share of the room (ceiling IQM - floor IQM) that the IQM reaches, the room counted
+from 0 where the floor is below it (with the log-x action the best constant scores far below EqualAlloc's 0, which
+meets the limit on every realisation). Writes ``--out/benchmark-results.json`` (every statistic, per task
+``"budgets"`` (per nu) and ``"pooled"`` (the task's one number, :func:`pooled`): the table of ``docs/benchmark.md``
+is :func:`markdown` of it and the README's headline table :func:`headline`; ``--docs`` rewrites both) and
+``--out/benchmark-profiles.png`` (rliable's performance profiles of the feasible score, one panel per task, all
+budgets pooled).
 
     pip install -e ".[rl,results]"
     python -m benchmarks.benchmark_results --out docs --docs .   # also rewrites the tables of the docs and README
@@ -36,9 +37,10 @@ from numpy.typing import NDArray
 
 from rliable import metrics
 
-from baselines.benchmark import aggregate
+from baselines.benchmark import aggregate, ranked_scores
 from otagym._io import atomic_write, write_json
-from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, reference_scores
+from otagym.cli.report import wide
+from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, reference_scores
 
 #: The references shown, floor first; the ceiling is the task's :attr:`~otagym.tasks.Task.ceiling`.
 REFERENCES = ("BestConstant", "AdaScaleTrained", "DualPrice", "OnlineOptimal")
@@ -68,7 +70,8 @@ def summarise(task_id: str, entries: dict[str, dict[str, tuple[NDArray, NDArray]
     task = TASKS[task_id]
     out: dict[str, dict[str, Any]] = {}
     for nu in map(str, map(float, task.eval_nus)):
-        table = {name: feasible_score(*per_nu[nu]) for name, per_nu in entries.items()}
+        table = {name: ranked_scores(task_id, float(nu), task.eval_seeds, *per_nu[nu])
+                 for name, per_nu in entries.items()}
         stats = aggregate(table, task.floor, compared=tuple(n for n in table if n not in REFERENCES))
         # the room is counted from the floor or from 0 (EqualAlloc, feasible on every realisation), the higher
         floor, ceiling = max(stats[task.floor]["iqm"], 0.0), stats[task.ceiling]["iqm"]
@@ -92,7 +95,8 @@ def pooled(task_id: str, entries: dict[str, dict[str, tuple[NDArray, NDArray]]],
     out = {}
     for name, per_nu in entries.items():
         scores = {nu: scores for nu, (scores, _) in per_nu.items()}
-        table, costs = pooled_table(task_id, scores, {nu: costs for nu, (_, costs) in per_nu.items()})
+        table, costs = pooled_table(task_id, scores, {nu: costs for nu, (_, costs) in per_nu.items()},
+                                    TASKS[task_id].eval_seeds)
         out[name] = task_score(table, costs) | {"runs": int(table.shape[0])}
         if name in shipped:
             out[name]["shipped"] = {"seed": shipped[name]} | task_score(table[[shipped[name]]],
@@ -121,17 +125,18 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
                 p = "" if s["p_improve"] is None else f"{s['p_improve']:.2f}"
                 runs = f" ({s['seeds']} seeds)" if s["seeds"] > 1 else ""
                 spread = f"{s['seed_iqm_range'][0]:.1f} to {s['seed_iqm_range'][1]:.1f}" if s["seeds"] > 1 else ""
-                lines.append(f"| `{task_id.split('/', 1)[1]}` | {float(nu):g} | {name}{runs} | {s['iqm']:.1f} "
-                             f"[{s['iqm_ci'][0]:.1f}, {s['iqm_ci'][1]:.1f}] | {spread} | {s['mean']:.1f} | "
-                             f"{s['cvar10']:.1f} | "
-                             f"{s['worst']:.1f} | {s['cost']:.3f} | {100 * s['over']:.0f}% | {100 * s['room']:.0f}% | "
-                             f"{p} |")
+                iqm = (f"{_number(s['iqm'])} [{_number(s['iqm_ci'][0])}, {_number(s['iqm_ci'][1])}]"
+                       + (" (wide)" if wide(s) else ""))
+                lines.append(f"| `{task_id.split('/', 1)[1]}` | {float(nu):g} | {name}{runs} | {iqm} | {spread} | "
+                             f"{_number(s['mean'])} | {_number(s['cvar10'])} | {_number(s['worst'])} | "
+                             f"{s['cost']:.3f} | {100 * s['over']:.0f}% | {100 * s['room']:.0f}% | {p} |")
     return "\n".join(lines) + "\n"
 
 
 def _number(value: float) -> str:
-    """A score for the headline: one decimal, thousands separated (the tails run to millions)."""
-    return f"{value:,.1f}".replace(",", " ")
+    """A score for the headline: one decimal, thousands separated; from a million on, three significant digits (the
+    tails run to hundreds of millions)."""
+    return f"{value:,.1f}".replace(",", " ") if abs(value) < 1e6 else f"{value:.2e}"
 
 
 def headline(results: dict[str, dict[str, Any]]) -> str:
@@ -145,7 +150,8 @@ def headline(results: dict[str, dict[str, Any]]) -> str:
     def cell(s: dict[str, Any] | None) -> str:
         if s is None:
             return ""
-        ci = "" if s.get("iqm_ci") is None else f" [{_number(s['iqm_ci'][0])}, {_number(s['iqm_ci'][1])}]"
+        ci = "" if s.get("iqm_ci") is None else (f" [{_number(s['iqm_ci'][0])}, {_number(s['iqm_ci'][1])}]"
+                                                 + (" (wide)" if wide(s) else ""))
         return f"{_number(s['iqm'])}{ci} · {_number(s['cvar10'])} · {100 * s['over_limit_share']:.0f}%"
 
     for name in names:
@@ -174,7 +180,8 @@ def profiles(entries_by_task: dict[str, dict[str, dict[str, tuple[NDArray, NDArr
     np.random.seed(0)
     try:
         for ax, (task_id, entries) in zip(axes[0], entries_by_task.items()):
-            scores = {name: np.concatenate([feasible_score(*e[nu]) for nu in e], axis=1)
+            scores = {name: np.concatenate([ranked_scores(task_id, float(nu), TASKS[task_id].eval_seeds, *e[nu])
+                                            for nu in e], axis=1)
                       for name, e in entries.items()}
             profile, cis = rly.create_performance_profile(scores, taus, reps=200)
             plot_utils.plot_performance_profiles(profile, taus, performance_profile_cis=cis, ax=ax,

@@ -8,10 +8,12 @@ against its mean, p the budget left per round, t the round; :mod:`agents.linear`
 plays the same training realisations at each budget nu of the task (common random numbers: the objective is a
 deterministic function of theta), and CMA-ES (Hansen's ``cma``) maximises
 
-    objective(theta) = mean over nu and realisations of [ feasible score - 100 max(0, cost / limit - 1) ],
+    objective(theta) = mean over nu and realisations of [ capped score - 100 max(0, cost / limit - 1) ],
 
-the task's feasible score (:func:`otagym.tasks.feasible_score`: an episode over its cost limit is worth at most the
-floor, 0) with a penalty proportional to the overspend, which points an infeasible candidate back to the limit.
+the score with an episode over its cost limit capped at EqualAlloc's 0, less a penalty proportional to the overspend,
+which points an infeasible candidate back to the limit (the objective the zoo's linear models were searched with;
+the suite then scores them with :func:`otagym.tasks.feasible_score`, which ranks an episode over the limit below
+every feasible one).
 The search starts at the task's ``BestConstant`` action (the bias; the other weights 0) with step 0.1 and population
 10. Seed k trains on its own realisations, ``BENCHMARK_TRAINING_SEEDS[32 k : 32 (k + 1)]`` (``--train-realisations``
 of them), so the seeds are independent training runs; its mean every 10 generations is a checkpoint, and the one
@@ -39,12 +41,11 @@ from numpy.typing import NDArray
 
 from agents.linear import FEATURE_SETS, LinearFeaturePolicy, linear_price_model
 from agents.train import package_versions
-from baselines.benchmark import best_constant_action, task_scores_and_costs
+from baselines.benchmark import best_constant_action, ranked_scores, task_scores_and_costs
 from benchmarks.zoo import add_zoo_arguments, refuse_shipped
 from otagym import OTAPrivacyEnv
 from otagym._io import atomic_write, write_json
-from otagym.tasks import (BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, COST_TOLERANCE, TASKS,
-                          feasible_score)
+from otagym.tasks import BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, COST_TOLERANCE, TASKS
 
 #: The feature set of the policy (:data:`agents.linear.FEATURE_SETS`).
 FEATURES = "cubic"
@@ -71,8 +72,8 @@ def play(thetas: NDArray, task_id: str, seeds: tuple[int, ...]) -> dict[str, tup
 def objective(played: dict[str, tuple[NDArray, NDArray]], kind: str = "mean") -> NDArray:
     """Each row's mean over realisations of the feasible score less 100 times the overspend, averaged over the
     budgets (``kind="mean"``) or the smallest of them (``"worst-nu"``: every budget's room counts alike)."""
-    per_nu = np.array([(feasible_score(s, c) - 100.0 * np.maximum(c - 1.0, 0.0)).mean(axis=1)
-                       for s, c in played.values()])
+    per_nu = np.array([(np.where(c > 1.0 + COST_TOLERANCE, np.minimum(s, 0.0), s)
+                        - 100.0 * np.maximum(c - 1.0, 0.0)).mean(axis=1) for s, c in played.values()])
     return per_nu.mean(axis=0) if kind == "mean" else per_nu.min(axis=0)
 
 
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [json.loads(p.read_text()) for p in paths]
         for r in runs:
             costs = {nu: np.asarray(c) for nu, c in r["test_cost_ratios"].items()}
-            means = {nu: (float(np.mean(feasible_score(s, costs[nu]))),
+            means = {nu: (float(np.mean(ranked_scores(task_id, nu, TASKS[task_id].eval_seeds, s, costs[nu]))),
                           float(np.mean(costs[nu] > 1.0 + COST_TOLERANCE))) for nu, s in r["test"].items()}
             print(f"  seed {r['seed']}: generation {r['selected']['generation']} selected, "
                   + ", ".join(f"nu {nu}: feasible mean {m:.2f} over {o:.2f}" for nu, (m, o) in means.items())

@@ -6,8 +6,8 @@ task's two anchors there (what :func:`otagym.tasks.normalized_score` scores agai
 receive scaling's budget mode) also each reference's episode cost over the task's cost limit (``cost_ratios``).
 Each reference is scored as its scheme scores its tasks
 (:meth:`baselines.benchmark.SchemeBenchmark.reference_scores`; receive scaling: OfflineOptimal is 100). Tasks already
-stored for this package version are kept unless ``--force``; the file is written atomically after each task, so an
-interrupted run resumes.
+stored for this package version are kept unless ``--force`` (a reference added since is computed and added); the
+file is written atomically after each task, so an interrupted run resumes.
 
     python -m benchmarks.reference_scores            # about 20 minutes on 2 cores for the six tasks
     python -m benchmarks.reference_scores --markdown # also print the README's task table
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.benchmark import aggregate, reference_record
+from baselines.benchmark import aggregate, reference_record, references
 from otagym import __version__
 from otagym._io import write_json
 from otagym.tasks import REFERENCE_SCORES_PATH, TASKS
@@ -47,11 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     stored = json.loads(REFERENCE_SCORES_PATH.read_text()) if REFERENCE_SCORES_PATH.is_file() else {}
     for task_id in args.tasks:
-        if not args.force and stored.get(task_id, {}).get("version") == __version__:
+        start = time.perf_counter()
+        kept = stored.get(task_id, {}) if not args.force and stored.get(task_id, {}).get("version") == __version__ \
+            else {}
+        missing = [name for name in references(task_id) if name not in kept.get("scores", {})]
+        if kept and not missing:
             print(f"{task_id}: stored for otagym {__version__}, kept (--force recomputes it)")
             continue
-        start = time.perf_counter()
-        stored[task_id] = reference_record(task_id)
+        if kept:  # a reference added since: its rows only
+            added = reference_record(task_id, names=missing)
+            stored[task_id] = {**kept, **{key: {**kept[key], **added[key]} for key in ("scores", "cost_ratios")
+                                          if key in added}}
+        else:
+            stored[task_id] = reference_record(task_id)
         write_json(REFERENCE_SCORES_PATH, stored)
         print(f"{task_id}: computed in {time.perf_counter() - start:.0f} s")
     if args.markdown:

@@ -6,7 +6,7 @@ task id (the task's env settings; ``ppo_lagrangian``: PPO with the PID Lagrangia
 :mod:`agents.lagrangian`), ``--steps`` env steps, a checkpoint every ``--checkpoint-every`` steps, into
 ``--out/<algo>/<task name>/seed<k>/`` (resumed where a run was killed). Each checkpoint and the final model play the
 validation realisations (:data:`otagym.tasks.BENCHMARK_VALIDATION_SEEDS`) deterministically at every budget; the one
-with the best mean feasible score (:func:`otagym.tasks.feasible_score`) is scored on the evaluation set, and the
+with the best mean feasible score (:func:`baselines.benchmark.ranked_scores`) is scored on the evaluation set, and the
 record is written atomically to ``--out/<algo>/<task name>/seed<k>.json``. ``--zoo [DIR]`` ships each task's seed
 best on validation to ``<DIR>/<task name>/<algo>/`` (``model.zip`` and the run's ``run.json``, which names the task;
 DIR: default ``agents/zoo``; a model already there is replaced only with ``--force``).
@@ -33,10 +33,10 @@ import numpy as np
 from agents import BATCHED_ALGOS
 from agents.policy import AgentPolicy, load_model
 from agents.train import checkpoint_models, train
-from baselines.benchmark import task_scores_and_costs
+from baselines.benchmark import ranked_scores, task_scores_and_costs
 from benchmarks.zoo import add_zoo_arguments, refuse_shipped
 from otagym._io import atomic_write, write_json
-from otagym.tasks import BENCHMARK, BENCHMARK_VALIDATION_SEEDS, TASKS, feasible_score
+from otagym.tasks import BENCHMARK, BENCHMARK_VALIDATION_SEEDS, TASKS
 
 
 def play(model_path: Path, task_id: str, seeds: tuple[int, ...]) -> dict[str, tuple[list[float], list[float]]]:
@@ -65,7 +65,8 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
     validation = []
     for at, path in candidates(run, steps):
         played = play(path, task_id, BENCHMARK_VALIDATION_SEEDS)
-        value = float(np.mean([feasible_score(s, c).mean() for s, c in played.values()]))
+        value = float(np.mean([ranked_scores(task_id, nu, BENCHMARK_VALIDATION_SEEDS, s, c).mean()
+                               for nu, (s, c) in played.items()]))
         validation.append({"steps": at, "model": str(path), "validation": value})
     best = max(validation, key=lambda v: v["validation"])
     test = play(Path(best["model"]), task_id, TASKS[task_id].eval_seeds)
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{task_id}: {args.algo} seed {seed}, {args.steps:,} steps", flush=True)
             result = one_seed(args.algo, task_id, seed, args.steps, args.checkpoint_every, folder, args.config)
             write_json(record, result)
-            means = {nu: float(np.mean(feasible_score(s, result["test_cost_ratios"][nu])))
+            means = {nu: float(np.mean(ranked_scores(task_id, nu, TASKS[task_id].eval_seeds, s,
+                                                     result["test_cost_ratios"][nu])))
                      for nu, s in result["test"].items()}
             print(f"  selected {result['selected']['steps']:,} steps; "
                   + ", ".join(f"nu {nu}: {m:.1f}" for nu, m in means.items())

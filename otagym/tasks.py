@@ -8,13 +8,14 @@ Every task's env reports ``info["cost"]``, a per-round cost whose episode sum is
 ``gym.make_vec(task_id, n)``) with ``max_episode_steps`` = T. A task's version is bumped whenever anything that
 changes learning changes (its history is in :attr:`Task.versions`).
 
-**The benchmark suite** (:data:`BENCHMARK`): the constrained receive-scaling tasks on which RL algorithms are ranked,
-each with a floor (:attr:`Task.floor`, the best constant action that meets the constraint in the mean), a ceiling
-(:attr:`Task.ceiling`, the best online policy the project computes, :attr:`Task.ceiling_note` says whether it is exact)
-and at least 20 normalised points between them at every budget. They are scored on their own frozen evaluation set
-(:data:`BENCHMARK_EVALUATION_SEEDS`, 128 realisations) with the feasible score (:func:`feasible_score`: an episode over
-its cost limit is worth at most 0); :data:`BENCHMARK_VALIDATION_SEEDS` and :data:`BENCHMARK_TRAINING_SEEDS` are the
-disjoint sets to select and train on. The other tasks are the papers' formulation and sanity tasks.
+**The benchmark suite** (:data:`BENCHMARK`): the constrained receive-scaling tasks on which RL algorithms are
+ranked, each with a floor (:attr:`Task.floor`, the best constant action that meets the constraint in the mean), a
+ceiling (:attr:`Task.ceiling`, the best online policy the project computes, :attr:`Task.ceiling_note` says whether
+it is exact) and at least 20 normalised points between them at every budget. They are scored on their own frozen
+evaluation set (:data:`BENCHMARK_EVALUATION_SEEDS`, 128 realisations) with the feasible score
+(:func:`feasible_score`: an episode over its cost limit scores below the least feasible one, by how far over);
+:data:`BENCHMARK_VALIDATION_SEEDS` and :data:`BENCHMARK_TRAINING_SEEDS` are the disjoint sets to select and train
+on. The other tasks are the papers' formulation and sanity tasks.
 
 **Evaluation.** A task is evaluated on its :attr:`Task.eval_seeds` at each of its budgets :attr:`Task.eval_nus`: the
 realisation of a seed is drawn from ``numpy.random.default_rng(seed)`` by the scheme's realisation sampler
@@ -45,7 +46,8 @@ fading). The constrained tasks of the suite: ``UniformRandom`` (uniform actions)
 meet the constraint in the mean: with the spend action a = 0, which is EqualAlloc, since a constant spend meets the
 constraint exactly when a <= 0 and spending more leaks less), ``AdaScaleTrained`` and ``OnlineOptimal`` (budget
 mode's, which meet nu on every realisation: the ceiling) and ``DualPrice`` (the online optimum when the constraint
-holds in expectation only; over the limit on about half the realisations). CDPB: ``UniformRandom``, ``MaxRho``
+holds in expectation only; over the limit on about half the realisations) and ``FullPower`` (x_t = x_max: it spends
+nothing and leaks the most, the violation floor of :func:`feasible_score`). CDPB: ``UniformRandom``, ``MaxRho``
 (rho = P/W^2, 0), ``BestConstant`` (100),
 ``CDPB`` (the paper's planner, Stage II at the task's horizon within eps-bar (25c)). Anonymous OTA: ``UniformRandom``,
 ``MidAction`` (a = 0: sigma' = sqrt(40), 0), ``BestConstant`` (100), ``PaperSetting`` (Fig. 1's sigma' = 1, outside the
@@ -119,6 +121,9 @@ class Task:
             :data:`EVALUATION_SEEDS` for the formulation tasks).
         floor: the reference that a learner must beat to have learned anything (the best constant action that meets
             the task's constraint in the mean on training realisations).
+        violation_floor: on a task of the suite, the reference that scores least on every realisation and is
+            feasible (receive scaling: ``FullPower``, x_t = x_max, spends nothing and leaks the most): an episode
+            over its cost limit scores below it (:func:`feasible_score`); None elsewhere.
         ceiling: the best online policy the project can compute, and what it is (``ceiling_note``): the exact online
             optimum, or a policy whose score bounds the online optimum's from below (OfflineOptimal's 100 bounds it
             from above).
@@ -136,6 +141,7 @@ class Task:
     floor: str = "BestConstant"
     ceiling: str = "OnlineOptimal"
     ceiling_note: str = "the exact online optimum (dynamic programming over the budget left, up to its grids)"
+    violation_floor: str | None = None
 
     @property
     def scheme(self) -> str:
@@ -179,7 +185,8 @@ _LOWER_BOUND_CEILING = ("the dynamic programme of the fading's i.i.d. marginal: 
 
 def _benchmark(name: str, settings: Mapping[str, Any], summary: str, **task: Any) -> Task:
     """A task of the benchmark suite: receive scaling as a CMDP, scored on :data:`BENCHMARK_EVALUATION_SEEDS`."""
-    return _receive_scaling(name, {**_CMDP, **settings}, summary, eval_seeds=BENCHMARK_EVALUATION_SEEDS, **task)
+    return _receive_scaling(name, {**_CMDP, **settings}, summary, eval_seeds=BENCHMARK_EVALUATION_SEEDS,
+                            violation_floor="FullPower", **task)
 
 
 def _scheme_task_kwargs(scheme: str) -> dict[str, Any]:
@@ -340,16 +347,20 @@ def normalized_score(task_id: str, nu: float, seeds: ArrayLike, episode_returns:
     return score_against(returns, zero, hundred)
 
 
-def feasible_score(scores: ArrayLike, cost_ratios: ArrayLike) -> NDArray:
-    """The score of episodes on a constrained task that does not reward overspending: an episode whose cost is over
-    the task's limit (``cost_ratios`` = episode cost / :attr:`Task.cost_limit` > 1 + :data:`COST_TOLERANCE`) is
-    worth no more than the 0 anchor, min(score, 0); an episode within it keeps its score. Element-wise. On the
-    receive-scaling tasks the 0 anchor is EqualAlloc, which meets the limit on every realisation, so an agent that
-    overspends on an episode scores there at most what the trivial feasible policy scores. Report it with the share
-    of episodes over the limit and the mean cost over the limit (Safety-Gymnasium's return, cost and violation)."""
+def feasible_score(scores: ArrayLike, cost_ratios: ArrayLike, floor_scores: ArrayLike) -> NDArray:
+    """The score of episodes on a task of the suite, which ranks every episode over its cost limit below every
+    feasible one, by how far over: an episode within the limit (``cost_ratios`` = episode cost /
+    :attr:`Task.cost_limit` <= 1 + :data:`COST_TOLERANCE`) keeps its score; one over it scores
+    S_floor - 100 (cost / limit - 1), with S_floor (``floor_scores``, broadcast against ``scores``) the score of the
+    task's :attr:`Task.violation_floor` on the same realisation. That reference is feasible and scores least on its
+    realisation (receive scaling: FullPower spends nothing, and every round at x_max leaks the most), so an
+    overspending episode is worth less than the worst feasible one, and 1% more over the limit costs one point more.
+    Element-wise. Report it with the share of episodes over the limit and the mean cost over the limit
+    (Safety-Gymnasium's return, cost and violation)."""
     scores = np.asarray(scores, dtype=float)
-    over = np.asarray(cost_ratios, dtype=float) > 1.0 + COST_TOLERANCE
-    return np.where(over, np.minimum(scores, 0.0), scores)
+    ratios = np.asarray(cost_ratios, dtype=float)
+    violated = np.broadcast_to(np.asarray(floor_scores, dtype=float), scores.shape) - 100.0 * (ratios - 1.0)
+    return np.where(ratios > 1.0 + COST_TOLERANCE, violated, scores)
 
 
 def score_against(returns: ArrayLike, zero: ArrayLike, hundred: ArrayLike) -> NDArray:

@@ -171,12 +171,12 @@ def checked_settings(algo: str, config: str | Path | None, env_overrides: dict[s
 def warn_if_unconstrained(algo: str, env_kwargs: dict[str, Any], task: str | None) -> None:
     """A ``UserWarning`` when an algorithm that optimises the reward alone (not in
     :data:`agents.CONSTRAINED_ALGOS`) trains on a constrained MDP (:func:`otagym.tasks.constrained`): nothing keeps
-    its episodes' cost within the limit, and the benchmark suite scores an episode over it at most 0."""
+    its episodes' cost within the limit, and the benchmark suite scores an episode over it below every feasible one."""
     if algo not in CONSTRAINED_ALGOS and constrained(env_kwargs):
         warnings.warn(f"{algo} optimises the reward alone: on {task or 'these env settings'}, a constrained MDP, "
                       "nothing keeps an episode's summed info['cost'] within its limit (T), and an episode over it "
-                      f"scores at most 0 on the benchmark suite; train one of {', '.join(CONSTRAINED_ALGOS)}, or "
-                      "wrap the env (otagym.wrappers)", UserWarning, stacklevel=3)
+                      "scores below every feasible one on the benchmark suite; train one of "
+                      f"{', '.join(CONSTRAINED_ALGOS)}, or wrap the env (otagym.wrappers)", UserWarning, stacklevel=3)
 
 
 def resume_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:

@@ -34,7 +34,8 @@ class ReceiveScalingBenchmark(SchemeBenchmark):
         (:func:`~baselines.benchmark.best_constant_action`; with the spend action it is a = 0, EqualAlloc: a constant
         spend meets the constraint exactly when a <= 0, and spending more leaks less), and ``DualPrice`` is the
         online optimum when the constraint holds in expectation only (it is over the limit on about half the
-        realisations)."""
+        realisations). On a task of the suite its violation floor (:attr:`otagym.tasks.Task.violation_floor`,
+        ``FullPower``: it spends nothing) too."""
         task = TASKS[task_id]
         action = str(task.kwargs["action_type"])
         refs = {"UniformRandom": PolicySpec(lambda nu, p: UniformRandom(nu=nu, action_type=action), matched=False),
@@ -43,6 +44,8 @@ class ReceiveScalingBenchmark(SchemeBenchmark):
             refs["BestConstant"] = PolicySpec(lambda nu, p: BestConstant(
                 nu=nu, action=_per_env(lambda v: best_constant_action(task_id, v), nu), action_type=action))
             refs["DualPrice"] = PolicySpec(lambda nu, p: DualPrice(nu=nu), matched=False)
+        if task.violation_floor:
+            refs[task.violation_floor] = POLICIES[task.violation_floor]
         return refs
 
     def analytic_policies(self, task_id: str) -> dict[str, PolicySpec]:

@@ -381,7 +381,7 @@ def reference_table(task_id: str, budget_label: str = "ν") -> str:
     stored = _stored_references(task_id)
     if stored is None or not stored.get("scores"):
         return "No reference scores are stored for this task yet."
-    from otagym.tasks import BENCHMARK, COST_TOLERANCE, feasible_score
+    from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score
 
     columns = list(next(iter(stored["scores"].values())))
     if task_id not in BENCHMARK:
@@ -393,12 +393,13 @@ def reference_table(task_id: str, budget_label: str = "ν") -> str:
         cells = []
         for c in columns:
             costs = np.asarray(stored["cost_ratios"][policy][c])
-            score = feasible_score(per[c], costs)
+            score = feasible_score(per[c], costs, stored["scores"][TASKS[task_id].violation_floor][c])
             cells.append(f"{iqm(score):.2f} ({np.mean(score):.2f}); cost {np.mean(costs):.2f}, "
                          f"{100 * np.mean(costs > 1 + COST_TOLERANCE):.0f}% over")
         rows.append([f"`{policy}`"] + cells)
-    return ("The feasible score (an episode over its cost limit scores at most 0), the mean episode cost over the "
-            "limit and the share of realisations over it:\n\n"
+    return ("The feasible score (an episode over its cost limit scores below every feasible one: FullPower's score on "
+            "its realisation less 100 x its cost over the limit), the mean episode cost over the limit and the share "
+            "of realisations over it:\n\n"
             + md_table(["reference"] + [f"{budget_label} = {float(c):g}" for c in columns], rows))
 
 

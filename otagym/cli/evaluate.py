@@ -207,7 +207,7 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
                   stored: dict[str, Any], reps: int) -> tuple[dict[str, Any], list[str]]:
     """The summary per budget (the policy's statistics over runs x realisations, the references' IQMs) and its
     table's lines."""
-    feasible = task.id in BENCHMARK  # the suite's score: an episode over its cost limit is worth at most 0
+    feasible = task.id in BENCHMARK  # the suite's score: an episode over its cost limit below every feasible one
     refs = [r for r in stored["scores"] if r != name]
     lines = [f"{task.budget:>5}  {name + ' IQM [95% CI]':>37} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
              f"{'P(>' + task.floor + ')':>17}" + "".join(f" {r:>16}" for r in refs)]
@@ -216,8 +216,9 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
         key = str(float(nu))
         table = {r: np.array([stored["scores"][r][key]]) for r in refs} | {name: np.array(scores[key])}
         if feasible:
-            table = {r: feasible_score(table[r], np.array([stored["cost_ratios"][r][key]])) for r in refs}
-            table[name] = feasible_score(scores[key], costs[key])
+            floor = stored["scores"][task.violation_floor][key]
+            table = {r: feasible_score(table[r], np.array([stored["cost_ratios"][r][key]]), floor) for r in refs}
+            table[name] = feasible_score(scores[key], costs[key], floor)
         own = aggregate({name: table[name]}, reps=reps)[name]  # the references' columns: IQMs alone
         own["p_improve"], own["p_improve_ci"] = improvement(table, task.floor, (name,)).get(name, (None, None))
         summary[key] = {name: own} | {r: {"iqm": iqm_of(table[r])} for r in refs}
@@ -262,10 +263,11 @@ def _run(args: argparse.Namespace) -> int:
                 if costs is not None:
                     costs[key].append(run_costs[key])
     summary, lines = _budget_lines(task, name, scores, costs, stored, args.reps)
-    headline = task_score(*pooled_table(task.id, scores, costs), reps=args.reps)
+    headline = task_score(*pooled_table(task.id, scores, costs, seeds), reps=args.reps)
     runs = f"{len(specs)} runs pooled, " if len(specs) > 1 else ""
     print(f"{args.task}: {name} on {len(seeds)} realisations per {task.budget} ({runs}"
-          + ("feasible score: an episode over its cost limit scores at most 0; " if task.id in BENCHMARK else "")
+          + (f"feasible score: an episode over its cost limit scores below {task.violation_floor}'s, by 100 x "
+             "its cost over the limit; " if task.id in BENCHMARK else "")
           + f"normalised score: 0 = {task.anchors[0]}, 100 = {task.anchors[1]} on the same realisation; the "
           "references' columns are their IQMs on the same realisations)")
     print(_seed_set_line(task, tuple(seeds), stored))

@@ -4,7 +4,7 @@ number per task and for the suite, and ``otagym report FILE...``, which checks r
 **The task's number** (:func:`task_score`): the interquartile mean of the episode scores pooled over the runs
 (training seeds), the budgets and the realisations, every (budget, realisation) one of rliable's "tasks", with its
 stratified-bootstrap 95% CI; on the benchmark suite the score is the feasible score (an episode over its cost limit
-is worth at most 0). Beside it: the mean, the CVaR at 10% and the worst episode of the same pool, and the share of
+scores below every feasible one, :func:`otagym.tasks.feasible_score`). Beside it: the mean, the CVaR at 10% and the worst episode of the same pool, and the share of
 episodes over the limit. **The suite's number**: the same statistics pooled over the four suite tasks' (budget,
 realisation) columns, every task's result with the same number of runs on its frozen evaluation set.
 
@@ -27,10 +27,10 @@ import numpy as np
 from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score
 
 __all__ = ["SCHEMA", "SCHEMA_PATH", "MIN_RUNS", "ResultError", "pooled_table", "task_score", "check_result",
-           "submission_gaps", "interval", "add_report_parser"]
+           "submission_gaps", "wide", "interval", "add_report_parser"]
 
 #: The schema's name in every result file.
-SCHEMA = "otagym-result/1"
+SCHEMA = "otagym-result/2"
 #: The JSON Schema of a result file.
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "result.schema.json"
 #: The training seeds (independent runs) a submission pools, as the project's own agents do.
@@ -41,15 +41,22 @@ class ResultError(ValueError):
     """A result file that does not follow the schema, or whose numbers are not its scores'."""
 
 
-def pooled_table(task_id: str, scores: dict[str, Any], cost_ratios: dict[str, Any] | None) -> tuple[Any, Any]:
-    """(runs, budgets x realisations) arrays of the scores as the task ranks them (the suite's feasible score) and of
-    the cost ratios (None where the task cannot be over its limit), the budgets in the task's order."""
+def pooled_table(task_id: str, scores: dict[str, Any], cost_ratios: dict[str, Any] | None,
+                 seeds: Any) -> tuple[Any, Any]:
+    """(runs, budgets x realisations) arrays of the scores as the task ranks them (the suite's feasible score, against
+    the violation floor on the realisation of each of ``seeds``) and of the cost ratios (None where the task cannot be
+    over its limit), the budgets in the task's order."""
     keys = [str(float(nu)) for nu in TASKS[task_id].eval_nus]
     table = np.concatenate([np.asarray(scores[k], dtype=float) for k in keys], axis=1)
     if cost_ratios is None:
         return table, None
     costs = np.concatenate([np.asarray(cost_ratios[k], dtype=float) for k in keys], axis=1)
-    return (feasible_score(table, costs) if task_id in BENCHMARK else table), costs
+    if task_id not in BENCHMARK:
+        return table, costs
+    from baselines.benchmark import violation_floor_scores
+
+    floor = np.concatenate([violation_floor_scores(task_id, float(k), list(seeds)) for k in keys])
+    return feasible_score(table, costs, floor), costs
 
 
 def task_score(table: Any, costs: Any | None, reps: int = 2000) -> dict[str, Any]:
@@ -77,6 +84,9 @@ def check_result(result: Any) -> None:
     """``ResultError`` naming the field when ``result`` does not follow the schema, is not of a registered task's
     budgets and realisations (runs x realisations per budget), or states a task score that is not its scores'
     (within 1e-9; the CI, a bootstrap, is not recomputed)."""
+    if isinstance(result, dict) and result.get("schema") == "otagym-result/1":
+        raise ResultError("schema: otagym-result/1 capped an episode over its cost limit at 0; the suite now ranks it "
+                          f"below every feasible one ({SCHEMA}): run otagym evaluate again")
     errors = _schema_errors(result)
     if errors:
         raise ResultError("does not follow otagym/data/result.schema.json: " + "; ".join(errors[:3]))
@@ -96,7 +106,7 @@ def check_result(result: Any) -> None:
             if np.shape(result[field][key]) != shape:
                 raise ResultError(f"{field}/{key}: must be runs x realisations {shape}; got "
                                   f"{np.shape(result[field][key])}")
-    table, costs = pooled_table(task_id, result["scores"], result["cost_ratios"])
+    table, costs = pooled_table(task_id, result["scores"], result["cost_ratios"], result["seeds"])
     stated = result["task_score"]
     for key, value in task_score(table, costs, reps=0).items():
         same = value is None and stated[key] is None or (
@@ -121,10 +131,16 @@ def submission_gaps(result: dict[str, Any]) -> list[str]:
     return gaps
 
 
-def interval(stats: dict[str, Any], digits: int = 1) -> str:
-    """``IQM [lo, hi]``, marked "(wide)" where the CI is wider than +-10 points: a number to report with care."""
+def wide(stats: dict[str, Any]) -> bool:
+    """Whether the IQM's 95% CI (``stats["iqm_ci"]``) is wider than +-10 points: a number to report with care."""
     lo, hi = stats["iqm_ci"]
-    return f"{stats['iqm']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" + (" (wide)" if hi - lo > 20.0 else "")
+    return bool(hi - lo > 20.0)
+
+
+def interval(stats: dict[str, Any], digits: int = 1) -> str:
+    """``IQM [lo, hi]``, marked "(wide)" where the CI is wider than +-10 points (:func:`wide`)."""
+    lo, hi = stats["iqm_ci"]
+    return f"{stats['iqm']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" + (" (wide)" if wide(stats) else "")
 
 
 def _headline(name: str, stats: dict[str, Any], runs: int, steps: Any) -> str:
@@ -151,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{path}: not a submission: {gap}")
     suite = {r["task"]: r for _, r in results if r["task"] in BENCHMARK and not submission_gaps(r)}
     if set(suite) == set(BENCHMARK) and len({r["runs"] for r in suite.values()}) == 1:
-        tables = [pooled_table(t, suite[t]["scores"], suite[t]["cost_ratios"]) for t in BENCHMARK]
+        tables = [pooled_table(t, suite[t]["scores"], suite[t]["cost_ratios"], suite[t]["seeds"]) for t in BENCHMARK]
         stats = task_score(np.concatenate([t for t, _ in tables], axis=1),
                            np.concatenate([c for _, c in tables], axis=1), reps=args.reps)
         print(_headline(f"suite ({len(BENCHMARK)} tasks pooled)", stats, next(iter(suite.values()))["runs"], None))

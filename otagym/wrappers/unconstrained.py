@@ -15,7 +15,8 @@ __all__ = ["UnconstrainedLearner"]
 class UnconstrainedLearner(gym.Wrapper):
     """The env unchanged, with a ``UserWarning`` when it is a constrained MDP (:func:`otagym.tasks.constrained` of its
     spec's keyword arguments): the learner that trains on it optimises the reward alone, so nothing keeps an
-    episode's summed ``info["cost"]`` within its limit, and the benchmark suite scores an episode over it at most 0.
+    episode's summed ``info["cost"]`` within its limit, and the benchmark suite scores an episode over it below every
+    feasible one.
     rl_zoo3's configs of the unconstrained algorithms (``agents/configs/{ppo,sac,td3,trpo}.yml``) put it on the
     constrained tasks as their ``env_wrapper``, so ``python -m rl_zoo3.train`` says what ``otagym train`` says."""
 
@@ -25,5 +26,5 @@ class UnconstrainedLearner(gym.Wrapper):
         if spec is not None and constrained(spec.kwargs or {}):
             warnings.warn(f"{spec.id} is a constrained MDP and this learner optimises the reward alone: nothing "
                           "keeps an episode's summed info['cost'] within its limit (T), and an episode over it "
-                          "scores at most 0 on the benchmark suite; train with otagym train --algo ppo_lagrangian or "
-                          "budget_ppo, or wrap the env (otagym.wrappers)", UserWarning, stacklevel=2)
+                          "scores below every feasible one on the benchmark suite; train with otagym train --algo "
+                          "ppo_lagrangian or budget_ppo, or wrap the env (otagym.wrappers)", UserWarning, stacklevel=2)

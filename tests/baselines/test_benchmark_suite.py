@@ -38,10 +38,44 @@ def test_the_suite_has_four_constrained_tasks_on_128_frozen_realisations_and_dis
         gym.make("otagym/ReceiveScalingCMDP-v0")
 
 
-def test_the_feasible_score_caps_an_overspending_episode_at_the_floor():
+def test_the_feasible_score_puts_an_overspending_episode_below_the_floor_by_100_a_unit_over():
     scores = np.array([50.0, 50.0, -20.0, 120.0, 80.0])
     costs = np.array([1.0, 1.0 + 2 * COST_TOLERANCE, 1.3, 1.01, 1.0 + COST_TOLERANCE / 2])
-    np.testing.assert_array_equal(feasible_score(scores, costs), [50.0, 0.0, -20.0, 0.0, 80.0])
+    floor = np.array([-7.0, -7.0, -900.0, -5e6, -3.0])
+    np.testing.assert_allclose(feasible_score(scores, costs, floor),
+                               [50.0, -7.0 - 200 * COST_TOLERANCE, -930.0, -5e6 - 1.0, 80.0], rtol=1e-12)
+    runs = feasible_score(np.stack([scores, scores]), costs, floor)  # (runs, realisations): the floor per column
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize("task_id", BENCHMARK)
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.01, 0.04, 0.16]))
+def test_no_episode_scores_below_the_violation_floor_so_every_overspending_one_ranks_below_every_feasible_one(
+        task_id, seed, nu):
+    """The violation floor (FullPower: x_max every round, nothing spent) leaks the most on every realisation, so any
+    policy's raw score there is at least its stored score, and the feasible score of an episode over the limit is
+    below that of every feasible episode on its realisation. Random actions, uniform over the task's action range,
+    each realisation's mix of overspending and feasible episodes."""
+    from baselines.benchmark import task_scores_and_costs
+    from baselines.receive_scaling.policies import ActionPolicy
+
+    class Random(ActionPolicy):  # env actions uniform on [-1, u_k] (u_k uniform on [-1, 1], one per episode)
+        def action(self, observation, info):
+            return rng.uniform(-1.0, 1.0, np.shape(info["next_h_min2"])) * (1 + top) / 2 + (top - 1) / 2
+
+    task = TASKS[task_id]
+    seeds = task.eval_seeds[:4] * 4
+    rng = np.random.default_rng(seed)
+    top = rng.uniform(-1.0, 1.0, len(seeds))
+    scores, costs = task_scores_and_costs(lambda nus: Random(nus, env_kwargs=dict(task.kwargs)), task_id, seeds,
+                                          nus=[nu])
+    key = str(float(nu))
+    floor = np.tile(reference_scores(task_id)["scores"][task.violation_floor][key][:4], 4)
+    assert np.all(np.asarray(scores[key]) >= floor - 1e-9 * np.abs(floor))
+    ranked = feasible_score(scores[key], costs[key], floor)
+    over = np.asarray(costs[key]) > 1.0 + COST_TOLERANCE
+    assert np.all(ranked[over] < floor[over]) and np.all(ranked[~over] >= floor[~over] - 1e-9 * np.abs(floor[~over]))
 
 
 @settings(max_examples=100, deadline=None)
@@ -82,7 +116,8 @@ def test_each_task_has_a_feasible_floor_a_ceiling_within_the_limit_and_twenty_po
     assert stored["seeds"] == list(BENCHMARK_EVALUATION_SEEDS)
     for nu in map(str, map(float, task.eval_nus)):
         costs = {name: np.asarray(v[nu]) for name, v in stored["cost_ratios"].items()}
-        feasible = {name: feasible_score(stored["scores"][name][nu], costs[name])[None]
+        floor = stored["scores"][task.violation_floor][nu]
+        feasible = {name: feasible_score(stored["scores"][name][nu], costs[name], floor)[None]
                     for name in (task.floor, task.ceiling)}
         assert costs[task.floor].mean() <= 1.0 + COST_TOLERANCE
         assert costs[task.ceiling].max() <= 1.0 + COST_TOLERANCE
@@ -127,7 +162,9 @@ def test_the_readme_and_the_benchmark_page_show_the_stored_results_and_the_refer
         stored = reference_scores(task_id)
         for name in results_py.REFERENCES:  # the task's one number: budgets and realisations pooled
             costs = np.concatenate([stored["cost_ratios"][name][nu] for nu in result["budgets"]])
-            scores = feasible_score(np.concatenate([stored["scores"][name][nu] for nu in result["budgets"]]), costs)
+            floor = np.concatenate([stored["scores"][TASKS[task_id].violation_floor][nu] for nu in result["budgets"]])
+            scores = feasible_score(np.concatenate([stored["scores"][name][nu] for nu in result["budgets"]]), costs,
+                                    floor)
             s = result["pooled"][name]
             assert s["iqm"] == pytest.approx(metrics.aggregate_iqm(scores[None]), rel=1e-9, abs=1e-9)
             assert (s["cvar10"], s["worst"]) == pytest.approx((cvar(scores), scores.min()), rel=1e-12)
@@ -135,7 +172,8 @@ def test_the_readme_and_the_benchmark_page_show_the_stored_results_and_the_refer
         for nu, stats in result["budgets"].items():
             for name in results_py.REFERENCES:
                 costs = np.asarray(stored["cost_ratios"][name][nu])
-                scores = feasible_score(stored["scores"][name][nu], costs)
+                scores = feasible_score(stored["scores"][name][nu], costs,
+                                        stored["scores"][TASKS[task_id].violation_floor][nu])
                 s = stats[name]
                 assert s["iqm"] == pytest.approx(metrics.aggregate_iqm(scores[None]), rel=1e-9, abs=1e-9)
                 assert (s["mean"], s["worst"]) == pytest.approx((scores.mean(), scores.min()), rel=1e-12)

@@ -69,7 +69,7 @@ def test_dual_price_spends_nu_in_expectation_by_an_independent_integral():
 def test_the_stored_references_and_their_costs():
     stored = reference_scores(CMDP)
     assert list(stored["scores"]) == list(references(CMDP)) == [
-        "UniformRandom", "EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal", "DualPrice"]
+        "UniformRandom", "EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal", "DualPrice", "FullPower"]
     for nu in TASKS[CMDP].eval_nus:
         key = str(float(nu))
         means = {n: np.mean(v[key]) for n, v in stored["scores"].items()}
@@ -77,6 +77,7 @@ def test_the_stored_references_and_their_costs():
         assert means["EqualAlloc"] == means["BestConstant"] == 0.0
         for name in ("EqualAlloc", "BestConstant", "AdaScaleTrained", "OnlineOptimal"):  # meet nu everywhere
             assert costs[name].max() <= 1.0 + 1e-9, name
+        assert costs["FullPower"].max() == 0.0  # x_max every round: nothing spent
         # a random spend costs (E[10^(1 + a)] - 1) / 9 = (99 / (2 ln 10) - 1) / 9 = 2.28 times the limit
         assert costs["UniformRandom"].mean() == pytest.approx((99 / (2 * np.log(10)) - 1) / 9, rel=0.02)
         # the expectation constraint is a relaxation: its optimum scores above the hard constraint's, in the mean

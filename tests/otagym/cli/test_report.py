@@ -13,7 +13,7 @@ pytest.importorskip("jsonschema")
 from otagym import __version__  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 from otagym.cli.report import SCHEMA, check_result, pooled_table, task_score  # noqa: E402
-from otagym.tasks import BENCHMARK, TASKS  # noqa: E402
+from otagym.tasks import BENCHMARK, TASKS, reference_scores  # noqa: E402
 
 
 def _result(task_id, runs=5, seed=0):
@@ -25,7 +25,7 @@ def _result(task_id, runs=5, seed=0):
     return {"schema": SCHEMA, "otagym_version": __version__, "task": task_id, "name": "agent",
             "policies": [f"runs/s{i}/model.zip" for i in range(runs)], "runs": runs, "env_steps": 5_000_000,
             "seeds": list(task.eval_seeds), "frozen_seeds": True, "scores": scores, "cost_ratios": costs,
-            "summary": {}, "task_score": task_score(*pooled_table(task_id, scores, costs), reps=50)}
+            "summary": {}, "task_score": task_score(*pooled_table(task_id, scores, costs, task.eval_seeds), reps=50)}
 
 
 def test_a_suite_submission_gets_one_number_per_task_and_the_suites_pooled_iqm(tmp_path, capsys):
@@ -41,7 +41,8 @@ def test_a_suite_submission_gets_one_number_per_task_and_the_suites_pooled_iqm(t
         r = _result(task_id, seed=i)
         for k in r["scores"]:
             s, c = np.array(r["scores"][k]), np.array(r["cost_ratios"][k])
-            pooled.append(np.where(c > 1 + 1e-6, np.minimum(s, 0), s))
+            floor = np.array(reference_scores(task_id)["scores"]["FullPower"][k])
+            pooled.append(np.where(c > 1 + 1e-6, floor - 100 * (c - 1), s))
     suite = [line for line in out.splitlines() if line.startswith("suite (4 tasks pooled)")]
     assert len(suite) == 1 and f"{stats.trim_mean(np.concatenate(pooled, axis=1), 0.25, axis=None):.1f} [" in suite[0]
 
@@ -52,6 +53,8 @@ def test_results_that_are_not_their_scores_or_the_schemas_are_refused_naming_the
     bad = {**good, "task_score": {**good["task_score"], "iqm": good["task_score"]["iqm"] + 1}}
     with pytest.raises(ValueError, match="task_score/iqm: the scores give"):
         check_result(bad)
+    with pytest.raises(ValueError, match="otagym-result/1 capped an episode .* run otagym evaluate again"):
+        check_result({**good, "schema": "otagym-result/1"})
     with pytest.raises(ValueError, match="result.schema.json: .*'env_steps' is a required property"):
         check_result({k: v for k, v in good.items() if k != "env_steps"})
     with pytest.raises(ValueError, match=r"scores/0.01: must be runs x realisations \(2, 128\)"):
