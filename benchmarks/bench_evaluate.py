@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = task.eval_seeds
     load = _timed(lambda: resolve_policy(str(MODEL), TASK))
     _, (factory, overrides) = resolve_policy(str(MODEL), TASK)
+    sys.modules["torch"].set_num_threads(1)  # as the command does (--torch-threads 1)
     refs = seed_references(TASK)
     table = {r: np.array([refs["scores"][r]["0.16"]]) for r in refs["scores"]}
 

@@ -21,7 +21,7 @@ from otagym.channel import FadingFields
 from otagym.validation import Integer, Real, Spec
 
 __all__ = ["from_spec", "field_type", "positive_int", "positive_float", "non_negative_int", "correlation",
-           "writable_dir", "writable_file", "key_value", "HelpFormatter"]
+           "writable_dir", "writable_file", "key_value", "HelpFormatter", "TORCH_THREADS", "add_torch_threads_argument"]
 
 
 def _ranged(parse, accept, allowed: str):
@@ -69,6 +69,17 @@ non_negative_int = from_spec(Integer(0))
 positive_float = from_spec(Real(0.0, low_open=True))
 #: The Gauss-Markov coefficient, in [0, 1): the scenario field's spec.
 correlation = field_type(FadingFields, "correlation")
+
+
+#: ``--torch-threads``: torch takes a C int; more threads than cores only slow the small MLP policies.
+TORCH_THREADS = Integer(0, 1024)
+
+
+def add_torch_threads_argument(parser: argparse.ArgumentParser, verb: str) -> None:
+    """``--torch-threads N`` (:data:`TORCH_THREADS`; default 1) on a command that runs torch models."""
+    parser.add_argument("--torch-threads", type=from_spec(TORCH_THREADS), default=1, metavar="N",
+                        help=f"torch's thread count (default: 1, the small MLP policies usually {verb} fastest on one; "
+                        "0 leaves torch's default)")
 
 
 def _folder_problem(path: Path) -> str | None:

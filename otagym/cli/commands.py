@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from otagym import __version__
-from otagym.cli.argtypes import HelpFormatter, field_type, from_spec, key_value, non_negative_int, positive_int
+from otagym.cli.argtypes import (HelpFormatter, add_torch_threads_argument, field_type, from_spec, key_value,
+                                 non_negative_int, positive_int)
 from otagym.cli.compare import COMMANDS, add_compare_parser
 from otagym.cli.evaluate import add_evaluate_parser
 from otagym.cli.report import add_report_parser
@@ -33,7 +34,6 @@ __all__ = [
     "EXAMPLES",
     "HELD_OUT_SEED",
     "INTERRUPTED",
-    "TORCH_THREADS",
     "TRAIN_MINUTES",
     "TRAIN_MODULES",
     "TRAIN_SEED",
@@ -202,8 +202,6 @@ def _interrupted(err: BaseException | None) -> bool:
 TRAIN_SEED = Integer(0, 2**32 - 1)
 #: ``otagym train --minutes``: up to about 19 years, so that the wall-time limit in seconds stays finite.
 TRAIN_MINUTES = Real(0.0, 1e7, low_open=True)
-#: ``otagym train --torch-threads``: torch takes a C int; more threads than cores only slow the small MLP policies.
-TORCH_THREADS = Integer(0, 1024)
 
 
 #: The modules ``otagym train`` needs (the rl extra), checked before anything runs.
@@ -435,9 +433,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
                      "correlation=0.9 (values are YAML)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0, help="stable-baselines3's verbosity")
-    p.add_argument("--torch-threads", type=from_spec(TORCH_THREADS), default=1, metavar="N",
-                   help="torch's thread count (default: 1, the small MLP policies usually train fastest on one; "
-                   "0 leaves torch's default)")
+    add_torch_threads_argument(p, "train")
     p.set_defaults(func=_train, check=_check_train)
 
 

@@ -36,7 +36,7 @@ from baselines.benchmark import (EnvActionPolicy, aggregate, improvement, iqm_of
 from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
 
 from otagym import __version__
-from otagym.cli.argtypes import non_negative_int, positive_int, writable_file
+from otagym.cli.argtypes import add_torch_threads_argument, non_negative_int, positive_int, writable_file
 from otagym.cli.report import SCHEMA, interval, pooled_table, submission_gaps, task_score
 from otagym._io import remove_stale_temporaries, write_json
 from otagym.env import OTAPrivacyEnv
@@ -196,8 +196,11 @@ def _trained_steps(text: str) -> int | None:
 
 def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], int | None]:
     """The result's name, each run's policy and the steps each run trained for (``--env-steps``, else the models'
-    own when they agree); ``ValueError`` naming the policy that does not resolve."""
+    own when they agree); ``ValueError`` naming the policy that does not resolve. Where a model was loaded, torch's
+    thread count is set to ``--torch-threads`` (process-wide)."""
     resolved = [resolve_policy(text, args.task) for text in args.policy]
+    if args.torch_threads and "torch" in sys.modules:  # a model was loaded: one thread plays a small MLP fastest
+        sys.modules["torch"].set_num_threads(args.torch_threads)
     steps = {_trained_steps(text) for text in args.policy}
     env_steps = args.env_steps if args.env_steps is not None else (steps.pop() if len(steps) == 1 else None)
     return args.name or resolved[0][0], [spec for _, spec in resolved], env_steps
@@ -327,4 +330,5 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
                    help="K: the first K realisations of the task's frozen evaluation set, a quick look (default: all "
                    "of them, 128 on the benchmark suite, 32 on the formulation tasks); A:B: the realisations of "
                    "seeds A to B-1, any seeds (their anchors are played once and cached)")
+    add_torch_threads_argument(p, "play")
     p.set_defaults(func=_run)

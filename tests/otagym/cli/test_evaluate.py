@@ -38,6 +38,18 @@ def test_a_trained_model_plays_batched_with_the_scores_of_compares_one_at_a_time
         assert min(alone) > 90.0  # a trained agent near the offline optimum, not a degenerate zero
 
 
+def test_a_model_plays_on_the_torch_threads_asked_one_by_default(tmp_path, one_torch_thread):
+    """A small MLP plays its 384 envs a step 2-3x faster on one thread than on torch's default on a busy 2-core
+    machine (benchmarks/bench_evaluate.py), so evaluate sets torch's thread count once it has loaded a model."""
+    import torch
+
+    torch.set_num_threads(3)
+    for flag, threads in (([], 1), (["--torch-threads", "2"], 2), (["--torch-threads", "0"], 2)):
+        out = tmp_path / f"{len(flag)}{threads}.json"
+        assert main(["evaluate", IID, str(ZOO_PPO), "--seeds", "2", "--reps", "10", "--out", str(out), *flag]) == 0
+        assert torch.get_num_threads() == threads, flag
+
+
 def test_a_model_of_another_task_is_refused_in_one_line_naming_the_observation_shape(tmp_path, capsys):
     code = main(["evaluate", "otagym/CDPB-v1", str(ZOO_PPO), "--seeds", "2", "--out", str(tmp_path / "o.json")])
     err = capsys.readouterr().err
