@@ -43,12 +43,12 @@ from agents.train.save import package_versions
 from otagym._io import atomic_write, write_json
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import SCHEMES
-from otagym.schemes.receive_scaling.actions import spend_action
 from otagym.schemes.receive_scaling.observation import ObservationOffsets
 from otagym.tasks import BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, TASKS
-from otagym.wrappers import PotentialShapingVector, RelativeSpendVector, relative_spend
+from otagym.wrappers import PotentialShapingVector, RelativeSpendVector, relative_action, relative_spend
 
-__all__ = ["SPEND_TASKS", "BudgetPPOSettings", "FairShareValue", "RelativeSpendPolicy", "env_actions", "train_budget_ppo", "training_iterations", "validation_score"]
+__all__ = ["SPEND_TASKS", "BudgetPPOSettings", "FairShareValue", "RelativeSpendPolicy", "env_actions", "new_model",
+           "train_budget_ppo", "training_iterations", "validation_score"]
 
 
 #: The benchmark tasks whose action is the round's spend, which the trainer takes.
@@ -157,7 +157,7 @@ class FairShareValue:
 
         self.horizon = TASKS[task_id].max_episode_steps
         self.log_nus = np.log10(np.asarray(nus, dtype=float))
-        actions = spend_action(self.MULTIPLIERS, 1.0)
+        actions = relative_action(self.MULTIPLIERS)
         grid = np.empty((self.log_nus.size, self.MULTIPLIERS.size))
         values = np.repeat(actions, len(seeds))
         for i, nu in enumerate(nus):  # env j * len(seeds) + s plays multiplier j on seed s
@@ -203,7 +203,7 @@ def env_actions(relative: NDArray, observation: NDArray, horizon: int, reserve: 
     budget_left = obs[:, layout.budget_left] * horizon
     rounds_left = np.rint(horizon * (1.0 - obs[:, layout.progress]))
     a = np.clip(np.asarray(relative, dtype=float).reshape(len(obs), -1)[:, 0], -1.0, 1.0)
-    return spend_action(relative_spend(a, budget_left, rounds_left, reserve, floor), 1.0)[:, None]
+    return relative_action(relative_spend(a, budget_left, rounds_left, reserve, floor))[:, None]
 
 
 class RelativeSpendPolicy(ActorCriticPolicy):
@@ -228,8 +228,9 @@ class RelativeSpendPolicy(ActorCriticPolicy):
         return torch.as_tensor(played, dtype=relative.dtype, device=relative.device)
 
 
-def _sb3_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
-    """An SB3 model holding the policy (built on a one-env adapter of the task: only its spaces are read)."""
+def new_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
+    """A new SB3 model holding the trainer's policy (:class:`RelativeSpendPolicy` with ``settings``' network), built on a
+    one-env adapter of the task (only its spaces are read)."""
     from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     task = TASKS[task_id]
@@ -381,7 +382,7 @@ def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
     run.mkdir(parents=True, exist_ok=True)
     if torch_threads is not None:
         torch.set_num_threads(int(torch_threads))
-    model = _sb3_model(task_id, settings, seed)
+    model = new_model(task_id, settings, seed)
     iterations = -(-total_timesteps // settings.batch_size)
     meta: dict[str, Any] = {"algo": "budget_ppo", "task": task_id, "env_id": task_id, "seed": seed,
                             "env_kwargs": dict(TASKS[task_id].kwargs), "settings": asdict(settings),

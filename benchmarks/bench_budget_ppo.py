@@ -20,7 +20,7 @@ import time
 import torch
 from stable_baselines3 import PPO
 
-from agents.budget_ppo import BudgetPPOSettings, _sb3_model, training_iterations
+from agents.budget_ppo import BudgetPPOSettings, new_model, training_iterations
 from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 from otagym.tasks import TASKS
 
@@ -42,7 +42,7 @@ def batched_rate(rollouts: int) -> float:
     """The batched trainer's env steps per second over ``rollouts`` rollouts (after one untimed, which also builds
     its shaping table)."""
     settings = BudgetPPOSettings()
-    loop = training_iterations(_sb3_model(TASK, settings, 0), TASK, settings, 0, rollouts + 1)
+    loop = training_iterations(new_model(TASK, settings, 0), TASK, settings, 0, rollouts + 1)
     next(loop)
     clock = time.perf_counter()
     for _ in loop:

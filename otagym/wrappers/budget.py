@@ -52,6 +52,7 @@ __all__ = [
     "SauteBudget",
     "SauteBudgetVector",
     "fair_share",
+    "relative_action",
     "relative_spend",
     "spend_cap",
     "spend_multiplier",
@@ -62,6 +63,12 @@ def spend_multiplier(action: ArrayLike) -> NDArray:
     """m(a) = (10^(1 + a) - 1) / 9 for a in [-1, 1]: 0 at a = -1, 1 at a = 0, 11 at a = 1 (the spend action's curve,
     :func:`otagym.schemes.receive_scaling.actions.spend_cost` at a per-round budget of 1)."""
     return spend_cost(np.clip(action, -1.0, 1.0), 1.0)
+
+
+def relative_action(multiplier: ArrayLike) -> NDArray:
+    """The inverse of :func:`spend_multiplier`: a = log10(9 m + 1) - 1 for m in [0, 11] (the spend action of a
+    per-round budget of 1, :func:`otagym.schemes.receive_scaling.actions.spend_action`)."""
+    return spend_action(np.asarray(multiplier, dtype=float), 1.0)
 
 
 def fair_share(budget_left: ArrayLike, rounds_left: ArrayLike) -> NDArray:

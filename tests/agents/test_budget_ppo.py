@@ -65,9 +65,9 @@ def test_a_fresh_models_predict_is_env_actions_of_its_relative_mean():
     """The SB3 model's ``predict`` (deterministic) is :func:`env_actions` of its policy's mean relative action."""
     import torch
 
-    from agents.budget_ppo import _sb3_model
+    from agents.budget_ppo import new_model
 
-    model = _sb3_model(TASK, BudgetPPOSettings(), 0)
+    model = new_model(TASK, BudgetPPOSettings(), 0)
     env = gym.make(TASK)
     obs, _ = env.reset(seed=2)
     for _ in range(37):
