@@ -18,16 +18,17 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
 
 from otagym.datasets import DATASET_NAMES
-from otagym.validation import Flag, Integer, OfType, OneOf, Spec
+from otagym.validation import AppliesWith, Flag, Integer, OfType, OneOf, Spec, arg, field_specs
 
-__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "NOT_MEASURED_WITHOUT_GRADIENT", "TRAINING_ARGS", "SUBSET_KEYS", "TrainingRuns",
-           "fork_safe_torch"]
+__all__ = ["Fidelity", "DATASET_NAMES", "TRAIN_KEYS", "NOT_MEASURED_WITHOUT_GRADIENT", "TRAIN_ONLY", "TrainingOptions",
+           "TRAINING_ARGS", "SUBSET_KEYS", "TrainingRuns", "fork_safe_torch"]
 
 Fidelity = Literal["analytic", "train"]
 #: Step info of the training fidelity: the round's training loss, and the latest evaluation (every ``eval_every``
@@ -38,25 +39,33 @@ Fidelity = Literal["analytic", "train"]
 TRAIN_KEYS = ("train_loss", "test_loss", "test_accuracy", "gradient_norm2", "evaluated_round", "diverged")
 #: The keys of :data:`TRAIN_KEYS` that ``eval_gradient=False`` leaves NaN (``train_loss`` at a reset only).
 NOT_MEASURED_WITHOUT_GRADIENT = ("train_loss", "gradient_norm2")
-#: The env arguments of the training fidelity shared by every scheme (defaults in :data:`TRAINING_DEFAULTS`).
-TRAINING_ARGS: dict[str, Spec] = {
-    "fidelity": OneOf(get_args(Fidelity)),
-    "dataset": OneOf(DATASET_NAMES),
-    "data_dir": OfType((str, os.PathLike, type(None)), "a folder path (str or os.PathLike) or None",
-                       lambda v: None if v is None else os.fspath(v)),
-    "data_split": OneOf(("iid", "classes")),
-    "data_seed": Integer(0, 2**32 - 1),
-    "eval_every": Integer(1, 1_000_000),
-    "train_samples": Integer(1, optional=True),
-    "eval_samples": Integer(1, optional=True),
-    "eval_gradient": Flag(),
-}
+#: The condition of every training argument but ``fidelity``: it has an effect only under ``fidelity="train"``.
+TRAIN_ONLY = AppliesWith("fidelity", ("train",))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingOptions:
+    """The env arguments of the training fidelity that every scheme with one takes, checked once (each scheme's
+    option struct extends it; the cores' docstrings say what each does). With ``fidelity="analytic"`` the others
+    must keep their defaults (else ``ValueError``: they would have no effect)."""
+
+    fidelity: Fidelity = arg("analytic", OneOf(get_args(Fidelity)))
+    dataset: str = arg("digits", OneOf(DATASET_NAMES), TRAIN_ONLY)
+    data_dir: str | None = arg(None, OfType((str, os.PathLike, type(None)), "a folder path (str or os.PathLike) or "
+                                            "None", lambda v: None if v is None else os.fspath(v)), TRAIN_ONLY)
+    data_split: str = arg("iid", OneOf(("iid", "classes")), TRAIN_ONLY)
+    data_seed: int = arg(0, Integer(0, 2**32 - 1), TRAIN_ONLY)
+    eval_every: int = arg(10, Integer(1, 1_000_000), TRAIN_ONLY)
+    train_samples: int | None = arg(None, Integer(1, optional=True), TRAIN_ONLY)
+    eval_samples: int | None = arg(None, Integer(1, optional=True), TRAIN_ONLY)
+    eval_gradient: bool = arg(True, Flag(), TRAIN_ONLY)
+
+
+#: The env arguments of the training fidelity shared by every scheme (:class:`TrainingOptions`) and their specs.
+TRAINING_ARGS: dict[str, Spec] = field_specs(TrainingOptions)
 #: The arguments of :data:`TRAINING_ARGS` that train or evaluate on random subsets of the data, to run faster: the
 #: number of training samples kept (n_m follows) and the most test and training samples an evaluation measures.
 SUBSET_KEYS = ("train_samples", "eval_samples")
-TRAINING_DEFAULTS: dict[str, Any] = {"fidelity": "analytic", "dataset": "digits", "data_dir": None,
-                                     "data_split": "iid", "data_seed": 0, "eval_every": 10, "train_samples": None,
-                                     "eval_samples": None, "eval_gradient": True}
 
 #: ``play(i, engine, rng) -> train_loss``: one round of env ``i`` on its engine, with its generator.
 Play = Callable[[int, Any, np.random.Generator], float]
@@ -102,22 +111,22 @@ class TrainingRuns:
     plays the envs one after another, gives the same trajectories (to rounding, far below 1e-6).
 
     Args:
-        args: the checked :data:`TRAINING_ARGS` (``fidelity`` must be ``"train"``).
+        options: the training options (``fidelity`` must be ``"train"``; a scheme's option struct extends them).
         num_devices: devices (clients) the data is split over.
         num_envs: N.
         num_rounds: T, rounds per episode (an evaluation follows the last).
     """
 
-    def __init__(self, args: dict[str, Any], num_devices: int, num_envs: int, num_rounds: int) -> None:
+    def __init__(self, options: TrainingOptions, num_devices: int, num_envs: int, num_rounds: int) -> None:
         fork_safe_torch()
         from otagym.training import make_federation
 
-        self.federation = make_federation(args["dataset"], num_devices, np.random.default_rng(args["data_seed"]),
-                                          split=args["data_split"], data_dir=args["data_dir"],
-                                          train_samples=args["train_samples"], eval_samples=args["eval_samples"])
-        self.eval_every, self.num_rounds = args["eval_every"], num_rounds
+        self.federation = make_federation(options.dataset, num_devices, np.random.default_rng(options.data_seed),
+                                          split=options.data_split, data_dir=options.data_dir,
+                                          train_samples=options.train_samples, eval_samples=options.eval_samples)
+        self.eval_every, self.num_rounds = options.eval_every, num_rounds
         #: Whether an evaluation measures f(w) and ||grad f(w)||^2 over the devices' data (else they stay NaN).
-        self.eval_gradient = args["eval_gradient"]
+        self.eval_gradient = options.eval_gradient
         self.engines: list[Any] = [None] * num_envs
         #: Each env's generator of its engine's randomness (batches, receiver noise), spawned at its reset.
         self.rngs: list[np.random.Generator | None] = [None] * num_envs
@@ -128,11 +137,11 @@ class TrainingRuns:
         self.batched = True
 
     @staticmethod
-    def create(args: dict[str, Any], num_devices: int, num_envs: int, num_rounds: int) -> "TrainingRuns | None":
+    def create(options: TrainingOptions, num_devices: int, num_envs: int, num_rounds: int) -> "TrainingRuns | None":
         """A :class:`TrainingRuns` under ``fidelity="train"``, else None."""
-        if args["fidelity"] != "train":
+        if options.fidelity != "train":
             return None
-        return TrainingRuns(args, num_devices, num_envs, num_rounds)
+        return TrainingRuns(options, num_devices, num_envs, num_rounds)
 
     def reset(self, rng: np.random.Generator, rows: NDArray, make_engine: Callable[[Any, np.random.Generator], Any]
               ) -> None:

@@ -25,10 +25,9 @@ the models form stays well inside float64, so observations, rewards and info sta
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,8 +36,8 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["PHYSICAL_RANGE", "POSITIVE", "INT64_MAX", "Spec", "Real", "Integer", "OneOf", "OfType", "Flag", "Text",
            "Many", "NUM_ENVS", "shown", "bound", "refuse_entries", "real_array", "action_array", "AppliesWith", "arg",
-           "check_args", "check_dataclass", "refuse_without_effect", "signature_defaults", "refuse_unknown_fields",
-           "from_preset"]
+           "check_args", "check_dataclass", "refuse_without_effect", "refuse_unknown_fields", "from_preset",
+           "field_specs", "field_defaults", "field_conditions", "options_of"]
 
 #: The range (closed) of every positive physical quantity of a scenario in its unit.
 PHYSICAL_RANGE = (1e-30, 1e30)
@@ -368,13 +367,6 @@ def refuse_without_effect(settings: Mapping[str, Any], defaults: Mapping[str, An
                              f"{condition.setting}={settings[condition.setting]!r}")
 
 
-def signature_defaults(func: Callable[..., Any]) -> dict[str, Any]:
-    """The default of every parameter of ``func`` that has one (a core's env arguments, for
-    :func:`refuse_without_effect`)."""
-    return {name: p.default for name, p in inspect.signature(func).parameters.items()
-            if p.default is not inspect.Parameter.empty}
-
-
 def check_args(specs: dict[str, Spec], **values: Any) -> dict[str, Any]:
     """Every keyword argument checked and converted by its spec in ``specs`` (named by its keyword)."""
     return {name: specs[name](name, value) for name, value in values.items()}
@@ -386,19 +378,50 @@ def arg(default: Any, spec: Spec, applies_with: AppliesWith | None = None) -> An
     return dataclasses.field(default=default, metadata={"spec": spec, "applies_with": applies_with})
 
 
-def check_dataclass(obj: Any) -> None:
+def check_dataclass(obj: Any, owner: str | None = None) -> None:
     """Check and convert every field of the (frozen) dataclass ``obj`` that declares a spec with :func:`arg`, then
-    refuse the fields set where they have no effect (their ``applies_with``)."""
-    owner = type(obj).__name__
+    refuse the fields set where they have no effect (their ``applies_with``). Errors name a field
+    ``owner.field`` (default owner: the class's name; ``""``: the field alone, as a keyword argument)."""
+    owner = type(obj).__name__ if owner is None else owner
+    prefix = f"{owner}." if owner else ""
     fields = dataclasses.fields(obj)
     for f in fields:
         spec = f.metadata.get("spec")
         if spec is not None:
-            object.__setattr__(obj, f.name, spec(f"{owner}.{f.name}", getattr(obj, f.name)))
-    applies = {f.name: f.metadata["applies_with"] for f in fields if f.metadata.get("applies_with") is not None}
+            object.__setattr__(obj, f.name, spec(f"{prefix}{f.name}", getattr(obj, f.name)))
+    applies = field_conditions(type(obj))
     if applies:
-        refuse_without_effect({f.name: getattr(obj, f.name) for f in fields}, {f.name: f.default for f in fields},
-                              applies, owner)
+        refuse_without_effect({f.name: getattr(obj, f.name) for f in fields}, field_defaults(type(obj)), applies,
+                              owner)
+
+
+def field_specs(cls: type) -> dict[str, Spec]:
+    """The spec of every field of the dataclass ``cls`` that declares one (:func:`arg`), by name, in field order."""
+    return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if f.metadata.get("spec") is not None}
+
+
+def field_defaults(cls: type) -> dict[str, Any]:
+    """The default of every field of the dataclass ``cls``, by name."""
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+def field_conditions(cls: type) -> dict[str, AppliesWith]:
+    """The condition of every field of the dataclass ``cls`` that has an effect only under another's value."""
+    return {f.name: f.metadata["applies_with"] for f in dataclasses.fields(cls)
+            if f.metadata.get("applies_with") is not None}
+
+
+def options_of(cls: type, options: Any, env_args: Mapping[str, Any]) -> Any:
+    """A core's option struct: ``options`` (an instance of ``cls``, checked when it was made) or ``cls(**env_args)``
+    (the env's flat keyword arguments, checked once there); ``TypeError`` when both are given."""
+    if options is None:
+        return cls(**env_args)
+    if env_args:
+        raise TypeError(f"give the core a {cls.__name__} or its keyword arguments, not both; got options and "
+                        f"{sorted(env_args)}")
+    if not isinstance(options, cls):
+        raise TypeError(f"options must be a {cls.__name__}; got {type(options).__name__}")
+    return options
 
 
 def refuse_unknown_fields(cls: type, overrides: dict[str, Any]) -> None:

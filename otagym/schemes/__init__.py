@@ -32,10 +32,13 @@ DEFAULT_SCHEME: Scheme = "receive_scaling"
 
 
 class Core(Protocol):
-    """What the env shells (:mod:`otagym.env`) use of a scheme's batched core; ``core(scenario, num_envs, **ARGS)``
-    builds one."""
+    """What the env shells (:mod:`otagym.env`) use of a scheme's batched core; ``core(scenario, num_envs, options)``
+    or ``core(scenario, num_envs, **env_args)`` (the env's flat keyword arguments) builds one."""
 
-    #: The env keyword arguments the core takes (beside the scenario's fields) and their specs.
+    #: The frozen option struct of the env keyword arguments the core takes (beside the scenario's fields), each a
+    #: field declared with :func:`otagym.validation.arg` and checked once, when the struct is made.
+    OPTIONS: ClassVar[type]
+    #: Those arguments and their specs (the option struct's fields').
     ARGS: ClassVar[dict[str, Spec]]
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: ClassVar[dict[str, int]]

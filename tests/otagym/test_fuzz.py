@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.fidelity import NOT_MEASURED_WITHOUT_GRADIENT
 from otagym.schemes import SCHEMES as REGISTRY
-from otagym.validation import AppliesWith, Integer, Many, OfType, OneOf, Real, signature_defaults
+from otagym.validation import AppliesWith, Integer, Many, OfType, OneOf, Real, field_defaults, field_specs
 
 #: A numerical warning (overflow, divide by zero, invalid) is a failure: nothing may silently become inf or NaN.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -96,10 +96,6 @@ def fuzzed(specs: dict[str, Any], broken: bool) -> st.SearchStrategy[dict[str, A
     return st.fixed_dictionaries({}, optional={k: value(k, spec) for k, spec in specs.items()})
 
 
-def field_specs(cls: type) -> dict[str, Any]:
-    return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata}
-
-
 def numeric_arguments() -> list[tuple[str, str, Any]]:
     """(scheme, argument, spec) of every number-valued scenario field and env argument of every scheme."""
     out = []
@@ -118,7 +114,7 @@ def conditions(scheme: str) -> tuple[dict[str, AppliesWith], dict[str, Any]]:
     fields = dataclasses.fields(scenario_cls)
     applies = {f.name: f.metadata["applies_with"] for f in fields if f.metadata.get("applies_with") is not None}
     defaults = {f.name: f.default for f in fields}
-    return {**applies, **core.APPLIES_WITH}, {**defaults, **signature_defaults(core.__init__)}
+    return {**applies, **core.APPLIES_WITH}, {**defaults, **field_defaults(core.OPTIONS)}
 
 
 def without_inapplicable(scheme: str, kwargs: dict[str, Any]) -> dict[str, Any]:

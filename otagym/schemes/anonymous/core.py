@@ -11,7 +11,8 @@ shells around it. :func:`sample_realisation` draws a whole realisation of a scen
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -26,10 +27,10 @@ from otagym.schemes.anonymous.formulas import (convergence_bound, convergence_te
                                                threshold_for_participation)
 from otagym.schemes.anonymous.observation import AnonymousObservation, observation_space, write_observation
 from otagym.schemes.anonymous.scenario import AnonymousScenario
-from otagym.validation import (NUM_ENVS, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, check_args, option_array,
-                               refuse_entries)
+from otagym.validation import (NUM_ENVS, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, arg, check_dataclass,
+                               field_conditions, field_specs, option_array, options_of, refuse_entries)
 
-__all__ = ["AnonymousCore", "sample_realisation", "channel_model"]
+__all__ = ["AnonymousOptions", "AnonymousCore", "sample_realisation", "channel_model"]
 
 
 def channel_model(s: AnonymousScenario) -> ChannelModel:
@@ -52,22 +53,12 @@ def sample_realisation(s: AnonymousScenario, rng: np.random.Generator) -> dict[s
     return {"channel_gains": power, "batch_sizes": batch.astype(float)}
 
 
-class AnonymousCore:
-    """N independent anonymous-OTA episodes as arrays; ``step`` plays one round of §III-IV in each.
+@dataclass(frozen=True, kw_only=True)
+class AnonymousOptions:
+    """The env arguments of anonymous over-the-air computation beside the scenario's fields (``gym.make``'s flat
+    keyword arguments), checked once, at construction (:data:`AnonymousCore.ARGS`).
 
-    Each round: device i's normalised channel power |c_i,t|^2 / E|c_i|^2 ~ Exponential(1) (Rayleigh, i.i.d. over
-    devices and rounds) and it transmits when that is >= -ln p, so a(t) ~ Binomial(N, p); the batch is
-    b_t ~ Binomial(a(t) n, q); the action sets sigma, each participant adds N(0, sigma^2 / a(t)) per coordinate, and
-    every example of the round leaks :func:`~otagym.schemes.anonymous.formulas.round_rdp` at
-    sigma' = sigma b_t / (2L).
-
-    The action is public: the server hears sigma^2 in the received noise power, so sigma must not depend on a(t) or
-    b_t, which the protocol keeps from the server (§III). The observation therefore holds public quantities only, and
-    policies should not read the ``participants``/``batch_size`` info entries.
-
-    Args:
-        scenario: the deployment (:class:`~otagym.schemes.anonymous.scenario.AnonymousScenario`).
-        num_envs: N.
+    Attributes:
         action_type: ``"normalized"`` (a in [-1, 1] -> sigma = s_lo (s_hi / s_lo)^((a + 1)/2), log-linear, with
             [s_lo, s_hi] = ``noise_multiplier_range`` times ``scenario.sigma_unit`` = 2L / max(E[b_t], 1), so a is a
             log noise multiplier at the expected batch) or ``"sigma"`` (sigma in gradient units, in [1e-30, 1e30]);
@@ -86,6 +77,40 @@ class AnonymousCore:
             of the RDP budget at alpha that guarantees it, T e_t / E_max with E_max = target_epsilon - log(1/delta) /
             (alpha - 1) (the RDP-to-DP conversion of Mironov 2017, Prop. 3): an episode's cost is at most T when
             E_T <= E_max, which implies (target_epsilon, delta)-DP. ``None`` (default): no cost.
+    """
+
+    action_type: SigmaActionType = arg(NORMALIZED, OneOf(ACTION_TYPES))
+    noise_multiplier_range: tuple[float, float] = arg((0.1, 100.0), Many(Real(1e-6, 1e6), length=2))
+    dp_orders: tuple[float, ...] | None = arg(DEFAULT_ORDERS, DP_ORDERS)
+    accountant: str = arg("rdp", OneOf(ACCOUNTANTS))
+    reward_scale: float = arg(1.0, POSITIVE)
+    target_epsilon: float | None = arg(None, Real(0.0, 1e6, low_open=True, optional=True))
+
+    def __post_init__(self) -> None:
+        check_dataclass(self, owner="")
+        low, high = self.noise_multiplier_range
+        if not low < high:
+            raise ValueError(f"noise_multiplier_range must be (low, high) with low < high; got {(low, high)}")
+
+
+class AnonymousCore:
+    """N independent anonymous-OTA episodes as arrays; ``step`` plays one round of §III-IV in each.
+
+    Each round: device i's normalised channel power |c_i,t|^2 / E|c_i|^2 ~ Exponential(1) (Rayleigh, i.i.d. over
+    devices and rounds) and it transmits when that is >= -ln p, so a(t) ~ Binomial(N, p); the batch is
+    b_t ~ Binomial(a(t) n, q); the action sets sigma, each participant adds N(0, sigma^2 / a(t)) per coordinate, and
+    every example of the round leaks :func:`~otagym.schemes.anonymous.formulas.round_rdp` at
+    sigma' = sigma b_t / (2L).
+
+    The action is public: the server hears sigma^2 in the received noise power, so sigma must not depend on a(t) or
+    b_t, which the protocol keeps from the server (§III). The observation therefore holds public quantities only, and
+    policies should not read the ``participants``/``batch_size`` info entries.
+
+    Args:
+        scenario: the deployment (:class:`~otagym.schemes.anonymous.scenario.AnonymousScenario`).
+        num_envs: N.
+        options: the env arguments (:class:`AnonymousOptions`), checked once; or give them as keyword arguments
+            (``env_args``), as ``gym.make`` does.
 
     ``reset(options=...)`` replays a realisation on a full reset (an autoreset replays it again): ``channel_gains``
     (T, N, devices), the normalised fading powers |c_i,t|^2 / E|c_i|^2 that decide who transmits, and with it
@@ -93,51 +118,40 @@ class AnonymousCore:
     """
 
     #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
-    ARGS: dict[str, Spec] = {
-        "action_type": OneOf(ACTION_TYPES),
-        "noise_multiplier_range": Many(Real(1e-6, 1e6), length=2),
-        "dp_orders": DP_ORDERS,
-        "accountant": OneOf(ACCOUNTANTS),
-        "reward_scale": POSITIVE,
-        "target_epsilon": Real(0.0, 1e6, low_open=True, optional=True),
-    }
+    #: The option struct whose fields are the env arguments (:class:`AnonymousOptions`).
+    OPTIONS = AnonymousOptions
+    ARGS: dict[str, Spec] = field_specs(AnonymousOptions)
     #: The env arguments that have an effect only under another's value: none.
-    APPLIES_WITH: dict[str, AppliesWith] = {}
+    APPLIES_WITH: dict[str, AppliesWith] = field_conditions(AnonymousOptions)
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {"channel_gains": 1, "batch_sizes": 1}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld", "dp_epsilon_pld_from_rdp")
 
-    def __init__(self, scenario: AnonymousScenario, num_envs: int, *, action_type: SigmaActionType = NORMALIZED,
-                 noise_multiplier_range: tuple[float, float] = (0.1, 100.0),
-                 dp_orders: Sequence[float] | None = DEFAULT_ORDERS, accountant: str = "rdp",
-                 reward_scale: float = 1.0, target_epsilon: float | None = None) -> None:
-        args = check_args(self.ARGS, action_type=action_type, noise_multiplier_range=noise_multiplier_range,
-                          dp_orders=dp_orders, accountant=accountant, reward_scale=reward_scale,
-                          target_epsilon=target_epsilon)
-        if args["accountant"] == "pld" and scenario.accounting != "sampled":
+    def __init__(self, scenario: AnonymousScenario, num_envs: int, options: AnonymousOptions | None = None,
+                 **env_args: Any) -> None:
+        self.options = args = options_of(AnonymousOptions, options, env_args)
+        if args.accountant == "pld" and scenario.accounting != "sampled":
             raise ValueError("accountant='pld' needs AnonymousScenario.accounting='sampled' (the device-level "
                              f"accounting is not a subsampled Gaussian mechanism); got {scenario.accounting!r}")
-        low, high = args["noise_multiplier_range"]
-        if not low < high:
-            raise ValueError(f"noise_multiplier_range must be (low, high) with low < high; got {(low, high)}")
+        low, high = args.noise_multiplier_range
         s = self.scenario = scenario
-        self.reward_scale = args["reward_scale"]
+        self.reward_scale = args.reward_scale
         self.rdp_budget = None
-        if args["target_epsilon"] is not None:
-            self.rdp_budget = args["target_epsilon"] - np.log(1.0 / s.delta) / (s.rdp_order - 1)
+        if args.target_epsilon is not None:
+            self.rdp_budget = args.target_epsilon - np.log(1.0 / s.delta) / (s.rdp_order - 1)
             if not self.rdp_budget > 0:
                 raise ValueError(f"target_epsilon must exceed log(1/delta) / (alpha - 1) = "
                                  f"{np.log(1.0 / s.delta) / (s.rdp_order - 1):.6g} (delta = {s.delta:g}, alpha = "
-                                 f"{s.rdp_order}: no RDP budget is left below it); got {target_epsilon!r}")
+                                 f"{s.rdp_order}: no RDP budget is left below it); got {args.target_epsilon!r}")
         self.num_envs = n = NUM_ENVS("num_envs", num_envs)
         self.num_rounds = s.num_rounds
-        self.action_type = args["action_type"]
+        self.action_type = args.action_type
         self.sigma_range = sigma_range(s, (low, high))
         self.threshold = float(threshold_for_participation(s.participation))
         self.channel = channel_model(s)
         self.t = np.zeros(n, dtype=np.int64)
         self.rdp_sum = {acc: np.zeros(n) for acc in ("sampled", "device")}
-        self.episode_epsilon = EpisodeEpsilon((n,), args["dp_orders"], args["accountant"])
+        self.episode_epsilon = EpisodeEpsilon((n,), args.dp_orders, args.accountant)
         self.nominal_rdp_sum = np.zeros(n)
         self.term_sum = np.zeros(n)
         self.last_sigma = np.zeros(n)

@@ -11,15 +11,15 @@ channel realisation of a scenario, as an episode draws it.
 
 from __future__ import annotations
 
-import os
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
 from otagym.channel import ChannelModel, FadingState
-from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
+from otagym.fidelity import TRAIN_ONLY, TrainingOptions, TrainingRuns
 from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEpsilon
 from otagym.schemes.cdpb.actions import (ACTION_TYPES, NORMALIZED, RHO_FLOOR_RATIO, DeviceDecisions, RhoActionType,
                                          action_space, action_to_rho)
@@ -27,10 +27,10 @@ from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, noise_m
                                           round_powers, round_rdp, round_reward)
 from otagym.schemes.cdpb.observation import CDPBObservation, entry_names, observation_space, write_observation
 from otagym.schemes.cdpb.scenario import CDPBScenario
-from otagym.validation import (AppliesWith, Integer, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, check_args,
-                               refuse_without_effect, replayed_trace, signature_defaults)
+from otagym.validation import (AppliesWith, Integer, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, arg,
+                               check_dataclass, field_conditions, field_specs, options_of, replayed_trace)
 
-__all__ = ["CDPBCore", "sample_realisation", "channel_model"]
+__all__ = ["CDPBOptions", "CDPBCore", "sample_realisation", "channel_model"]
 
 
 def channel_model(s: CDPBScenario) -> ChannelModel:
@@ -61,12 +61,13 @@ def _check_noise_floor(scenario: CDPBScenario) -> None:
             "round in which no other client sends noise leaks infinite RDP; got noise_power_w=0")
 
 
-class CDPBCore:
-    """N independent CDPB episodes as arrays; ``step`` plays one OTA-FL round (Algorithm 1) in each.
+@dataclass(frozen=True, kw_only=True)
+class CDPBOptions(TrainingOptions):
+    """The env arguments of client-driven power balancing beside the scenario's fields (``gym.make``'s flat keyword
+    arguments), checked once, at construction: each against its spec (:data:`CDPBCore.ARGS`), the training ones
+    against ``fidelity`` (:data:`CDPBCore.APPLIES_WITH`).
 
-    Args:
-        scenario: the deployment (:class:`~otagym.schemes.cdpb.scenario.CDPBScenario`).
-        num_envs: N.
+    Attributes:
         action_type: ``"normalized"`` (a in [-1, 1] -> rho = rho_max (r + (1 - r)(a + 1)/2), linear, r =
             ``rho_min_ratio``) or ``"rho"`` (rho in [0, P/W^2] directly, the closed action space; a rho below
             :data:`~otagym.schemes.cdpb.actions.RHO_FLOOR_RATIO` P/W^2, 0 included, is played as that floor, and
@@ -83,9 +84,9 @@ class CDPBCore:
         fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
             (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs
             Algorithm 1 on a real model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers,
-            the scenario's d follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training arguments
-            below apply only under ``fidelity="train"`` (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their
-            defaults.
+            the scenario's d follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training
+            arguments below apply only under ``fidelity="train"`` (:attr:`CDPBCore.APPLIES_WITH`): with
+            ``"analytic"`` they must keep their defaults.
         dataset: ``"digits"`` (default), ``"mnist"``, ``"fashion-mnist"`` or ``"cifar10"``, as for model A.
         data_dir: the folder of the dataset's files, as for model A (None finds Fashion-MNIST's Debian package).
         data_split: ``"iid"`` (default) or ``"classes"`` (2 classes per client), as for model A.
@@ -98,6 +99,28 @@ class CDPBCore:
         local_learning_rate: the step size of those local steps.
         reward_scale: the reward is the round's share of -G divided by this (> 0, utility units): 1 keeps -G (24) as
             the return; a benchmark task sets its reference policy's expected G, so that its return is about -1.
+    """
+
+    action_type: RhoActionType = arg(NORMALIZED, OneOf(ACTION_TYPES))
+    rho_min_ratio: float = arg(1e-3, Real(RHO_FLOOR_RATIO, 1.0, high_open=True))
+    dp_orders: tuple[float, ...] | None = arg(DEFAULT_ORDERS, DP_ORDERS)
+    accountant: str = arg("rdp", OneOf(ACCOUNTANTS))
+    local_steps: int = arg(1, Integer(1, 10_000), TRAIN_ONLY)
+    local_learning_rate: float = arg(0.1, Real(0.0, PHYSICAL_RANGE[1], low_open=True), TRAIN_ONLY)
+    reward_scale: float = arg(1.0, POSITIVE)
+
+    def __post_init__(self) -> None:
+        check_dataclass(self, owner="")
+
+
+class CDPBCore:
+    """N independent CDPB episodes as arrays; ``step`` plays one OTA-FL round (Algorithm 1) in each.
+
+    Args:
+        scenario: the deployment (:class:`~otagym.schemes.cdpb.scenario.CDPBScenario`).
+        num_envs: N.
+        options: the env arguments (:class:`CDPBOptions`), checked once; or give them as keyword arguments
+            (``env_args``), as ``gym.make`` does.
 
     ``info["cost"]`` is the round's share of the privacy budget (25c), T (E_t - E_t-1) / eps-bar with E_t the worst
     client's cumulative RDP at alpha: an episode's cost is T E_T / eps-bar, at most T exactly when (25c) holds (a mean
@@ -108,50 +131,31 @@ class CDPBCore:
     """
 
     #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
-    ARGS: dict[str, Spec] = {
-        "action_type": OneOf(ACTION_TYPES),
-        "rho_min_ratio": Real(RHO_FLOOR_RATIO, 1.0, high_open=True),
-        "dp_orders": DP_ORDERS,
-        "accountant": OneOf(ACCOUNTANTS),
-        **TRAINING_ARGS,
-        "local_steps": Integer(1, 10_000),
-        "local_learning_rate": Real(0.0, PHYSICAL_RANGE[1], low_open=True),
-        "reward_scale": POSITIVE,
-    }
+    #: The option struct whose fields are the env arguments (:class:`CDPBOptions`).
+    OPTIONS = CDPBOptions
+    ARGS: dict[str, Spec] = field_specs(CDPBOptions)
     #: The env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
-    APPLIES_WITH: dict[str, AppliesWith] = AppliesWith("fidelity", ("train",)).for_each(
-        (*(k for k in TRAINING_ARGS if k != "fidelity"), "local_steps", "local_learning_rate"))
+    APPLIES_WITH: dict[str, AppliesWith] = field_conditions(CDPBOptions)
     #: Batch axis of each ``reset`` option (a single env inserts it).
     OPTION_AXES: dict[str, int] = {"channel_gains": 1}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld", "dp_epsilon_pld_from_rdp")
 
-    def __init__(self, scenario: CDPBScenario, num_envs: int, *, action_type: RhoActionType = NORMALIZED,
-                 rho_min_ratio: float = 1e-3, dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
-                 accountant: str = "rdp", fidelity: Fidelity = "analytic", dataset: str = "digits",
-                 data_dir: str | os.PathLike | None = None, data_split: str = "iid", data_seed: int = 0,
-                 eval_every: int = 10, train_samples: int | None = None, eval_samples: int | None = None,
-                 eval_gradient: bool = True, local_steps: int = 1, local_learning_rate: float = 0.1,
-                 reward_scale: float = 1.0) -> None:
-        args = check_args(self.ARGS, action_type=action_type, rho_min_ratio=rho_min_ratio, dp_orders=dp_orders,
-                          accountant=accountant, fidelity=fidelity, dataset=dataset, data_dir=data_dir,
-                          data_split=data_split, data_seed=data_seed, eval_every=eval_every,
-                          train_samples=train_samples, eval_samples=eval_samples, eval_gradient=eval_gradient,
-                          local_steps=local_steps,
-                          local_learning_rate=local_learning_rate, reward_scale=reward_scale)
-        refuse_without_effect(args, signature_defaults(CDPBCore.__init__), self.APPLIES_WITH)
+    def __init__(self, scenario: CDPBScenario, num_envs: int, options: CDPBOptions | None = None,
+                 **env_args: Any) -> None:
+        self.options = args = options_of(CDPBOptions, options, env_args)
         num_envs = NUM_ENVS("num_envs", num_envs)
-        self.reward_scale, self.fidelity = args["reward_scale"], args["fidelity"]
-        self._local = {"local_steps": args["local_steps"], "learning_rate": args["local_learning_rate"]}
+        self.reward_scale, self.fidelity = args.reward_scale, args.fidelity
+        self._local = {"local_steps": args.local_steps, "learning_rate": args.local_learning_rate}
         self.training = TrainingRuns.create(args, scenario.num_clients, num_envs, scenario.num_rounds)
         if self.training is not None:  # the powers spread over the d coordinates of the model that is trained
             scenario = scenario.replace(model_dim=self.training.federation.model_dim)
         _check_noise_floor(scenario)
         self.scenario, self.num_envs, self.num_rounds = scenario, num_envs, scenario.num_rounds
-        self.action_type, self.rho_min_ratio = args["action_type"], float(args["rho_min_ratio"])
+        self.action_type, self.rho_min_ratio = args.action_type, float(args.rho_min_ratio)
         self.channel, self.mean_gain = channel_model(scenario), scenario.mean_gain
         self.obs_dim = len(entry_names(scenario))
         self._noise_ref = scenario.num_clients * scenario.power_max_w * float(self.mean_gain.mean())
-        self._allocate_episodes(args["dp_orders"], args["accountant"])
+        self._allocate_episodes(args.dp_orders, args.accountant)
 
     def _allocate_episodes(self, dp_orders: Sequence[float] | None, accountant: str) -> None:
         """The N episodes' running arrays, at their zero (a reset fills them)."""

@@ -11,7 +11,7 @@ over the envs (:mod:`~otagym.schemes.receive_scaling.kernel`); the observation i
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym import jit
 from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gain
-from otagym.fidelity import TRAINING_ARGS, Fidelity, TrainingRuns
+from otagym.fidelity import TRAIN_ONLY, TrainingOptions, TrainingRuns
 from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEpsilon
 from otagym.schemes.receive_scaling.actions import (ACTION_ARGS, ACTION_CODES, ACTION_DEFAULTS, ActionSettings,
                                                     ActionType, RewardMode, action_space, check_actions,
@@ -32,19 +32,22 @@ from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationOf
                                                         observe)
 from otagym.schemes.receive_scaling.scenario import Scenario
 from otagym.validation import (AppliesWith, Many, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, action_array,
-                               check_args, option_array, refuse_without_effect, replayed_trace, signature_defaults)
+                               arg, check_dataclass, field_conditions, field_specs, option_array, options_of,
+                               replayed_trace)
 
-__all__ = ["ReceiveScalingCore", "sample_realisation"]
+__all__ = ["ReceiveScalingOptions", "ReceiveScalingCore", "sample_realisation"]
 
 DISTANCE_RANGE = (DISTANCE.low, DISTANCE.high)
 
 
-class ReceiveScalingCore:
-    """N independent model-A episodes as arrays; ``step`` advances all of them by one round.
+@dataclass(frozen=True, kw_only=True)
+class ReceiveScalingOptions(TrainingOptions):
+    """The env arguments of receive scaling beside the scenario's fields (``gym.make``'s flat keyword arguments),
+    checked and resolved once, at construction: each against its spec (:data:`ReceiveScalingCore.ARGS`), the
+    training ones against ``fidelity`` (:data:`ReceiveScalingCore.APPLIES_WITH`), the formulation's modes resolved
+    (:func:`~otagym.schemes.receive_scaling.actions.resolve_modes`) and their combinations checked.
 
-    Args:
-        scenario: the deployment.
-        num_envs: N.
+    Attributes:
         reward_mode: the formulation of problem (28) (see :class:`~otagym.env.OTAPrivacyEnv`): ``"budget"`` (the
             action spends the convergence budget, so (28b) holds by construction), ``"cmdp"`` (reward -L_t, constraint
             cost in ``info["cost"]``) or ``"lagrangian"`` (reward -(L_t + lambda (c_t - nu)), ``reward_lambda``
@@ -54,9 +57,9 @@ class ReceiveScalingCore:
             cost, mu_t = mu_ref 10^(``price_decades`` a), and the round spends the cost that minimises L_t + mu_t c_t)
             or ``"share"`` (a spends m(a) = ``budget_multiplier_max`` ** a times the fair share of the budget left;
             a = 0 is EqualAlloc); the other modes take ``"normalized"`` (default: a in [-1, 1] -> x on a log scale,
-            see :meth:`decide`), ``"spend"`` (a in [-1, 1] spends c_t = nu (10^(1 + a) - 1) / 9 this round,
-            uncapped: the constrained task's action, whose cost c_t / nu lies in [0, 11]; a = 0 is EqualAlloc),
-            ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t in [0, inf], clipped to [1e-12, 1]
+            see :meth:`ReceiveScalingCore.decide`), ``"spend"`` (a in [-1, 1] spends c_t = nu (10^(1 + a) - 1) / 9
+            this round, uncapped: the constrained task's action, whose cost c_t / nu lies in [0, 11]; a = 0 is
+            EqualAlloc), ``"x"`` (x_t in [1e-12 x_max, x_max]) or ``"eta"`` (eta_t in [0, inf], clipped to [1e-12, 1]
             x_max h_min,t^2: above, the power limit binds).
         x_min_ratio: floor of the normalised mapping, x(a=-1) = x_min_ratio * x_max, in (0, 1).
         reward_lambda: lambda of ``reward_mode="lagrangian"``, in leakage (nats) per unit of convergence cost: the
@@ -99,105 +102,85 @@ class ReceiveScalingCore:
         weight_decay: of the model update (12) under ``fidelity="train"``.
 
     The training arguments (``dataset`` ... ``weight_decay``) apply only under ``fidelity="train"``
-    (:attr:`APPLIES_WITH`): with ``"analytic"`` they must keep their defaults (else ``ValueError``: no effect).
+    (:attr:`ReceiveScalingCore.APPLIES_WITH`): with ``"analytic"`` they must keep their defaults (else
+    ``ValueError``: no effect).
     """
 
-    #: The env arguments (beside the scenario's fields) and their specs, checked at construction.
-    ARGS: dict[str, Spec] = {
-        **{k: ACTION_ARGS[k] for k in ("reward_mode", "action_type", "x_min_ratio")},
-        "reward_lambda": Real(0.0, PHYSICAL_RANGE[1], optional=True),
-        **{k: ACTION_ARGS[k] for k in ("budget_multiplier_max", "price_decades", "price_buffer_sd")},
-        "nu_range": Many(POSITIVE, length=2, optional=True),
-        "dp_orders": DP_ORDERS,
-        "accountant": OneOf(ACCOUNTANTS),
-        **TRAINING_ARGS,
-        "momentum": Real(0.0, 1.0, high_open=True),
-        "weight_decay": Real(0.0, 1.0),
-    }
+    reward_mode: RewardMode | None = arg(ACTION_DEFAULTS["reward_mode"], ACTION_ARGS["reward_mode"])
+    action_type: ActionType | None = arg(ACTION_DEFAULTS["action_type"], ACTION_ARGS["action_type"])
+    x_min_ratio: float = arg(ACTION_DEFAULTS["x_min_ratio"], ACTION_ARGS["x_min_ratio"])
+    reward_lambda: float | None = arg(None, Real(0.0, PHYSICAL_RANGE[1], optional=True))
+    budget_multiplier_max: float = arg(ACTION_DEFAULTS["budget_multiplier_max"], ACTION_ARGS["budget_multiplier_max"])
+    price_decades: float = arg(ACTION_DEFAULTS["price_decades"], ACTION_ARGS["price_decades"])
+    price_buffer_sd: float = arg(ACTION_DEFAULTS["price_buffer_sd"], ACTION_ARGS["price_buffer_sd"])
+    nu_range: tuple[float, float] | None = arg(None, Many(POSITIVE, length=2, optional=True))
+    dp_orders: tuple[float, ...] | None = arg(DEFAULT_ORDERS, DP_ORDERS)
+    accountant: str = arg("rdp", OneOf(ACCOUNTANTS))
+    momentum: float = arg(0.0, Real(0.0, 1.0, high_open=True), TRAIN_ONLY)
+    weight_decay: float = arg(0.0, Real(0.0, 1.0), TRAIN_ONLY)
+
+    def __post_init__(self) -> None:
+        check_dataclass(self, owner="")
+        reward_mode, action_type = resolve_modes(self.reward_mode, self.action_type)
+        object.__setattr__(self, "reward_mode", reward_mode)
+        object.__setattr__(self, "action_type", action_type)
+        if reward_mode == "lagrangian" and self.reward_lambda is None:
+            raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is required "
+                             "with reward_mode='lagrangian'; got None. reward_mode='budget' needs no lambda.")
+        if reward_mode != "lagrangian" and self.reward_lambda is not None:
+            raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got "
+                             f"reward_mode={reward_mode!r}")
+        if self.nu_range is not None and self.nu_range[0] > self.nu_range[1]:
+            raise ValueError(f"nu_range must be (low, high) with low <= high; got {self.nu_range}")
+
+
+class ReceiveScalingCore:
+    """N independent model-A episodes as arrays; ``step`` advances all of them by one round.
+
+    Args:
+        scenario: the deployment.
+        num_envs: N.
+        options: the env arguments (:class:`ReceiveScalingOptions`), checked once; or give them as keyword
+            arguments (``env_args``), as ``gym.make`` does.
+    """
+
+    #: The env arguments (beside the scenario's fields) and their specs (:class:`ReceiveScalingOptions`).
+    #: The option struct whose fields are the env arguments (:class:`ReceiveScalingOptions`).
+    OPTIONS = ReceiveScalingOptions
+    ARGS: dict[str, Spec] = field_specs(ReceiveScalingOptions)
     #: The env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
-    APPLIES_WITH: dict[str, AppliesWith] = AppliesWith("fidelity", ("train",)).for_each(
-        (*(k for k in TRAINING_ARGS if k != "fidelity"), "momentum", "weight_decay"))
+    APPLIES_WITH: dict[str, AppliesWith] = field_conditions(ReceiveScalingOptions)
     #: Batch axis of each ``reset`` option (a single env inserts it; :meth:`option_shapes` has the shapes).
     OPTION_AXES = {"distances_m": 0, "channel_gains": 1, "nu": 0}
     EPISODE_END_KEYS = ("dp_epsilon", "dp_order", "dp_epsilon_pld", "dp_epsilon_pld_from_rdp", "leakage_total",
                         "equal_alloc_leakage")
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        num_envs: int,
-        *,
-        reward_mode: RewardMode | None = None,
-        action_type: ActionType | None = None,
-        x_min_ratio: float = ACTION_DEFAULTS["x_min_ratio"],
-        reward_lambda: float | None = None,
-        budget_multiplier_max: float = ACTION_DEFAULTS["budget_multiplier_max"],
-        price_decades: float = ACTION_DEFAULTS["price_decades"],
-        price_buffer_sd: float = ACTION_DEFAULTS["price_buffer_sd"],
-        nu_range: tuple[float, float] | None = None,
-        dp_orders: Sequence[float] | None = DEFAULT_ORDERS,
-        accountant: str = "rdp",
-        fidelity: Fidelity = "analytic",
-        dataset: str = "digits",
-        data_dir: str | os.PathLike | None = None,
-        data_split: str = "iid",
-        data_seed: int = 0,
-        eval_every: int = 10,
-        train_samples: int | None = None,
-        eval_samples: int | None = None,
-        eval_gradient: bool = True,
-        momentum: float = 0.0,
-        weight_decay: float = 0.0,
-    ) -> None:
-        args = self._checked_args(reward_mode=reward_mode, action_type=action_type, x_min_ratio=x_min_ratio,
-                                  reward_lambda=reward_lambda, budget_multiplier_max=budget_multiplier_max,
-                                  price_decades=price_decades, price_buffer_sd=price_buffer_sd, nu_range=nu_range,
-                                  dp_orders=dp_orders, accountant=accountant, fidelity=fidelity, dataset=dataset,
-                                  data_dir=data_dir, data_split=data_split, data_seed=data_seed, eval_every=eval_every,
-                                  train_samples=train_samples, eval_samples=eval_samples,
-                                  eval_gradient=eval_gradient, momentum=momentum, weight_decay=weight_decay)
+    def __init__(self, scenario: Scenario, num_envs: int, options: ReceiveScalingOptions | None = None,
+                 **env_args: Any) -> None:
+        self.options = options_of(ReceiveScalingOptions, options, env_args)
         self.num_envs = NUM_ENVS("num_envs", num_envs)
-        self._bind_scenario(scenario, args)
-        self._set_action_semantics(args)
-        self._allocate_episodes(args["dp_orders"], args["accountant"])
+        self._bind_scenario(scenario, self.options)
+        self._set_action_semantics(self.options)
+        self._allocate_episodes(self.options.dp_orders, self.options.accountant)
 
-    @classmethod
-    def _checked_args(cls, **given: Any) -> dict[str, Any]:
-        """The env arguments checked (:attr:`ARGS`, :attr:`APPLIES_WITH`), the modes resolved
-        (:func:`~otagym.schemes.receive_scaling.actions.resolve_modes`) and their combinations checked."""
-        args = check_args(cls.ARGS, **given)
-        refuse_without_effect(args, signature_defaults(ReceiveScalingCore.__init__), cls.APPLIES_WITH)
-        reward_mode, action_type = resolve_modes(args["reward_mode"], args["action_type"])
-        reward_lambda = args["reward_lambda"]
-        if reward_mode == "lagrangian" and reward_lambda is None:
-            raise ValueError("reward_lambda (finite, >= 0: the dual price of (28) at the nu you target) is required "
-                             "with reward_mode='lagrangian'; got None. reward_mode='budget' needs no lambda.")
-        if reward_mode != "lagrangian" and reward_lambda is not None:
-            raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got "
-                             f"reward_mode={reward_mode!r}")
-        nu_range = args["nu_range"]
-        if nu_range is not None and nu_range[0] > nu_range[1]:
-            raise ValueError(f"nu_range must be (low, high) with low <= high; got {nu_range}")
-        return {**args, "reward_mode": reward_mode, "action_type": action_type}
-
-    def _bind_scenario(self, scenario: Scenario, args: dict[str, Any]) -> None:
+    def _bind_scenario(self, scenario: Scenario, options: ReceiveScalingOptions) -> None:
         """The scenario (its d and n_m those of the trained model and data under the training fidelity), its model,
         channel and the observation's constants."""
-        self.fidelity = args["fidelity"]
-        self._train_args = {"momentum": args["momentum"], "weight_decay": args["weight_decay"]}
-        self.training = TrainingRuns.create(args, scenario.num_devices, self.num_envs, scenario.num_rounds)
+        self.fidelity = options.fidelity
+        self._train_args = {"momentum": options.momentum, "weight_decay": options.weight_decay}
+        self.training = TrainingRuns.create(options, scenario.num_devices, self.num_envs, scenario.num_rounds)
         if self.training is not None:  # the scenario's d and n_m follow the model and the data that are trained
             fed = self.training.federation
             try:
                 scenario = scenario.replace(model_dim=fed.model_dim, dataset_size=fed.dataset_sizes)
             except ValueError as err:
-                raise ValueError(f"{err} (n_m follows the training data: dataset={args['dataset']!r} and "
-                                 f"train_samples={args['train_samples']} give n_m = {fed.dataset_sizes})") from None
+                raise ValueError(f"{err} (n_m follows the training data: dataset={options.dataset!r} and "
+                                 f"train_samples={options.train_samples} give n_m = {fed.dataset_sizes})") from None
         self.scenario = scenario
         self.num_rounds = scenario.num_rounds
         self.model = ReceiveScalingModel(scenario)
         self.channel = ChannelModel.from_scenario(scenario)
-        self.nu_range = args["nu_range"]
+        self.nu_range = options.nu_range
         #: Centre of the observed log10 nu: the geometric middle of the scenario's nu grid (or of ``nu_range``).
         self.log10_nu_ref = log10_nu_ref(scenario.nu_grid, self.nu_range)
         self.layout = ObservationOffsets.of(scenario.num_devices)
@@ -205,12 +188,12 @@ class ReceiveScalingCore:
         #: Rounds per fading block (block fading's coherence; 1 otherwise): the last observation entry's period.
         self.block_rounds = block_rounds(scenario)
 
-    def _set_action_semantics(self, args: dict[str, Any]) -> None:
+    def _set_action_semantics(self, options: ReceiveScalingOptions) -> None:
         """What an action means (the action arguments) and the round kernel's :class:`RoundSettings`."""
-        self.action_type, self.reward_mode = args["action_type"], args["reward_mode"]
-        self.x_min_ratio, self.reward_lambda = args["x_min_ratio"], args["reward_lambda"]
-        self.budget_multiplier_max = args["budget_multiplier_max"]
-        self.price_decades, self.price_buffer_sd = args["price_decades"], args["price_buffer_sd"]
+        self.action_type, self.reward_mode = options.action_type, options.reward_mode
+        self.x_min_ratio, self.reward_lambda = options.x_min_ratio, options.reward_lambda
+        self.budget_multiplier_max = options.budget_multiplier_max
+        self.price_decades, self.price_buffer_sd = options.price_decades, options.price_buffer_sd
         action = ActionSettings(ACTION_CODES[self.action_type], float(self.x_min_ratio),
                                 float(self.budget_multiplier_max), float(self.price_decades),
                                 float(self.price_buffer_sd))

@@ -53,7 +53,7 @@ def test_each_scheme_registers_its_parts(name):
     assert dataclasses.is_dataclass(info.scenario_type) and info.scenario_type.__dataclass_params__.frozen
     assert info.presets and all(isinstance(s, info.scenario_type) for s in info.presets.values())
     assert info.scenario() == info.presets[info.default_preset] == info.get_scenario(info.default_preset)
-    for attr in ("ARGS", "OPTION_AXES", "EPISODE_END_KEYS"):
+    for attr in ("OPTIONS", "ARGS", "OPTION_AXES", "EPISODE_END_KEYS"):
         assert hasattr(info.core, attr), attr
     assert info.env_args is info.core.ARGS
     methods = [k for k, v in vars(Core).items() if callable(v) and not k.startswith("_")]
@@ -62,6 +62,33 @@ def test_each_scheme_registers_its_parts(name):
     assert set(info.task_settings) - {"scenario"} <= set(info.env_args) | {f.name for f in
                                                                           dataclasses.fields(info.scenario_type)}
     assert isinstance(info.constrained({}), bool)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_a_cores_env_arguments_are_one_frozen_struct_checked_once(name):
+    """The core's arguments are its option struct's fields (their specs ``ARGS``, their conditions
+    ``APPLIES_WITH``); the struct is frozen and refuses a bad value by the keyword's own name, as ``gym.make`` does;
+    a core built from the struct is the core built from the same flat keyword arguments, and not from both."""
+    info = SCHEMES[name]
+    options_type = info.core.OPTIONS
+    names = [f.name for f in dataclasses.fields(options_type)]
+    assert names == list(info.core.ARGS) and set(info.core.APPLIES_WITH) <= set(names)
+    defaults = options_type()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        defaults.accountant = "pld"
+    with pytest.raises(ValueError, match="^accountant must be one of"):
+        options_type(accountant="nope")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        options_type(nope=1)
+    scenario = info.scenario(num_rounds=3)
+    flat = info.core(scenario, 2, dp_orders=None)
+    built = info.core(scenario, 2, options_type(dp_orders=None))
+    assert flat.options == built.options and flat.options != defaults
+    for core in (flat, built):
+        core.reset(np.random.default_rng(0))
+    assert np.array_equal(flat.observation(), built.observation())
+    with pytest.raises(TypeError, match="not both"):
+        info.core(scenario, 2, defaults, dp_orders=None)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
