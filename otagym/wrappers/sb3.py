@@ -7,7 +7,7 @@ episode just ended, and ``TimeLimit.truncated``. The adapter builds the native e
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -29,6 +29,10 @@ class OTAPrivacySB3VecEnv(VecEnv):
 
     Args:
         num_envs: N.
+        vector_wrappers: Gymnasium vector wrappers applied in order to the native env before SB3 sees it, each a
+            callable ``VectorEnv -> VectorEnv`` (e.g. ``lambda v: RelativeSpendVector(v, floor=0.5)``, then
+            :class:`~otagym.wrappers.PotentialShapingVector`); their action and observation spaces are SB3's, the
+            infos stay the native env's.
         **env_kwargs: passed to :class:`~otagym.env.OTAPrivacyVectorEnv` (``scheme``, ``scenario``, reward settings,
             Scenario overrides, a task's ``kwargs``, ...); ``autoreset_mode`` may only be ``SAME_STEP``, which the
             adapter sets.
@@ -42,21 +46,26 @@ class OTAPrivacySB3VecEnv(VecEnv):
     ending step always has.
     """
 
-    def __init__(self, num_envs: int = 8, **env_kwargs: Any) -> None:
+    def __init__(self, num_envs: int = 8, *, vector_wrappers: Sequence[Callable[[Any], Any]] = (),
+                 **env_kwargs: Any) -> None:
         mode = env_kwargs.pop("autoreset_mode", AutoresetMode.SAME_STEP)
         if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.SAME_STEP.value):
             raise ValueError(f"autoreset_mode must be AutoresetMode.SAME_STEP (SB3's VecEnv resets on the step that "
                              f"ends an episode) or left out; got {mode!r}")
-        self.venv = OTAPrivacyVectorEnv(num_envs=num_envs, autoreset_mode=AutoresetMode.SAME_STEP, **env_kwargs)
+        #: The native vector env, and the env stepped (the native one with ``vector_wrappers`` applied).
+        self.native = OTAPrivacyVectorEnv(num_envs=num_envs, autoreset_mode=AutoresetMode.SAME_STEP, **env_kwargs)
+        self.venv = self.native
+        for wrap in vector_wrappers:
+            self.venv = wrap(self.venv)
         super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)
-        reported = self.venv.core.reset_info()  # the keys of every step's info, less the episode-end ones
+        reported = self.native.core.reset_info()  # the keys of every step's info, less the episode-end ones
         #: The :data:`INFO_KEYS` of this scheme, in each step's per-env info.
         self.info_keys: tuple[str, ...] = tuple(k for k in INFO_KEYS if k in reported)
-        self._leakage = "leakage_total" in self.venv.core.EPISODE_END_KEYS
+        self._leakage = "leakage_total" in self.native.core.EPISODE_END_KEYS
         #: The per-episode entries of an ending step's info (beside ``terminal_observation``).
         self.episode_keys: tuple[str, ...] = ("episode_rdp",) + (
             ("episode_leakage", "episode_equal_alloc_leakage") if self._leakage else ()) + (
-            ("episode_cost", "cost_limit") if self.venv.cost_limit is not None else ())
+            ("episode_cost", "cost_limit") if self.native.cost_limit is not None else ())
         self._actions: np.ndarray | None = None
         self._seed: int | None = None
 
@@ -100,13 +109,13 @@ class OTAPrivacySB3VecEnv(VecEnv):
         self.venv.close()
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        return [getattr(self.venv, attr_name)] * len(self._get_indices(indices))
+        return [getattr(self.native, attr_name)] * len(self._get_indices(indices))
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        setattr(self.venv, attr_name, value)
+        setattr(self.native, attr_name, value)
 
     def env_method(self, method_name: str, *method_args, indices: VecEnvIndices = None, **method_kwargs) -> list[Any]:
-        result = getattr(self.venv, method_name)(*method_args, **method_kwargs)
+        result = getattr(self.native, method_name)(*method_args, **method_kwargs)
         return [result] * len(self._get_indices(indices))
 
     def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:

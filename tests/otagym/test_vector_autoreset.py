@@ -225,6 +225,33 @@ def test_sb3_adapter_keeps_same_step():
         OTAPrivacySB3VecEnv(2, autoreset_mode=AutoresetMode.NEXT_STEP)
 
 
+def test_sb3_adapter_steps_the_vector_wrappers_given_as_the_wrapped_env_steps():
+    """``vector_wrappers`` are applied to the native env in order: SB3 sees the wrapped env's actions and rewards
+    (the relative spend, the shaped reward), the same as stepping the wrapped Gymnasium env itself, and the native
+    env's infos (``episode_cost`` at the end)."""
+    pytest.importorskip("stable_baselines3")
+    from otagym.wrappers import PotentialShapingVector, RelativeSpendVector
+    from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
+
+    kwargs = {"reward_mode": "cmdp", "action_type": "spend", "num_rounds": 5, "dp_orders": None}
+    potential = lambda obs: np.asarray(obs)[:, 0] ** 2  # noqa: E731 - any function of the observation
+    wrappers = [lambda v: RelativeSpendVector(v, floor=0.5), lambda v: PotentialShapingVector(v, potential)]
+    sb3 = OTAPrivacySB3VecEnv(3, vector_wrappers=wrappers, **kwargs)
+    direct = OTAPrivacyVectorEnv(3, autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
+    for wrap in wrappers:
+        direct = wrap(direct)
+    sb3.seed(4)
+    np.testing.assert_array_equal(sb3.reset(), direct.reset(seed=4)[0])
+    rng = np.random.default_rng(0)
+    for t in range(5):
+        action = rng.uniform(-1, 1, (3, 1)).astype(np.float32)
+        obs, reward, done, infos = sb3.step(action)
+        expected_obs, expected_reward, *_ = direct.step(action)
+        np.testing.assert_array_equal(obs, expected_obs)
+        np.testing.assert_allclose(reward, expected_reward, rtol=1e-6)
+    assert done.all() and all(0 < info["episode_cost"] <= info["cost_limit"] * (1 + 1e-6) for info in infos)
+
+
 def test_torchrl_gym_wrapper_takes_the_native_env_in_same_step():
     """TorchRL's GymWrapper refuses NEXT_STEP (it wants SAME_STEP or DISABLED): the native env given SAME_STEP."""
     pytest.importorskip("torchrl")
