@@ -219,3 +219,17 @@ def test_sb3_subprocesses_see_the_bare_id_from_a_script_but_not_from_python_c(tm
     assert (bare.returncode != 0 and "ConnectionResetError" in bare.stderr
             and "Namespace otagym not found" in bare.stderr)
     assert "ok (2, 36)" in run("-c", body.format(id="otagym:otagym/ReceiveScalingIID-v0")).stdout
+
+
+def test_the_integrations_pages_sb3_block_with_vector_wrappers_runs():
+    """docs/environment/integrations.md's SAC on the natively stepped env with the relative-spend wrapper runs as
+    written, and SB3 saw the wrapper's action space through the adapter."""
+    pytest.importorskip("stable_baselines3")
+    import re
+
+    page = (ROOT / "docs" / "environment" / "integrations.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)\n```", page, re.S) if "vector_wrappers" in b)
+    namespace: dict = {}
+    exec(compile(block, "integrations.md", "exec"), namespace)
+    model, venv = namespace["model"], namespace["venv"]
+    assert model.num_timesteps >= 2048 and type(venv.venv).__name__ == "RelativeSpendVector"
