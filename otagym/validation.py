@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -325,8 +325,8 @@ class AppliesWith:
     """Where a setting has an effect: only while the setting ``setting`` is one of ``values``. Elsewhere the setting
     must keep its default (:func:`refuse_without_effect`), which is what "not set" means.
 
-    Declared per scenario field with :func:`arg` (``applies_with=``) and per env argument in a core's
-    ``APPLIES_WITH`` (``AppliesWith("fidelity", ("train",)).for_each(names)``).
+    Declared per field with :func:`arg` (``applies_with=``): a scenario's fields and a core's option struct's
+    (whose conditions are the core's ``APPLIES_WITH``).
     """
 
     setting: str
@@ -340,10 +340,6 @@ class AppliesWith:
     def where(self) -> str:
         """The condition as a message reads it: ``fading='block'``."""
         return " or ".join(f"{self.setting}={v!r}" for v in self.values)
-
-    def for_each(self, names: Iterable[str]) -> dict[str, "AppliesWith"]:
-        """This condition for each of ``names`` (the declaration of a core's ``APPLIES_WITH``)."""
-        return {name: self for name in names}
 
 
 def _equal(a: Any, b: Any) -> bool:
