@@ -229,8 +229,8 @@ class RelativeSpendPolicy(ActorCriticPolicy):
 
 
 def new_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
-    """A new SB3 model holding the trainer's policy (:class:`RelativeSpendPolicy` with ``settings``' network), built on a
-    one-env adapter of the task (only its spaces are read)."""
+    """A new SB3 model holding the trainer's policy (:class:`RelativeSpendPolicy` with ``settings``' network), built on
+    a one-env adapter of the task (only its spaces are read)."""
     from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     task = TASKS[task_id]

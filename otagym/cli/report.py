@@ -4,8 +4,8 @@ number per task and for the suite, and ``otagym report FILE...``, which checks r
 **The task's number** (:func:`task_score`): the interquartile mean of the episode scores pooled over the runs
 (training seeds), the budgets and the realisations, every (budget, realisation) one of rliable's "tasks", with its
 stratified-bootstrap 95% CI; on the benchmark suite the score is the feasible score (an episode over its cost limit
-scores below every feasible one, :func:`otagym.tasks.feasible_score`). Beside it: the mean, the CVaR at 10% and the worst episode of the same pool, and the share of
-episodes over the limit. **The suite's number**: the same statistics pooled over the four suite tasks' (budget,
+scores below every feasible one, :func:`otagym.tasks.feasible_score`). Beside it: the mean, the CVaR at 10% and the
+worst episode of the same pool, and the share of episodes over the limit. **The suite's number**: the same statistics pooled over the four suite tasks' (budget,
 realisation) columns, every task's result with the same number of runs on its frozen evaluation set.
 
 **A submission** (docs/benchmark.md, "Report a result") is a result file per suite task with at least

@@ -24,5 +24,5 @@ from otagym.wrappers.shaping import Potential, PotentialShaping, PotentialShapin
 from otagym.wrappers.unconstrained import UnconstrainedLearner
 
 __all__ = ["BudgetLedger", "RelativeSpend", "RelativeSpendVector", "ReserveSafetyLayer", "ReserveSafetyLayerVector",
-           "SauteBudget", "SauteBudgetVector", "fair_share", "relative_action", "relative_spend", "spend_cap", "spend_multiplier",
-           "Potential", "PotentialShaping", "PotentialShapingVector", "UnconstrainedLearner"]
+           "SauteBudget", "SauteBudgetVector", "fair_share", "relative_action", "relative_spend", "spend_cap",
+           "spend_multiplier", "Potential", "PotentialShaping", "PotentialShapingVector", "UnconstrainedLearner"]
