@@ -10,27 +10,25 @@ the optional RL dependencies)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
 from otagym import __version__
 from otagym.cli.argtypes import (HelpFormatter, add_torch_threads_argument, field_type, from_spec, key_value,
                                  non_negative_int, positive_int)
-from otagym.cli.compare import COMMANDS, add_compare_parser
-from otagym.cli.evaluate import add_evaluate_parser
-from otagym.cli.report import add_report_parser
-from otagym.cli.sweep import add_sweep_parser
-from otagym.env import OTAPrivacyEnv
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 from otagym.tasks import BENCHMARK, EVALUATION_SEEDS, TASKS
 from otagym.validation import Integer, Real
 
 __all__ = [
     "COMPARED_WITH",
+    "Command",
+    "COMMAND_TABLE",
     "EXAMPLES",
     "HELD_OUT_SEED",
     "INTERRUPTED",
@@ -111,6 +109,8 @@ def _usage_error(command: str, argument: str, message: str) -> NoReturn:
 
 
 def _rollout(args: argparse.Namespace) -> int:
+    from otagym.env import OTAPrivacyEnv
+
     env = OTAPrivacyEnv(args.scenario, num_rounds=args.rounds, nu=args.nu, action_type="x")
     _, info = env.reset(seed=args.seed)
     print(f"scenario={args.scenario} seed={args.seed} T={args.rounds} nu={args.nu}: EqualAlloc-style x_t "
@@ -128,16 +128,57 @@ def _rollout(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``otagym`` parser with every command, each help page ending with its :data:`EXAMPLES`."""
+class Command(NamedTuple):
+    """One ``otagym`` command: its line of ``otagym --help`` and ``"module:function"``, the function that adds its
+    parser (``function(subparsers, help)``), imported only when the command runs or its help is asked for."""
+
+    help: str
+    add_parser: str
+
+
+#: Every command, in the order ``otagym --help`` lists them. ``otagym --help``, ``--version`` and an unknown command
+#: import none of their modules (nor numba, scipy or torch): ``benchmarks/bench_cli.py`` times them.
+COMMAND_TABLE: dict[str, Command] = {
+    "rollout": Command("seeded rollout printing leakage and cost per round",
+                       "otagym.cli.commands:_add_rollout_parser"),
+    "compare": Command("compare the analytic policies (table, CSV/JSON, plot)",
+                       "otagym.cli.compare:add_compare_parser"),
+    "evaluate": Command("score a policy on a benchmark task's frozen evaluation set (or any realisations), writing a "
+                        "result file", "otagym.cli.evaluate:add_evaluate_parser"),
+    "report": Command("check result files of otagym evaluate and print their headline numbers",
+                      "otagym.cli.report:add_report_parser"),
+    "sweep": Command("run a grid of cells declared in a YAML file (resumable; pool or Ray)",
+                     "otagym.cli.sweep.command:add_sweep_parser"),
+    "train": Command("train an RL scheduler (stable-baselines3, rl_zoo3-format config)",
+                     "otagym.cli.commands:_add_train_parser"),
+}
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``otagym`` parser, each help page ending with its :data:`EXAMPLES`: every command of
+    :data:`COMMAND_TABLE` with its options (``commands`` None), or with the options of ``commands`` alone (the others
+    listed, so that ``otagym --help`` shows them and a mistyped name is refused, argparse style)."""
     parser = _Parser(prog="otagym", description="Privacy in over-the-air federated learning: a Gymnasium "
                      "environment, analytic policies, RL training and benchmark tasks.",
                      epilog=_epilog("otagym") + "\nhelp on one command: otagym COMMAND --help")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    ro = sub.add_parser("rollout", help="seeded rollout printing leakage and cost per round",
-                        description="A seeded rollout of model A with EqualAlloc-style actions (c_t = nu every "
-                        "round), printing the channel, the noise, the RDP and the cost of each round.")
+    for name, command in COMMAND_TABLE.items():
+        if commands is None or name in commands:
+            module, function = command.add_parser.split(":")
+            getattr(importlib.import_module(module), function)(sub, command.help)
+        else:
+            sub.add_parser(name, help=command.help)
+    for name, command in sub.choices.items():
+        command.epilog = _epilog(name)
+        command.set_defaults(command_parser=command)
+    return parser
+
+
+def _add_rollout_parser(sub: argparse._SubParsersAction, help: str) -> None:
+    ro = sub.add_parser("rollout", help=help, description="A seeded rollout of model A with EqualAlloc-style "
+                        "actions (c_t = nu every round), printing the channel, the noise, the RDP and the cost of each "
+                        "round.")
     model_a = SCHEMES["receive_scaling"]
     ro.add_argument("--scenario", default=model_a.default_preset, choices=sorted(model_a.presets),
                     help="scenario preset")
@@ -146,15 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="convergence cost per round")
     ro.add_argument("--seed", type=non_negative_int, default=0, help="channel seed")
     ro.set_defaults(func=_rollout)
-    add_compare_parser(sub)
-    add_evaluate_parser(sub)
-    add_report_parser(sub)
-    add_sweep_parser(sub)
-    _add_train_parser(sub)
-    for name, command in sub.choices.items():
-        command.epilog = _epilog(name)
-        command.set_defaults(command_parser=command)
-    return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (``otagym`` itself takes no values)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 #: What Ctrl-C leaves of each command's work, said after "interrupted" (``otagym sweep`` and ``otagym compare``
@@ -170,7 +207,9 @@ INTERRUPTED = {
 def main(argv: list[str] | None = None) -> int:
     """Run an ``otagym`` command; its exit code (2: a usage error, 1: a failure, 130: interrupted by Ctrl-C, which
     ends in one line saying what was kept)."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command_of(argv)
+    args = build_parser(() if command is None else (command,)).parse_args(argv)
     if hasattr(args, "check"):
         args.check(args.command_parser, args)
     try:
@@ -356,6 +395,8 @@ def next_steps(algo: str, model_path: Any) -> str:
 
     env_kwargs = run_metadata(Path(model_path)).get("env_kwargs") or {}
     task_id = _task_trained_on(model_path)
+    from otagym.cli.compare import COMMANDS
+
     lines = [f"saved {model_path}"]
     command = COMMANDS.get(env_kwargs.get("scheme", DEFAULT_SCHEME))
     if command is not None and command.policies is None and task_id not in BENCHMARK:
@@ -395,12 +436,12 @@ def _task_trained_on(model_path: Any) -> str | None:
     return next((t.id for t in TASKS.values() if t.scheme == scheme and formulation(t.kwargs) == trained), None)
 
 
-def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
     from agents import ALGOS, BATCHED_ALGOS, DEVICE_ALGOS
 
-    p = sub.add_parser("train", help="train an RL scheduler (stable-baselines3, rl_zoo3-format config)",
-                       description="Train an RL scheduler with stable-baselines3 on the native vector env (needs the "
-                       "rl extra). The run folder gets model.zip, run.json, checkpoints/, monitor.csv and tb/.")
+    p = sub.add_parser("train", help=help, description="Train an RL scheduler with stable-baselines3 on the native "
+                       "vector env (needs the rl extra). The run folder gets model.zip, run.json, checkpoints/, "
+                       "monitor.csv and tb/.")
     p.add_argument("--algo", default="ppo", choices=ALGOS + BATCHED_ALGOS + DEVICE_ALGOS,
                    help="algorithm (budget_ppo: PPO batched over the native vector env with the action relative to "
                    "the budget left, on a spend task of the benchmark suite: --task; ippo: PPO with one network "

@@ -243,10 +243,10 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
     sweep.check_ray(parser, args)
 
 
-def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+def add_compare_parser(sub: argparse._SubParsersAction, help: str) -> None:
     schemes, default = _schemes(), "receive_scaling"
     defaults = [SCHEMES[n].default_preset + ("" if n == default else f" with --scheme {n}") for n in schemes]
-    p = sub.add_parser("compare", help="compare the analytic policies (table, CSV/JSON, plot)",
+    p = sub.add_parser("compare", help=help,
                        description="Play policies on the same channel realisations and compare them: a table (its "
                        "columns are explained below it), compare.csv, compare.json and compare.png in --out. With "
                        "model A (receive_scaling), every policy is calibrated to the same convergence budget nu, and "

@@ -313,9 +313,8 @@ def _seed_set(text: str) -> int | tuple[int, ...]:
                                      f"{text!r}")
 
 
-def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="score a policy on a benchmark task's frozen evaluation set (or any "
-                       "realisations), writing a result file")
+def add_evaluate_parser(sub: argparse._SubParsersAction, help: str) -> None:
+    p = sub.add_parser("evaluate", help=help)
     p.add_argument("task", choices=sorted(TASKS), help="the benchmark task id")
     p.add_argument("policy", nargs="+", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
                    "module:function (observation batch -> actions); several: one per training seed, pooled")

@@ -177,8 +177,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_report_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="check result files of otagym evaluate and print their headline numbers")
+def add_report_parser(sub: argparse._SubParsersAction, help: str) -> None:
+    p = sub.add_parser("report", help=help)
     p.add_argument("results", nargs="+", help="result JSON files (otagym evaluate --out), one per task")
     p.add_argument("--reps", type=int, default=2000, help="bootstrap resamples of the suite's CI (default 2000)")
     p.set_defaults(func=_run)

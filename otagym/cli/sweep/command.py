@@ -48,9 +48,9 @@ def _sweep(args: argparse.Namespace) -> int:
     return exit_code(outcome)
 
 
-def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+def add_sweep_parser(sub: argparse._SubParsersAction, help: str) -> None:
     """Add ``otagym sweep`` to the ``otagym`` parser's commands ``sub``."""
-    p = sub.add_parser("sweep", help="run a grid of cells declared in a YAML file (resumable; pool or Ray)")
+    p = sub.add_parser("sweep", help=help)
     p.add_argument("config", help="the sweep's YAML file (see examples/sweep_paper.yaml)")
     p.add_argument("--out", type=writable_dir, default="results",
                    help="results folder; the sweep writes OUT/NAME/ (cells/<key>.json, cells.csv, summary.csv)")

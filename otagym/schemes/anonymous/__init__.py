@@ -13,31 +13,33 @@ Federated Learning with Anonymous Over-the-Air Computation* (IEEE ICASSP 2021).
 The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
-from typing import Any
+from otagym._exports import lazy_exports
+from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
+from otagym.schemes.anonymous.scenario import (ANONYMOUS_PRESETS, TASK_SETTINGS, AnonymousScenario,
+                                               get_anonymous_scenario)
 
-from otagym._moved import renamed
-from otagym.schemes.anonymous import observation
-from otagym.schemes.anonymous.actions import (SigmaActionType, NORMALIZED, SIGMA, ACTION_TYPES, action_to_sigma)
-from otagym.schemes.anonymous.core import AnonymousCore, sample_realisation
-from otagym.schemes.anonymous.formulas import (participation_from_threshold, threshold_for_participation,
-                                               clip_gradients, per_device_noise_var, received_noise_var, over_the_air,
-                                               inclusion_rate, sensitivity, noise_multiplier, device_level_rdp,
-                                               round_rdp, rdp_theorem1, theorem1_conditions, rdp_to_dp_lemma2,
-                                               gaussian_epsilon, advanced_composition, advanced_composition_curve,
-                                               composed_epsilon, sample_batches, convergence_term, convergence_bound)
-from otagym.schemes.anonymous.scenario import (AnonymousScenario, ANONYMOUS_PRESETS, get_anonymous_scenario,
-                                               Accounting, TASK_SETTINGS)
+#: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
+_EXPORTS = {
+    "scenario": ("AnonymousScenario", "ANONYMOUS_PRESETS", "get_anonymous_scenario", "Accounting", "TASK_SETTINGS"),
+    "formulas": ("participation_from_threshold", "threshold_for_participation", "clip_gradients",
+                 "per_device_noise_var", "received_noise_var", "over_the_air", "inclusion_rate", "sensitivity",
+                 "noise_multiplier", "device_level_rdp", "round_rdp", "rdp_theorem1", "theorem1_conditions",
+                 "rdp_to_dp_lemma2", "gaussian_epsilon", "advanced_composition", "advanced_composition_curve",
+                 "composed_epsilon", "sample_batches", "convergence_term", "convergence_bound"),
+    "actions": ("SigmaActionType", "NORMALIZED", "SIGMA", "ACTION_TYPES", "action_to_sigma"),
+    "core": ("AnonymousCore", "sample_realisation"),
+}
 
-__all__ = [
-    "AnonymousScenario", "ANONYMOUS_PRESETS", "get_anonymous_scenario", "Accounting", "TASK_SETTINGS",
-    "participation_from_threshold", "threshold_for_participation", "clip_gradients", "per_device_noise_var",
-    "received_noise_var", "over_the_air", "inclusion_rate", "sensitivity", "noise_multiplier", "device_level_rdp",
-    "round_rdp", "rdp_theorem1", "theorem1_conditions", "rdp_to_dp_lemma2", "gaussian_epsilon",
-    "advanced_composition", "advanced_composition_curve", "composed_epsilon", "sample_batches", "convergence_term",
-    "convergence_bound", "SigmaActionType", "NORMALIZED", "SIGMA", "ACTION_TYPES", "action_to_sigma",
-    "AnonymousCore", "sample_realisation", "observation",
-]
+__all__ = ["SCHEME", *(name for names in _EXPORTS.values() for name in names), "observation"]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("observation",))
 
 
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)
+def _parts() -> SchemeParts:
+    from otagym.schemes.anonymous import core, observation
+    return SchemeParts(core.AnonymousCore, core.sample_realisation,
+                       observation_layout=ObservationLayout(observation.LAYOUT_VERSION, observation.entry_names))
+
+
+#: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
+SCHEME = SchemeInfo("anonymous", AnonymousScenario, get_anonymous_scenario, "paper-anonymous", ANONYMOUS_PRESETS,
+                    task_settings=TASK_SETTINGS, parts=_parts)

@@ -12,7 +12,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from otagym.schemes.anonymous.formulas import inclusion_rate, sensitivity
 from otagym.validation import PHYSICAL_RANGE, POSITIVE, Integer, OneOf, Real, Text, arg, check_dataclass, from_preset
 
 __all__ = ["AnonymousScenario", "ANONYMOUS_PRESETS", "get_anonymous_scenario", "Accounting", "TASK_SETTINGS"]
@@ -86,7 +85,8 @@ class AnonymousScenario:
     @property
     def inclusion_rate(self) -> float:
         """p q, the probability that a given example is in a round's batch (Corollary 1)."""
-        return inclusion_rate(self.participation, self.sampling_rate)
+        from otagym.schemes.anonymous import formulas  # the accounting's import, on first use (otagym._exports)
+        return formulas.inclusion_rate(self.participation, self.sampling_rate)
 
     @property
     def expected_batch(self) -> float:
@@ -101,7 +101,8 @@ class AnonymousScenario:
     @property
     def sigma_unit(self) -> float:
         """2 L / nominal batch: the sigma (gradient units) whose noise multiplier is 1 at the nominal batch."""
-        return sensitivity(self.clip_norm, self.nominal_batch)
+        from otagym.schemes.anonymous import formulas
+        return formulas.sensitivity(self.clip_norm, self.nominal_batch)
 
     def replace(self, **changes: Any) -> "AnonymousScenario":
         """A validated copy with some fields changed."""

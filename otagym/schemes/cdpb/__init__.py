@@ -15,29 +15,33 @@ Over-the-Air Federated Learning via Client-Driven Power Balancing* (arXiv:2410.0
 The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
-from typing import Any
+from otagym._exports import lazy_exports
+from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
+from otagym.schemes.cdpb.scenario import CDPB_PRESETS, TASK_SETTINGS, CDPBScenario, get_cdpb_scenario
 
-from otagym._moved import renamed
+#: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
+_EXPORTS = {
+    "scenario": ("CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency",
+                 "TASK_SETTINGS"),
+    "formulas": ("participation_probability", "expected_num_reliable", "expected_received_noise",
+                 "expected_noise_var", "sum_of_others", "RoundPowers", "round_powers", "convergence_term",
+                 "convergence_error", "rdp_theorem1", "noise_multiplier", "round_rdp", "aggregate_over_the_air",
+                 "expected_round_terms", "utility"),
+    "actions": ("RhoActionType", "NORMALIZED", "RHO", "ACTION_TYPES", "RHO_FLOOR_RATIO", "action_to_rho"),
+    "core": ("CDPBCore", "sample_realisation"),
+}
 
-from otagym.schemes.cdpb import devices, observation
-from otagym.schemes.cdpb.actions import (RhoActionType, NORMALIZED, RHO, ACTION_TYPES, RHO_FLOOR_RATIO, action_to_rho)
-from otagym.schemes.cdpb.core import CDPBCore, sample_realisation
-from otagym.schemes.cdpb.formulas import (participation_probability, expected_num_reliable, expected_received_noise,
-                                          expected_noise_var, sum_of_others, RoundPowers, round_powers,
-                                          convergence_term, convergence_error, rdp_theorem1, noise_multiplier,
-                                          round_rdp, aggregate_over_the_air, expected_round_terms, utility)
-from otagym.schemes.cdpb.scenario import (CDPBScenario, CDPB_PRESETS, get_cdpb_scenario, Strategy, Accounting,
-                                          Adjacency, TASK_SETTINGS)
-
-__all__ = [
-    "CDPBScenario", "CDPB_PRESETS", "get_cdpb_scenario", "Strategy", "Accounting", "Adjacency", "TASK_SETTINGS",
-    "participation_probability", "expected_num_reliable", "expected_received_noise", "expected_noise_var",
-    "sum_of_others", "RoundPowers", "round_powers", "convergence_term", "convergence_error", "rdp_theorem1",
-    "noise_multiplier", "round_rdp", "aggregate_over_the_air", "expected_round_terms", "utility", "RhoActionType",
-    "NORMALIZED", "RHO", "ACTION_TYPES", "RHO_FLOOR_RATIO", "action_to_rho", "CDPBCore", "sample_realisation",
-    "observation", "devices",
-]
+__all__ = ["SCHEME", *(name for names in _EXPORTS.values() for name in names), "observation", "devices"]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("observation", "devices"))
 
 
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)
+def _parts() -> SchemeParts:
+    from otagym.schemes.cdpb import core, devices, observation
+    return SchemeParts(core.CDPBCore, core.sample_realisation,
+                       observation_layout=ObservationLayout(observation.LAYOUT_VERSION, observation.entry_names),
+                       devices=devices.CDPBDevices)
+
+
+#: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
+SCHEME = SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_PRESETS, task_settings=TASK_SETTINGS,
+                    parts=_parts)

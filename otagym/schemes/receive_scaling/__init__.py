@@ -14,29 +14,33 @@ package:
 * :mod:`~otagym.schemes.receive_scaling.core`: :class:`ReceiveScalingCore`, N episodes as arrays.
 """
 
-from typing import Any
+from otagym._exports import lazy_exports
+from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
+from otagym.schemes.receive_scaling.scenario import PRESETS, TASK_SETTINGS, ReceiveScalingScenario, get_scenario
 
-from otagym._moved import renamed
-from otagym.schemes.receive_scaling import observation
-from otagym.schemes.receive_scaling.actions import (BUDGET_ACTIONS, UNIT_ACTIONS, ActionSettings, ActionType,
-                                                    RewardMode, budget_action_cost, constrained, decode_actions,
-                                                    normalized_x, spend_cost)
-from otagym.schemes.receive_scaling.core import ReceiveScalingCore, sample_realisation
-from otagym.schemes.receive_scaling.formulas import (X_FLOOR_RATIO, ModelArrays, cost_slope_of_leakage, price_spend,
-                                                     reference_price)
-from otagym.schemes.receive_scaling.model import ReceiveScalingModel
-from otagym.schemes.receive_scaling.observation import LAYOUT_VERSION, OBS_BOUND, ObservationOffsets
-from otagym.schemes.receive_scaling.scenario import (PRESETS, TASK_SETTINGS, ReceiveScalingScenario, Scenario,
-                                                     dbm_to_w, get_scenario, w_to_dbm)
-from otagym.schemes.receive_scaling.solver import minimize_round, solve_increasing
+#: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
+_EXPORTS = {
+    "scenario": ("ReceiveScalingScenario", "Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm",
+                 "TASK_SETTINGS"),
+    "model": ("ReceiveScalingModel",),
+    "formulas": ("ModelArrays", "X_FLOOR_RATIO", "cost_slope_of_leakage", "reference_price", "price_spend"),
+    "solver": ("minimize_round", "solve_increasing"),
+    "actions": ("ActionType", "RewardMode", "BUDGET_ACTIONS", "UNIT_ACTIONS", "ActionSettings", "normalized_x",
+                "spend_cost", "budget_action_cost", "decode_actions", "constrained"),
+    "observation": ("OBS_BOUND", "LAYOUT_VERSION", "ObservationOffsets"),
+    "core": ("ReceiveScalingCore", "sample_realisation"),
+}
 
-__all__ = ["ReceiveScalingScenario", "Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm",
-           "ReceiveScalingModel", "ModelArrays", "X_FLOOR_RATIO", "cost_slope_of_leakage", "reference_price",
-           "price_spend", "minimize_round", "solve_increasing", "ActionType", "RewardMode", "BUDGET_ACTIONS",
-           "UNIT_ACTIONS", "ActionSettings", "normalized_x", "spend_cost", "budget_action_cost", "decode_actions",
-           "OBS_BOUND", "LAYOUT_VERSION", "ObservationOffsets", "ReceiveScalingCore", "sample_realisation",
-           "constrained", "TASK_SETTINGS", "observation"]
+__all__ = ["SCHEME", *(name for names in _EXPORTS.values() for name in names), "observation"]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("observation",))
 
 
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)
+def _parts() -> SchemeParts:
+    from otagym.schemes.receive_scaling import actions, core, observation
+    return SchemeParts(core.ReceiveScalingCore, core.sample_realisation, constrained=actions.constrained,
+                       observation_layout=ObservationLayout(observation.LAYOUT_VERSION, observation.entry_names))
+
+
+#: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
+SCHEME = SchemeInfo("receive_scaling", ReceiveScalingScenario, get_scenario, "paper-mnist", PRESETS,
+                    task_settings=TASK_SETTINGS, parts=_parts)

@@ -51,7 +51,7 @@ def test_compare_reads_its_schemes_and_presets_from_the_registry():
 
     assert set(COMMANDS) <= set(SCHEMES)
     sub = argparse.ArgumentParser().add_subparsers()
-    add_compare_parser(sub)
+    add_compare_parser(sub, "compare")
     actions = {a.dest: a for a in sub.choices["compare"]._actions}
     assert actions["scheme"].choices == [name for name in SCHEMES if name in COMMANDS]
     assert sorted(actions["scenario"].choices) == sorted(p for name in COMMANDS for p in SCHEMES[name].presets)

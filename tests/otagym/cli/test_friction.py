@@ -58,6 +58,24 @@ def test_version(capsys):
     assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"otagym {__version__}"
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["bogus"], []])
+def test_help_version_and_an_unknown_command_import_no_command_nor_numba_scipy_or_torch(argv):
+    """Each in a fresh process, as ``benchmarks/bench_cli.py`` times them: the commands are listed from
+    :data:`~otagym.cli.commands.COMMAND_TABLE`, their modules imported only for the one that runs."""
+    from benchmarks.bench_cli import heavy_modules
+
+    assert heavy_modules(argv) == []
+
+
+def test_the_top_level_help_lists_every_command_with_its_line():
+    text = build_parser(()).format_help()
+    for name, command in cli.COMMAND_TABLE.items():
+        assert re.search(rf"^\s+{name}\s+{re.escape(command.help[:30])}", text, re.M), name
+    full = build_parser()._subparsers._group_actions[0]
+    assert [a.dest for a in full._choices_actions] == list(cli.COMMAND_TABLE)
+    assert [a.help for a in full._choices_actions] == [c.help for c in cli.COMMAND_TABLE.values()]
+
+
 # --- mistakes: one line naming the argument, exit code 2, nothing left behind ------------------------------------
 def _refused(argv: list[str], needle: str, capsys) -> None:
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import subprocess
 import sys
 from pathlib import Path
 from typing import get_args
@@ -23,6 +24,36 @@ def test_scheme_literal_agrees_with_the_registry():
     assert get_args(Scheme) == tuple(SCHEMES)
     assert DEFAULT_SCHEME in SCHEMES
     assert all(name == info.name for name, info in SCHEMES.items())
+    assert all(info is importlib.import_module(f"otagym.schemes.{name}").SCHEME for name, info in SCHEMES.items())
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_a_schemes_public_names_load_on_first_use_from_their_modules(name):
+    """A scheme package's ``__init__`` imports its scenario alone; each other public name is its module's own object,
+    loaded on first use (``otagym._exports.lazy_exports``), and ``dir()`` lists them before they are loaded."""
+    package = importlib.import_module(f"otagym.schemes.{name}")
+    home = {n: module for module, names in package._EXPORTS.items() for n in names}
+    assert set(package.__all__) <= {*home, *dir(package)} and set(home) <= set(dir(package))
+    for n in package.__all__:
+        value = getattr(package, n)
+        if n in home:
+            assert value is getattr(importlib.import_module(f"{package.__name__}.{home[n]}"), n), n
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        package.not_a_name
+
+
+def test_import_otagym_loads_no_compiled_round_nor_scipy():
+    """``import otagym`` registers the envs and every task from the schemes' scenarios and settings: numba, scipy,
+    torch, the cores and the accounting load on first use; a scheme's parts load when one is asked for."""
+    code = ("import sys, gymnasium as gym, otagym\n"
+            "loaded = lambda: sorted(m for m in ('numba', 'scipy', 'torch', 'otagym.accounting', 'baselines', "
+            "'otagym.schemes.receive_scaling.core') if m in sys.modules)\n"
+            "print(loaded(), 'otagym/ReceiveScalingCMDP-v1' in gym.registry)\n"
+            "otagym.schemes.SCHEMES['receive_scaling'].core\n"
+            "print(loaded())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "[] True"
+    assert "otagym.schemes.receive_scaling.core" in out[1] and "numba" in out[1]
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))

@@ -1,0 +1,165 @@
+"""What a scheme declares to the registry (:data:`otagym.schemes.SCHEMES`): :class:`SchemeInfo`, its parts loaded
+on first use (:class:`SchemeParts`), the batched core's protocol (:class:`Core`) and the observation layout
+(:class:`ObservationLayout`). Each scheme package builds its own entry (its ``SCHEME``) from these."""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, field
+from functools import cached_property
+from typing import Any, Callable, ClassVar, Mapping, Protocol
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import ArrayLike, NDArray
+
+from otagym.validation import AppliesWith, Spec
+
+__all__ = ["Core", "ObservationLayout", "SchemeParts", "SchemeInfo"]
+
+
+class Core(Protocol):
+    """What the env shells (:mod:`otagym.env`) use of a scheme's batched core; ``core(scenario, num_envs, options)``
+    or ``core(scenario, num_envs, **env_args)`` (the env's flat keyword arguments) builds one."""
+
+    #: The frozen option struct of the env keyword arguments the core takes (beside the scenario's fields), each a
+    #: field declared with :func:`otagym.validation.arg` and checked once, when the struct is made.
+    OPTIONS: ClassVar[type]
+    #: Those arguments and their specs (the option struct's fields').
+    ARGS: ClassVar[dict[str, Spec]]
+    #: Batch axis of each ``reset`` option (a single env inserts it).
+    OPTION_AXES: ClassVar[dict[str, int]]
+    #: Info keys present only at the end of an episode (the vector env masks them by ``terminated``).
+    EPISODE_END_KEYS: ClassVar[tuple[str, ...]]
+    #: Env arguments that have an effect only under another's value (elsewhere they must keep their defaults).
+    APPLIES_WITH: ClassVar[dict[str, AppliesWith]]
+    scenario: Any
+    num_envs: int
+    num_rounds: int
+    t: NDArray
+    fading: Any  # None until the first reset
+
+    def reset(self, rng: np.random.Generator, mask: NDArray | None = None, **options: Any) -> None: ...
+    def step(self, rng: np.random.Generator, action: ArrayLike) -> tuple[NDArray, NDArray, dict[str, NDArray]]: ...
+    def observation(self) -> NDArray: ...
+    def observation_space(self) -> spaces.Space: ...
+    def action_space(self) -> spaces.Space: ...
+    def reset_info(self) -> dict[str, NDArray]: ...
+    def option_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]: ...
+    def next_channel_info(self) -> dict[str, NDArray]: ...
+
+
+@dataclass(frozen=True)
+class ObservationLayout:
+    """A scheme's observation layout: its entries by name and the version a shipped model records.
+
+    Attributes:
+        version: the layout's version, bumped whenever an entry is added, removed, reordered or rescaled (a model
+            trained on another version reads garbage, so it is refused, naming both versions).
+        entry_names: ``entry_names(scenario)``, the name of every observation entry of a scenario, in order.
+    """
+
+    version: str
+    entry_names: Callable[[Any], tuple[str, ...]]
+
+
+def _always_constrained(env_kwargs: Mapping[str, Any]) -> bool:
+    """A scheme none of whose formulations meets the constraint of ``info["cost"]`` by construction."""
+    return True
+
+
+@dataclass(frozen=True)
+class SchemeParts:
+    """The parts of a scheme that load its compiled round, its accounting and scipy: what :class:`SchemeInfo` loads
+    the first time one of them is asked for.
+
+    Attributes:
+        core: the batched core class (:class:`Core`); its ``ARGS`` are the env keyword arguments the scheme takes.
+        sample_realisation: ``sample_realisation(scenario, rng)``, a whole realisation of one episode (its channels,
+            and whatever else the episode draws that a replay fixes) as a single env's ``reset`` options: what
+            :func:`otagym.tasks.sample_realisation` draws an evaluation realisation with.
+        constrained: ``constrained(env_kwargs)``, whether those env keyword arguments make a constrained MDP (a
+            policy can break the constraint of ``info["cost"]``); False where the formulation meets it by
+            construction (receive scaling's budget mode). :func:`otagym.tasks.constrained` asks it.
+        observation_layout: the named observation layout and its version (:class:`ObservationLayout`); None where the
+            scheme has not named its entries yet.
+        devices: the scheme's device side, where its physics lets each device decide for itself (CDPB:
+            :class:`otagym.schemes.cdpb.devices.CDPBDevices`), which :mod:`otagym.multiagent` makes a PettingZoo
+            environment of; None where the devices follow the server.
+    """
+
+    core: type
+    sample_realisation: Callable[[Any, np.random.Generator], dict[str, NDArray]]
+    _: KW_ONLY
+    constrained: Callable[[Mapping[str, Any]], bool] = _always_constrained
+    observation_layout: ObservationLayout | None = None
+    devices: type | None = None
+
+
+@dataclass(frozen=True)
+class SchemeInfo:
+    """One scheme: what the outer layers (env shells, tasks, command line) need of it. What registering the tasks and
+    building the command line read (the scenarios, presets and task settings) is at hand; the rest
+    (:class:`SchemeParts`: the core, the realisation sampler, the layout) loads on first use, through ``parts``.
+
+    Attributes:
+        name: the ``scheme=`` name.
+        scenario_type: its frozen Scenario dataclass.
+        get_scenario: ``get_scenario(name_or_scenario, **overrides)``, a preset by name or a scenario, with validated
+            field overrides.
+        default_preset: the preset ``scenario=None`` picks.
+        presets: the preset scenarios by name.
+        task_settings: the env keyword arguments every benchmark task of the scheme shares (its preset as
+            ``"scenario"``, formulation, action, reward scale), which :mod:`otagym.tasks` builds its tasks from.
+        parts: ``parts()``, the scheme's :class:`SchemeParts` (called once, on first use of one of them).
+    """
+
+    name: str
+    scenario_type: type
+    get_scenario: Callable[..., Any]
+    default_preset: str
+    presets: Mapping[str, Any]
+    _: KW_ONLY
+    task_settings: Mapping[str, Any]
+    parts: Callable[[], SchemeParts] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if self.default_preset not in self.presets:
+            raise ValueError(f"default_preset must be one of {sorted(self.presets)}; got {self.default_preset!r}")
+
+    @cached_property
+    def _loaded(self) -> SchemeParts:
+        return self.parts()
+
+    @property
+    def core(self) -> type:
+        """The batched core class (:attr:`SchemeParts.core`)."""
+        return self._loaded.core
+
+    @property
+    def sample_realisation(self) -> Callable[[Any, np.random.Generator], dict[str, NDArray]]:
+        """The realisation sampler (:attr:`SchemeParts.sample_realisation`)."""
+        return self._loaded.sample_realisation
+
+    @property
+    def constrained(self) -> Callable[[Mapping[str, Any]], bool]:
+        """Whether env keyword arguments make a constrained MDP (:attr:`SchemeParts.constrained`)."""
+        return self._loaded.constrained
+
+    @property
+    def observation_layout(self) -> ObservationLayout | None:
+        """The named observation layout (:attr:`SchemeParts.observation_layout`)."""
+        return self._loaded.observation_layout
+
+    @property
+    def devices(self) -> type | None:
+        """The device side (:attr:`SchemeParts.devices`)."""
+        return self._loaded.devices
+
+    @property
+    def env_args(self) -> Mapping[str, Spec]:
+        """The env keyword arguments the scheme takes (its core's ``ARGS``) and their specs."""
+        return self.core.ARGS
+
+    def scenario(self, scenario: Any = None, /, **overrides: Any) -> Any:
+        """``scenario`` (a preset name or a Scenario; ``None``: the default preset) with validated field overrides."""
+        return self.get_scenario(self.default_preset if scenario is None else scenario, **overrides)
