@@ -35,7 +35,7 @@ __all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "reference_recor
            "violation_floor_scores", "ranked_scores",
            "normalized_score", "cache_dir", "task_scores", "task_scores_and_costs", "aggregate", "cvar", "iqm_of",
            "improvement", "episode_returns", "play_episodes", "Episodes", "anchor_returns", "ConstantAction",
-           "RandomAction", "EnvActionPolicy", "best_constant_action"]
+           "RandomAction", "EnvActionPolicy", "PlayedPolicy", "PolicyError", "best_constant_action"]
 
 
 class EnvActionPolicy:
@@ -50,6 +50,30 @@ class EnvActionPolicy:
 
     def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         return np.asarray(self.function(np.asarray(observation, dtype=np.float32)), dtype=float).reshape(-1, 1)
+
+
+class PolicyError(RuntimeError):
+    """A policy failed while it played (it raised, or returned other than one action per observation); the message
+    names the policy."""
+
+
+class PlayedPolicy(EnvActionPolicy):
+    """A trained model's or a callable's env actions, ``function(observation batch (N, obs_dim)) -> actions (N,) or
+    (N, 1)``, with any failure raised as :class:`PolicyError` naming ``label`` (the policy as the user gave it)."""
+
+    def __init__(self, function: Callable[[NDArray], Any], label: str) -> None:
+        super().__init__(function)
+        self.label = label
+
+    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
+        try:
+            action = super().act(observation, info)
+        except Exception as err:  # noqa: BLE001 - any error of the user's code, in one line
+            raise PolicyError(f"policy {self.label!r} raised {type(err).__name__}: {err}") from err
+        if action.shape[0] != len(observation):
+            raise PolicyError(f"policy {self.label!r} returned {action.size} actions for {len(observation)} "
+                              "observations (expected one per observation, shape (N,) or (N, 1))")
+        return action
 
 
 class ConstantAction(EnvActionPolicy):

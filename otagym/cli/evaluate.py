@@ -25,48 +25,17 @@ import re
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
-from tqdm import tqdm
-
-from baselines.benchmark import (EnvActionPolicy, aggregate, improvement, iqm_of, normalized_score,
-                                 play_episodes, scheme_benchmark, seed_references)
-from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
 
 from otagym import __version__
 from otagym.cli.argtypes import add_torch_threads_argument, non_negative_int, positive_int, writable_file
 from otagym.cli.report import SCHEMA, interval, pooled_table, submission_gaps, task_score
 from otagym._io import remove_stale_temporaries, write_json
-from otagym.env import OTAPrivacyEnv
 from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, task_scenario
 
-__all__ = ["PlayedPolicy", "PolicyError", "resolve_policy", "evaluate", "add_evaluate_parser"]
-
-
-class PolicyError(RuntimeError):
-    """A policy failed while it played (it raised, or returned other than one action per observation); the message
-    names the policy."""
-
-
-class PlayedPolicy(EnvActionPolicy):
-    """A trained model's or a callable's env actions, ``function(observation batch (N, obs_dim)) -> actions (N,) or
-    (N, 1)``, with any failure raised as :class:`PolicyError` naming ``label`` (the policy as the user gave it)."""
-
-    def __init__(self, function: Callable[[NDArray], Any], label: str) -> None:
-        super().__init__(function)
-        self.label = label
-
-    def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
-        try:
-            action = super().act(observation, info)
-        except Exception as err:  # noqa: BLE001 - any error of the user's code, in one line
-            raise PolicyError(f"policy {self.label!r} raised {type(err).__name__}: {err}") from err
-        if action.shape[0] != len(observation):
-            raise PolicyError(f"policy {self.label!r} returned {action.size} actions for {len(observation)} "
-                              "observations (expected one per observation, shape (N,) or (N, 1))")
-        return action
+__all__ = ["resolve_policy", "evaluate", "add_evaluate_parser"]
 
 
 def _model_file(path: Path) -> Path:
@@ -90,6 +59,8 @@ def _model_name(model_path: Path) -> str:
 
 def _check_spaces(text: str, model: Any, task_id: str) -> None:
     """``ValueError`` naming the mismatch when a model's observation or action space is not the task's."""
+    from otagym.env import OTAPrivacyEnv
+
     env = OTAPrivacyEnv(**TASKS[task_id].kwargs)
     for what, theirs, ours in (("observation", model.observation_space, env.observation_space),
                                ("action", model.action_space, env.action_space)):
@@ -106,6 +77,8 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
     ``run.json``, :meth:`~baselines.benchmark.SchemeBenchmark.trained_overrides`).
     A callable is named ``module.function``. ``ValueError`` naming what was looked for when it is none of the
     forms, or naming the mismatch when a model's spaces or formulation are not the task's."""
+    from baselines.benchmark import PlayedPolicy, scheme_benchmark
+
     task = TASKS[task_id]
     scheme = scheme_benchmark(task.scheme)
     analytic = scheme.analytic_policies(task_id)
@@ -145,6 +118,9 @@ def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None, progre
     env (:func:`~baselines.benchmark.play_episodes`), scored against the anchors on the same realisations
     (:func:`baselines.benchmark.normalized_score`: stored for the frozen set, computed and cached elsewhere).
     ``progress``: a tqdm bar (or anything with ``update``), advanced once per budget."""
+    from baselines.benchmark import normalized_score, play_episodes
+    from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
+
     task = TASKS[task_id]
     seeds = task.eval_seeds if seeds is None else tuple(seeds)
     scores, costs = {}, {}
@@ -210,6 +186,8 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
                   stored: dict[str, Any], reps: int) -> tuple[dict[str, Any], list[str]]:
     """The summary per budget (the policy's statistics over runs x realisations, the references' IQMs) and its
     table's lines."""
+    from baselines.benchmark import aggregate, improvement, iqm_of
+
     feasible = task.id in BENCHMARK  # the suite's score: an episode over its cost limit below every feasible one
     refs = [r for r in stored["scores"] if r != name]
     lines = [f"{task.budget:>5}  {name + ' IQM [95% CI]':>37} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
@@ -232,6 +210,10 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
 
 
 def _run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from baselines.benchmark import PolicyError, seed_references
+
     try:
         name, specs, env_steps = _resolve_runs(args)
     except ValueError as err:

@@ -58,10 +58,12 @@ def test_version(capsys):
     assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"otagym {__version__}"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["bogus"], []])
-def test_help_version_and_an_unknown_command_import_no_command_nor_numba_scipy_or_torch(argv):
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["bogus"], [], ["evaluate", "--help"],
+                                  ["evaluate", "otagym/NoSuchTask-v0", "EqualAlloc"], ["report", "--reps"]])
+def test_help_version_and_argument_errors_import_no_command_nor_numba_scipy_or_torch(argv):
     """Each in a fresh process, as ``benchmarks/bench_cli.py`` times them: the commands are listed from
-    :data:`~otagym.cli.commands.COMMAND_TABLE`, their modules imported only for the one that runs."""
+    :data:`~otagym.cli.commands.COMMAND_TABLE`, their modules imported only for the one that runs, and the benchmark's
+    commands (evaluate, report) import what they compute with only once their arguments are parsed."""
     from benchmarks.bench_cli import heavy_modules
 
     assert heavy_modules(argv) == []
