@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -27,8 +28,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import otagym  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ (research code, not installed)
 from otagym._io import save_figure  # noqa: E402
-from otagym.training.fadmm import Radio, Trace, diabetes_task, digits_task, run  # noqa: E402
+from benchmarks.fadmm import Radio, Trace, diabetes_task, digits_task, run  # noqa: E402
 
 #: Relative loss targets |sum_n f_n(theta_n) - f*| / f* (the paper's target is 1e-4 on its own scale).
 LOSS_TARGETS = (1e-3, 1e-4)

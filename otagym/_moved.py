@@ -41,7 +41,9 @@ MOVED: dict[str, Moved] = {
     "otagym.anonymous": Moved("otagym.schemes.anonymous"),
     "otagym.anonymous_env": Moved("otagym.schemes.anonymous",
                                   {"AnonymousRounds": "otagym.schemes.anonymous.core:AnonymousCore"}),
-    "otagym.training.cdpb": Moved("otagym.training.power_balancing"),
+    "otagym.training.cdpb": Moved("otagym.schemes.cdpb.training"),
+    "otagym.training.power_balancing": Moved("otagym.schemes.cdpb.training"),
+    "otagym.training.fadmm": Moved("benchmarks.fadmm"),
     "otagym.sb3": Moved("otagym.wrappers.sb3"),
     "otagym.safety": Moved("otagym.wrappers.safety"),
     "baselines.policies": Moved("baselines.receive_scaling.policies"),
@@ -66,6 +68,8 @@ RENAMED: dict[str, dict[str, str]] = {
     "otagym.schemes.cdpb": {"CDPBRounds": "otagym.schemes.cdpb.core:CDPBCore"},
     "otagym.schemes.anonymous": {"AnonymousRounds": "otagym.schemes.anonymous.core:AnonymousCore"},
     "otagym.env": {"make_rounds": "otagym.env:make_core"},
+    "otagym.training": {"CDPBTraining": "otagym.schemes.cdpb.training:CDPBTraining",
+                        "clip_to_norm": "otagym.schemes.cdpb.training:clip_to_norm"},
 }
 
 

@@ -4,7 +4,7 @@ the data (torch is imported only when ``fidelity="train"``).
 Both schemes' cores (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`,
 :class:`otagym.schemes.cdpb.core.CDPBCore`) hold a :class:`TrainingRuns` when ``fidelity="train"`` and call it at reset
 and after each round with a function that plays their own round on an engine (:class:`otagym.training.FedSGD` for
-model A, :class:`otagym.training.CDPBTraining` for model B). The channels, the action mapping and the accounting are
+model A, :class:`otagym.schemes.cdpb.training.CDPBTraining` for model B). The channels, the action mapping and the accounting are
 the analytic fidelity's: engines take their randomness from generators spawned from the env's, and spawning does not
 advance it. The N envs' models train as one stack of models (``round_all`` of the engine class), each env with the
 numbers of its engine alone.

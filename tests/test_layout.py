@@ -293,7 +293,6 @@ KNOWN_SCHEME_REFERENCES = {
     "otagym/cli/compare.py": 7,
     "otagym/cli/evaluate.py": 1,
     "otagym/multiagent/tasks.py": 1,
-    "otagym/training/power_balancing.py": 2,
     "otagym/wrappers/budget.py": 1,
 }
 

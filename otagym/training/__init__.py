@@ -10,12 +10,9 @@ Imported on demand (torch is optional): ``from otagym.training import FedSGD``. 
 * :class:`FedSGD`: model A (§IV-A of the AdaScale paper, Moradi Kalarde et al., *Privacy Enhancement in
   Over-the-Air Federated Learning via Adaptive Receive Scaling*): Poisson sampling, per-sample clipping, the device
   average (10), the over-the-air aggregate with its receiver noise (13) and the update (12).
-* :class:`CDPBTraining`: model B (Algorithm 1 of the CDPB paper, Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air
-  Federated Learning via Client-Driven Power Balancing*): local steps, update clipping to W, the received
-  signal (12)/(16) and the estimate (18).
-* :mod:`otagym.training.fadmm`: A-FADMM, its digital twin D-FADMM and analog GD with truncated channel inversion
-  (Elgabli, Ben Issaid, Park & Bennis, *Harnessing Wireless Channels for Scalable and Privacy-Preserving Federated
-  Learning*), on linear regression (scikit-learn's diabetes) and an MLP on the digits (``docs/fadmm.md``).
+* Model B's engine is in its scheme's package: :class:`otagym.schemes.cdpb.training.CDPBTraining` (Algorithm 1 of
+  the CDPB paper, Kim, Seo & Choi, *Privacy-Enhanced Over-the-Air Federated Learning via Client-Driven Power
+  Balancing*): local steps, update clipping to W, the received signal (12)/(16) and the estimate (18).
 * Models: :class:`MnistCNN` (the AdaScale paper's, d = 26,010), :class:`DigitsCNN`, :class:`CifarResNet`
   (d = 494,394).
 * Data: scikit-learn's 8x8 digits (embedded), MNIST and Fashion-MNIST IDX files (Fashion-MNIST where Debian's
@@ -24,7 +21,9 @@ Imported on demand (torch is optional): ``from otagym.training import FedSGD``. 
   :func:`make_federation` puts a dataset, its split and its model together.
 """
 
-from otagym.training.power_balancing import CDPBTraining, clip_to_norm
+from typing import Any
+
+from otagym._moved import renamed
 from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition, read_idx
 from otagym.training.engine import Engine, full_gradient_norm2, mean_loss_and_accuracy
 from otagym.training.federation import DATASETS, Federation, make_federation
@@ -32,8 +31,12 @@ from otagym.training.fedsgd import (FedSGD, clipped_gradient_sum, clipped_gradie
                                     poisson_sample, receiver_noise_std)
 from otagym.training.models import CifarResNet, DigitsCNN, MnistCNN, num_parameters
 
-__all__ = ["Engine", "FedSGD", "CDPBTraining", "Federation", "DATASETS", "make_federation", "clipped_gradient_sum",
+__all__ = ["Engine", "FedSGD", "Federation", "DATASETS", "make_federation", "clipped_gradient_sum",
            "clipped_gradient_sum_and_loss",
-           "clip_to_norm", "ota_aggregate", "poisson_sample", "receiver_noise_std", "full_gradient_norm2",
+           "ota_aggregate", "poisson_sample", "receiver_noise_std", "full_gradient_norm2",
            "mean_loss_and_accuracy", "MnistCNN", "DigitsCNN", "CifarResNet", "num_parameters", "digits_dataset",
            "partition", "read_idx", "load_mnist", "load_cifar10"]
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

@@ -2,7 +2,7 @@
 (training loss, test loss and accuracy, ||grad f(w)||^2), the divergence guard, and the batching of engines.
 
 A scheme's engine (:class:`~otagym.training.fedsgd.FedSGD` for model A,
-:class:`~otagym.training.power_balancing.CDPBTraining` for model B) plays its round and moves the weights with
+:class:`~otagym.schemes.cdpb.training.CDPBTraining` for model B) plays its round and moves the weights with
 :meth:`Engine._apply`; the rest is here, once.
 
 Engines of one architecture on the same data (the envs of a vector env) compute together: the ``*_all``

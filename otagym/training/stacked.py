@@ -2,7 +2,7 @@
 accuracies and full gradients of all E models in one computation (``torch.func.functional_call`` under ``vmap`` over
 the models).
 
-The engines of the env fidelity (:class:`otagym.training.FedSGD`, :class:`otagym.training.CDPBTraining`) compute
+The engines of the env fidelity (:class:`otagym.training.FedSGD`, :class:`otagym.schemes.cdpb.training.CDPBTraining`) compute
 through these functions: a single model is the stack of one (:func:`otagym.training.clipped_gradient_sum_and_loss`,
 :meth:`otagym.training.Engine.evaluate`), and the envs of a vector env are the stack of all their models
 (:meth:`otagym.training.FedSGD.round_all`). Samples go through in passes of at most :data:`SAMPLES_PER_PASS` per

@@ -83,7 +83,7 @@ class CDPBOptions(TrainingOptions):
             the RDP ledger's ε was the smaller and is reported instead.
         fidelity: ``"analytic"`` (default) or ``"train"``, as for model A
             (:class:`otagym.schemes.receive_scaling.core.ReceiveScalingCore`): under ``"train"`` each round also runs
-            Algorithm 1 on a real model (:class:`otagym.training.CDPBTraining`) with the round's channels and powers,
+            Algorithm 1 on a real model (:class:`otagym.schemes.cdpb.training.CDPBTraining`) with the round's channels and powers,
             the scenario's d follows the model, and info adds :data:`otagym.fidelity.TRAIN_KEYS`. The training
             arguments below apply only under ``fidelity="train"`` (:attr:`CDPBCore.APPLIES_WITH`): with
             ``"analytic"`` they must keep their defaults.
@@ -202,7 +202,7 @@ class CDPBCore:
         self.last_noise_var[rows] = 0.0
         self._draw_round_state(rng, rows)
         if self.training is not None:  # a fresh model per new episode (Algorithm 1)
-            from otagym.training import CDPBTraining
+            from otagym.schemes.cdpb.training import CDPBTraining
 
             w, local = self.scenario.grad_bound, self._local
             self.training.reset(rng, rows, lambda fed, child: CDPBTraining(

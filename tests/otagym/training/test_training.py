@@ -299,7 +299,8 @@ def test_cdpb_training_applies_the_estimate_18_of_the_clipped_local_updates():
     clients' clipped updates: theta_t+1 = theta_t + (1/K_t) sum_k clip(theta_k,L - theta_t, W), computed here
     independently with plain autograd steps."""
     from otagym.schemes.cdpb import get_cdpb_scenario, round_powers
-    from otagym.training import CDPBTraining, make_federation
+    from otagym.schemes.cdpb.training import CDPBTraining
+    from otagym.training import make_federation
 
     s = get_cdpb_scenario("paper-cdpb", num_clients=4, artificial_noise=False, noise_power_w=1e-30, grad_bound=0.05)
     fed = make_federation("digits", 4, np.random.default_rng(0))

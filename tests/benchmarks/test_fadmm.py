@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
 from otagym.training import partition  # noqa: E402
-from otagym.training.fadmm import (Radio, State, Trace, a_fadmm_iteration, diabetes_task,  # noqa: E402
+from benchmarks.fadmm import (Radio, State, Trace, a_fadmm_iteration, diabetes_task,  # noqa: E402
                                    digital_upload_slots, digits_task, draw_channels, over_the_air, power_scaling, run,
                                    shannon_bits_per_slot, transmit_signal, truncated_inversion)
 
