@@ -189,8 +189,13 @@ class _EpisodeCost:
     def add(self, info: dict[str, Any], terminated: NDArray) -> None:
         if self.limit is None:
             return
-        self.total += info["cost"]
-        if terminated.any():
+        if self.total.size == 1:  # the single env in scalars: a ufunc here took 5 us of its 25 us step (bench_env.py)
+            self.total[0] += info["cost"][0]
+            ended = bool(terminated[0])
+        else:
+            np.add(self.total, info["cost"], self.total)
+            ended = np.count_nonzero(terminated) > 0
+        if ended:
             info["episode_cost"] = self.total.copy()
             info["cost_limit"] = np.full(self.total.shape, self.limit)
             self.total[terminated] = 0.0
