@@ -15,6 +15,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.lagrangian import DualAscentCallback, LagrangianVecEnv
 from agents.train.save import OFF_POLICY, RunState, checkpoint_files
+from agents.train.setup import RunRequest
 from otagym._io import atomic_write, write_json
 
 
@@ -137,11 +138,12 @@ class ProgressBar(BaseCallback):
             self.bar.close()
 
 
-def run_callbacks(checkpoint: AtomicCheckpoint, lagrangian: LagrangianVecEnv | None, hp: dict[str, Any], run: Path,
-                  algo: str, total: int, max_minutes: float | None, progress: bool,
-                  resumed_from: tuple[Path, int] | None, resume: bool) -> list[BaseCallback]:
-    """The run's callbacks in order: ``checkpoint``, PPO-Lagrangian's dual ascent, the progress bar (``progress``;
-    a resume first says which checkpoint it continues, ``resumed_from``, on stderr) and the budget last."""
+def run_callbacks(request: RunRequest, checkpoint: AtomicCheckpoint, lagrangian: LagrangianVecEnv | None,
+                  hp: dict[str, Any], resumed_from: tuple[Path, int] | None) -> list[BaseCallback]:
+    """The run's callbacks in order: ``checkpoint``, PPO-Lagrangian's dual ascent, the progress bar (the request's
+    ``progress``; a resume first says which checkpoint it continues, ``resumed_from``, on stderr) and the budget
+    last."""
+    run, total, max_minutes = request.run, request.total, request.max_minutes
     callbacks: list[BaseCallback] = [checkpoint]
     if lagrangian is not None:
         callbacks.append(DualAscentCallback(lagrangian, lr=float(hp.get("lagrange_lr", 0.5)),
@@ -149,11 +151,11 @@ def run_callbacks(checkpoint: AtomicCheckpoint, lagrangian: LagrangianVecEnv | N
                                             kd=float(hp.get("lagrange_kd", 0.0)),
                                             quantile=None if hp.get("lagrange_quantile") is None
                                             else float(hp["lagrange_quantile"])))
-    if progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
-        if resume:
+    if request.progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
+        if request.resume:
             print(f"resuming {run} from " + (f"{resumed_from[0].name} ({resumed_from[1]:,} env steps)" if resumed_from
                                               else "its start (it stopped before its first checkpoint)"),
                   file=sys.stderr)
-        callbacks.append(ProgressBar(total, None if max_minutes is None else 60.0 * max_minutes, desc=algo))
+        callbacks.append(ProgressBar(total, None if max_minutes is None else 60.0 * max_minutes, desc=request.algo))
     callbacks.append(Budget(total, None if max_minutes is None else 60.0 * max_minutes))
     return callbacks

@@ -17,7 +17,8 @@ from agents.policy import ALGO_CLASSES
 from agents.train.callbacks import AtomicCheckpoint, run_callbacks
 from agents.train.envs import TrainingEnv, training_env
 from agents.train.save import OFF_POLICY, checkpoint_files, kept_segments, record_end, save_final
-from agents.train.setup import ZOO_KEYS, Claim, Settings, check_arguments, checked_settings, open_run, release_lock
+from agents.train.setup import (ZOO_KEYS, Claim, RunRequest, Settings, check_arguments, checked_settings, open_run,
+                                release_lock)
 from otagym._io import remove_stale_temporaries, write_json
 
 
@@ -88,30 +89,29 @@ def train(
     # every setting is checked (the env built) before the run folder is touched: a mistake leaves nothing behind
     settings = checked_settings(algo, config, env_overrides, task)
     total = int(total_timesteps if total_timesteps is not None else settings.hyperparams.get("n_timesteps", 1_000_000))
-    run = Path(run_dir)
-    claim = open_run(run, algo, config, task, seed, total, settings, resume, overwrite)
+    request = RunRequest(algo, config, Path(run_dir), task, seed, total, checkpoint_freq, resume, overwrite,
+                         max_minutes, progress, verbose, torch_threads)
+    claim = open_run(request, settings)
     try:
-        return _learn(run, algo, seed, total, settings, claim, checkpoint_freq=checkpoint_freq, resume=resume,
-                      max_minutes=max_minutes, progress=progress, verbose=verbose, torch_threads=torch_threads)
+        return _learn(request, settings, claim)
     finally:
         settings.native.close()
-        release_lock(claim.lock, run)
+        release_lock(claim.lock, request.run)
 
 
-def _learn(run: Path, algo: str, seed: int, total: int, settings: Settings, claim: Claim, *, checkpoint_freq: int,
-           resume: bool, max_minutes: float | None, progress: bool, verbose: int, torch_threads: int | None) -> Path:
-    """A claimed run from its checkpoint (or its start) to ``total`` env steps: the segment opened in its record, its
-    env and callbacks, ``learn``, the final model and the record closed; the path of ``model.zip``."""
+def _learn(request: RunRequest, settings: Settings, claim: Claim) -> Path:
+    """A claimed run from its checkpoint (or its start) to the request's total env steps: the segment opened in its
+    record, its env and callbacks, ``learn``, the final model and the record closed; the path of ``model.zip``."""
     meta, hp, done_steps = claim.meta, settings.hyperparams, claim.done_steps
-    _open_segment(meta, claim, torch_threads)
+    run, algo, seed, total = request.run, request.algo, request.seed, request.total
+    _open_segment(meta, claim, request.torch_threads)
     settings.native.seed(seed)
     remove_stale_temporaries(run / "checkpoints")
     env = training_env(settings.native, run, algo, hp, settings.env_kwargs, done_steps, meta["env_id"],
                        resumed=bool(claim.previous))
-    checkpoint = AtomicCheckpoint(checkpoint_freq, run, meta, env.state, done_steps)
-    callbacks = run_callbacks(checkpoint, env.lagrangian, hp, run, algo, total, max_minutes, progress,
-                              claim.previous, resume)
-    model = _model(algo, hp, env, run, seed, claim, verbose)
+    checkpoint = AtomicCheckpoint(request.checkpoint_freq, run, meta, env.state, done_steps)
+    callbacks = run_callbacks(request, checkpoint, env.lagrangian, hp, claim.previous)
+    model = _model(algo, hp, env, run, seed, claim, request.verbose)
     write_json(run / "run.json", meta)
     model.learn(total_timesteps=total - done_steps, callback=CallbackList(callbacks),
                 reset_num_timesteps=not claim.previous, tb_log_name=algo)

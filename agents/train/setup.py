@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -252,6 +253,26 @@ def release_lock(lock: int | None, run: Path | None = None) -> None:
         os.close(lock)
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``train`` was asked for, checked (the arguments of :func:`agents.train.train`, with the step total
+    resolved from the config)."""
+
+    algo: str
+    config: str | Path | None
+    run: Path
+    task: str | None
+    seed: int
+    total: int
+    checkpoint_freq: int
+    resume: bool
+    overwrite: bool
+    max_minutes: float | None
+    progress: bool
+    verbose: int
+    torch_threads: int | None
+
+
 class Claim(NamedTuple):
     """A run folder held by this process (:func:`open_run`)."""
 
@@ -267,14 +288,13 @@ class Claim(NamedTuple):
     meta: dict[str, Any]
 
 
-def run_record(algo: str, config: str | Path | None, task: str | None, seed: int, total: int, settings: Settings,
-               done_steps: int) -> dict[str, Any]:
+def run_record(request: RunRequest, settings: Settings, done_steps: int) -> dict[str, Any]:
     """The run's record (``run.json``): what it trains, with what, on what, and from which step."""
-    hp = settings.hyperparams
+    hp, algo, config, task = settings.hyperparams, request.algo, request.config, request.task
     return {
         "algo": algo, "env_id": task or ENV_ID, "task": task, "config": str(config or CONFIG_DIR / f"{algo}.yml"),
-        "config_entry": settings.entry, "seed": seed,
-        "total_timesteps": total, "env_kwargs": {**settings.env_kwargs, **settings.semantics},
+        "config_entry": settings.entry, "seed": request.seed,
+        "total_timesteps": request.total, "env_kwargs": {**settings.env_kwargs, **settings.semantics},
         "hyperparams": json.loads(comparable({k: v for k, v in hp.items() if not callable(v)})),
         "versions": package_versions(), "resumed_from": done_steps,
         # the observation entries the policy reads (agents.policy refuses a model of another layout)
@@ -282,11 +302,11 @@ def run_record(algo: str, config: str | Path | None, task: str | None, seed: int
     }
 
 
-def open_run(run: Path, algo: str, config: str | Path | None, task: str | None, seed: int, total: int,
-             settings: Settings, resume: bool, overwrite: bool) -> Claim:
+def open_run(request: RunRequest, settings: Settings) -> Claim:
     """The run folder locked and checked: a resume's checkpoint and record (:class:`NoCheckpointError`,
     :class:`RunMismatchError`), a fresh run's folder claimed (:func:`claim_run_folder`). On any error the env is
     closed, the lock released and a folder made for nothing removed before the error goes on."""
+    run, algo, total, resume = request.run, request.algo, request.total, request.resume
     lock = None
     try:
         if total < 1:
@@ -303,14 +323,14 @@ def open_run(run: Path, algo: str, config: str | Path | None, task: str | None, 
         if done_steps > total:
             raise RunMismatchError(f"total_timesteps ({total:,}) is below the {done_steps:,} steps of the checkpoint "
                                    f"to resume in {run}")
-        meta = run_record(algo, config, task, seed, total, settings, done_steps)
+        meta = run_record(request, settings, done_steps)
         if resume:
             conflicts = resume_conflicts(recorded, meta)
             if conflicts:
                 raise RunMismatchError(f"{run} was trained with other settings; resume with the run's own, or start "
                                        "a new run elsewhere: " + "; ".join(conflicts))
         else:
-            claim_run_folder(run, overwrite)
+            claim_run_folder(run, request.overwrite)
     except BaseException:
         settings.native.close()
         release_lock(lock, run)
