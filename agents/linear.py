@@ -177,8 +177,7 @@ class ObservedOnlineOptimal:
         t = np.minimum(np.rint(obs[:, lay.progress] * big_t).astype(np.int64), big_t - 1)
         left = np.maximum(obs[:, lay.budget_left], 0.0) * nu * big_t
         prices = solve_online_optimal(self.model, nu, mean, big_t, block=self.block)
-        return online_optimal_price_action(self.model, prices, left, h, t, self.block, big_t, mean,
-                                           self.price_decades, self.buffer_sd)
+        return online_optimal_price_action(self.model, prices, left, h, t, mean, self.price_decades, self.buffer_sd)
 
 
 class OnlineOptimalResidualPolicy(LinearPricePolicy):

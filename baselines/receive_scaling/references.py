@@ -229,13 +229,19 @@ class OnlinePrices:
     ``budget_grid`` (U, J): the post-decision budgets A_j (0 first, then geometric up to nu T); ``log_level`` (S, U, J):
     at the start of each stage s (a block of rounds; one round under i.i.d. fading) after the first, log eta*(mu) at
     the price mu = lambda_s(A_j), the marginal value of budget left for stages s, s+1, ... (``log_level[0]`` is
-    unused: the next stage's table is read); ``stage_start`` (S,): the first round of each stage; ``row`` (N,): each
-    env's row of the two tables."""
+    unused: the next stage's table is read); ``row`` (N,): each env's row of the two tables; ``block``: the rounds of a
+    stage (the coherence block; 1 under i.i.d. fading); ``num_rounds``: T."""
 
     budget_grid: NDArray
     log_level: NDArray
-    stage_start: NDArray
     row: NDArray
+    block: int
+    num_rounds: int
+
+    @property
+    def stage_start(self) -> NDArray:
+        """(S,): the first round of each stage."""
+        return np.arange(0, self.num_rounds, self.block)
 
 
 def _spend_all_price(model: ReceiveScalingModel, spend: NDArray, cap: NDArray) -> NDArray:
@@ -278,8 +284,8 @@ def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2:
     solved = [_programme(model.scenario, float(v), float(m), int(num_rounds), int(block), int(grid), int(nodes))
               for v, m in keys]
     return OnlinePrices(budget_grid=np.stack([b for b, _ in solved]),
-                        log_level=np.stack([lv for _, lv in solved], axis=1),
-                        stage_start=np.arange(0, num_rounds, block), row=row.ravel())
+                        log_level=np.stack([lv for _, lv in solved], axis=1), row=row.ravel(), block=int(block),
+                        num_rounds=int(num_rounds))
 
 
 #: How many solved programmes :func:`solve_online_optimal` keeps (0.8 MB each at T = 500): more than a residual
@@ -337,7 +343,7 @@ def _solve_one(model: ReceiveScalingModel, b: NDArray, cap: NDArray, lengths: ND
 
 
 def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remaining: NDArray, h_min2: NDArray,
-                         t: ArrayLike, block: int, num_rounds: int) -> tuple[NDArray, NDArray]:
+                         t: ArrayLike) -> tuple[NDArray, NDArray]:
     """Round ``t`` (an int, or one per env) of the solved programme ``prices`` for each of its N envs:
     ``(spend, price)``, the round's convergence cost c_t and the price mu_t (nats per unit of convergence cost) at
     which c_t minimises the round's Lagrangian on its channel (so that
@@ -347,6 +353,7 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
     post-decision budget A with A + c(lambda_{s+1}(A), g_t) = B_t on its grid (interpolated, log-log: ``np.interp``'s
     rule, row by row), plays eta = min(eta*, g_t) and shares the stage's spend equally over its rounds left; it spends
     all of B_t when even A = 0 asks for more, and in the last stage."""
+    block, num_rounds = prices.block, prices.num_rounds
     t = np.broadcast_to(np.asarray(t), np.shape(remaining))
     stage = t // block
     rounds = np.minimum(block * (stage + 1), num_rounds) - t  # rounds left in this stage, this one included
@@ -375,14 +382,14 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
 
 
 def online_optimal_price_action(model: ReceiveScalingModel, prices: OnlinePrices, remaining: NDArray,
-                                h_min2: NDArray, t: ArrayLike, block: int, num_rounds: int, mean_h_min2: NDArray,
-                                price_decades: float, buffer_sd: float) -> NDArray:
+                                h_min2: NDArray, t: ArrayLike, mean_h_min2: NDArray, price_decades: float,
+                                buffer_sd: float) -> NDArray:
     """The price action a in [-1, 1] (N,) that plays round ``t`` of the programme (:func:`online_optimal_round`):
     a = log10(mu_t / mu_ref,t) / price_decades, clipped, with mu_ref,t the action's reference
     (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` of the budget left, the rounds left and the
     channel law)."""
-    price = online_optimal_round(model, prices, remaining, h_min2, t, block, num_rounds)[1]
-    reference = reference_price(model, np.maximum(remaining, 0.0), num_rounds - np.asarray(t), mean_h_min2,
+    price = online_optimal_round(model, prices, remaining, h_min2, t)[1]
+    reference = reference_price(model, np.maximum(remaining, 0.0), prices.num_rounds - np.asarray(t), mean_h_min2,
                                 buffer_sd)
     with np.errstate(divide="ignore", invalid="ignore"):
         a = np.log10(price / reference) / price_decades
@@ -432,7 +439,7 @@ class OnlineOptimal(_OnlineProgramme, _PolicyBase):
     def _decide(self, h: NDArray, info: dict[str, Any]) -> NDArray:
         h1 = np.atleast_1d(h)
         prices, left = self._programme(h1, info)
-        spend = online_optimal_round(self.model, prices, left, h1, self.t, self.block, self.scenario.num_rounds)[0]
+        spend = online_optimal_round(self.model, prices, left, h1, self.t)[0]
         return self.model.x_for_cost(spend, h1).reshape(np.shape(h))
 
 
@@ -467,5 +474,5 @@ class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
     def action(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         h = np.atleast_1d(np.asarray(info["next_h_min2"], dtype=float))
         prices, left = self._programme(h, info)
-        return online_optimal_price_action(self.model, prices, left, h, self.t, self.block, self.scenario.num_rounds,
-                                           self.mean_h_min2, self.price_decades, self.price_buffer_sd)
+        return online_optimal_price_action(self.model, prices, left, h, self.t, self.mean_h_min2, self.price_decades,
+                                           self.price_buffer_sd)

@@ -157,10 +157,10 @@ def test_a_round_of_the_programme_per_env_is_the_round_of_each_env_alone():
     t = np.array([0, 13, 27, 39])
     left = nu * 40 * rng.uniform(0.05, 1.0, 4)
     h = mean * rng.exponential(size=4)
-    spend, price = online_optimal_round(model, prices, left, h, t, 10, 40)
+    spend, price = online_optimal_round(model, prices, left, h, t)
     for i in range(4):
         alone = solve_online_optimal(model, nu[i:i + 1], mean[i:i + 1], 40, block=10)
-        s_i, p_i = online_optimal_round(model, alone, left[i:i + 1], h[i:i + 1], int(t[i]), 10, 40)
+        s_i, p_i = online_optimal_round(model, alone, left[i:i + 1], h[i:i + 1], int(t[i]))
         assert (spend[i], price[i]) == (s_i[0], p_i[0])
     assert spend[3] == left[3]  # the last round spends the rest
     assert np.all((spend >= 0) & (spend * (10 - t % 10) <= left * (1 + 1e-12)))
@@ -183,7 +183,7 @@ def test_a_round_of_the_programme_is_np_interp_on_its_grid(block):
     for t in range(0, 40, 3):
         h = mean * rng.exponential(size=n)
         left = nu * 40 * rng.choice([0.0, 1e-6, 0.3, 1.0, 2.0], n) * rng.uniform(0.5, 1.0, n)
-        spend, _ = online_optimal_round(model, prices, left, h, t, block, 40)
+        spend, _ = online_optimal_round(model, prices, left, h, t)
         stage = t // block
         rounds = min(block * (stage + 1), 40) - t
         for i in range(n):
