@@ -248,6 +248,10 @@ Args:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}; got {render_mode!r}")
         self.render_mode = render_mode
         self.scheme = scheme
+        info = get_scheme(scheme)
+        #: What a round's render records, the scheme's scalar info entries
+        #: (:attr:`~otagym.schemes.SchemeInfo.info_keys`), and which of them the image plots (``action_key``).
+        self._render_keys, self._action_key = info.info_keys, info.action_key
         limit = check_args({"cost_limit": _EpisodeCost.SPEC}, cost_limit=kwargs.pop("cost_limit", None))["cost_limit"]
         self.core = make_core(scheme, scenario, 1, kwargs)
         self.scenario = self.core.scenario
@@ -291,8 +295,7 @@ Args:
         if self.render_mode is not None:
             self._history.append({"round": int(info["round"]), "reward": float(reward[0]),
                                   "rdp": float(np.mean(info["rdp_cumulative"])),
-                                  **{k: float(info[k]) for k in ("x", "rho", "convergence_cost_mean", "nu")
-                                     if k in info}})
+                                  **{k: float(info[k]) for k in self._render_keys if k in info}})
         return obs, float(reward[0]), bool(terminated[0]), False, info
 
     def render(self) -> str | NDArray[np.uint8] | None:
@@ -304,11 +307,12 @@ Args:
                 return "(no round played yet)"
             h = self._history[-1]
             return "  ".join(f"{k}={v:.4g}" for k, v in h.items())
-        return _render_history(self._history, self.scenario, self.model)
+        return _render_history(self._history, self.scenario, self._action_key)
 
 
-def _render_history(history: list[dict[str, float]], scenario: Any, model: Any) -> NDArray[np.uint8]:
-    """The episode so far as an RGB image (matplotlib, Agg): the action and the mean cumulative RDP per round."""
+def _render_history(history: list[dict[str, float]], scenario: Any, key: str) -> NDArray[np.uint8]:
+    """The episode so far as an RGB image (matplotlib, Agg): the round's decision (the info entry ``key``) and the
+    mean cumulative RDP per round."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -316,10 +320,8 @@ def _render_history(history: list[dict[str, float]], scenario: Any, model: Any) 
 
     fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.4), dpi=80)
     t = [h["round"] for h in history]
-    key = "x" if "x" in (history[0] if history else {}) else "rho"
-    scale = model.x_max if key == "x" and model is not None else 1.0
-    axes[0].plot(t, [h.get(key, np.nan) / scale for h in history])
-    axes[0].set(title=f"{key}" + (" / x_max" if key == "x" else ""), xlabel="round", yscale="log")
+    axes[0].plot(t, [h.get(key, np.nan) for h in history])
+    axes[0].set(title=key, xlabel="round", yscale="log")
     axes[1].plot(t, [h["rdp"] for h in history])
     axes[1].set(title="mean cumulative RDP", xlabel="round")
     for ax in axes:

@@ -110,6 +110,11 @@ class SchemeInfo:
         presets: the preset scenarios by name.
         task_settings: the env keyword arguments every benchmark task of the scheme shares (its preset as
             ``"scenario"``, formulation, action, reward scale), which :mod:`otagym.tasks` builds its tasks from.
+        action_key: the entry of a step's info that holds the round's decision (receive scaling's ``"x"``, CDPB's
+            ``"rho"``, anonymous OTA's ``"sigma"``): what the env's ``rgb_array`` render plots.
+        info_keys: the scalar entries of a step's info that adapters copy into per-env info dicts
+            (:class:`otagym.wrappers.sb3.OTAPrivacySB3VecEnv`) and the ``ansi`` render prints, where the settings
+            report them.
         parts: ``parts()``, the scheme's :class:`SchemeParts` (called once, on first use of one of them).
     """
 
@@ -120,6 +125,8 @@ class SchemeInfo:
     presets: Mapping[str, Any]
     _: KW_ONLY
     task_settings: Mapping[str, Any]
+    action_key: str
+    info_keys: tuple[str, ...]
     parts: Callable[[], SchemeParts] = field(repr=False)
 
     def __post_init__(self) -> None:

@@ -14,15 +14,9 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
 from otagym.env import OTAPrivacyVectorEnv
+from otagym.schemes import get_scheme
 
 __all__ = ["OTAPrivacySB3VecEnv"]
-
-#: Scalar entries of each step's info copied into SB3's per-env dicts (cheap and enough for callbacks/loggers), those
-#: the scheme reports: receive scaling all but ``rho`` and ``sigma``; CDPB ``rho`` and ``cost``; anonymous OTA
-#: ``sigma`` and, with a ``target_epsilon``, ``cost``.
-INFO_KEYS = ("x", "receive_scaling", "rho", "sigma", "leakage", "convergence_cost", "convergence_cost_mean", "cost",
-             "nu")
-
 
 class OTAPrivacySB3VecEnv(VecEnv):
     """SB3 ``VecEnv`` over N episodes of any scheme stepped natively in numpy.
@@ -37,7 +31,8 @@ class OTAPrivacySB3VecEnv(VecEnv):
             Scenario overrides, a task's ``kwargs``, ...); ``autoreset_mode`` may only be ``SAME_STEP``, which the
             adapter sets.
 
-    Per-env infos carry the :data:`INFO_KEYS` the scheme reports every step (:attr:`info_keys`), and at the end of
+    Per-env infos carry the scheme's scalar entries (:attr:`otagym.schemes.SchemeInfo.info_keys`) that its settings
+    report every step (:attr:`info_keys`), and at the end of
     an episode ``terminal_observation``, ``TimeLimit.truncated`` (False: episodes terminate after T rounds),
     ``episode_rdp`` (mean cumulative RDP at alpha over devices or clients), on receive scaling ``episode_leakage``
     and ``episode_equal_alloc_leakage`` (objective (28a) of the policy and of EqualAlloc on the same channels),
@@ -59,8 +54,8 @@ class OTAPrivacySB3VecEnv(VecEnv):
             self.venv = wrap(self.venv)
         super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)
         reported = self.native.core.reset_info()  # the keys of every step's info, less the episode-end ones
-        #: The :data:`INFO_KEYS` of this scheme, in each step's per-env info.
-        self.info_keys: tuple[str, ...] = tuple(k for k in INFO_KEYS if k in reported)
+        #: The scheme's scalar info entries that these settings report, in each step's per-env info.
+        self.info_keys: tuple[str, ...] = tuple(k for k in get_scheme(self.native.scheme).info_keys if k in reported)
         self._leakage = "leakage_total" in self.native.core.EPISODE_END_KEYS
         #: The per-episode entries of an ending step's info (beside ``terminal_observation``).
         self.episode_keys: tuple[str, ...] = ("episode_rdp",) + (

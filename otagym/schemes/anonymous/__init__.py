@@ -42,4 +42,4 @@ def _parts() -> SchemeParts:
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("anonymous", AnonymousScenario, get_anonymous_scenario, "paper-anonymous", ANONYMOUS_PRESETS,
-                    task_settings=TASK_SETTINGS, parts=_parts)
+                    task_settings=TASK_SETTINGS, action_key="sigma", info_keys=("sigma", "cost"), parts=_parts)

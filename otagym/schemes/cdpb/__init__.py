@@ -44,4 +44,4 @@ def _parts() -> SchemeParts:
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_PRESETS, task_settings=TASK_SETTINGS,
-                    parts=_parts)
+                    action_key="rho", info_keys=("rho", "cost"), parts=_parts)

@@ -43,4 +43,6 @@ def _parts() -> SchemeParts:
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("receive_scaling", ReceiveScalingScenario, get_scenario, "paper-mnist", PRESETS,
-                    task_settings=TASK_SETTINGS, parts=_parts)
+                    task_settings=TASK_SETTINGS, action_key="x",
+                    info_keys=("x", "receive_scaling", "leakage", "convergence_cost", "convergence_cost_mean", "cost",
+                               "nu"), parts=_parts)

@@ -93,6 +93,14 @@ def test_each_scheme_registers_its_parts(name):
     assert set(info.task_settings) - {"scenario"} <= set(info.env_args) | {f.name for f in
                                                                           dataclasses.fields(info.scenario_type)}
     assert isinstance(info.constrained({}), bool)
+    # what the adapters and the render read of a step's info: the scheme's own entries, the decision among them
+    env = OTAPrivacyEnv(scheme=name, render_mode="ansi", **({"target_epsilon": 8.0} if name == "anonymous" else {}))
+    env.reset(seed=0)
+    step_info = env.step(env.action_space.sample())[-1]
+    assert info.action_key in info.info_keys and set(info.info_keys) <= set(step_info), set(info.info_keys) - set(
+        step_info)
+    assert all(np.ndim(step_info[k]) == 0 for k in info.info_keys)
+    assert f"{info.action_key}=" in env.render()
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
