@@ -6,7 +6,9 @@ Every task's env reports ``info["cost"]``, a per-round cost whose episode sum is
 :attr:`Task.cost_limit` (= T) exactly when the task's constraint holds (Safety-Gymnasium's convention).
 ``import otagym`` registers every task of :data:`TASKS` with Gymnasium (``gym.make(task_id)``,
 ``gym.make_vec(task_id, n)``) with ``max_episode_steps`` = T. A task's version is bumped whenever anything that
-changes learning changes (its history is in :attr:`Task.versions`).
+changes learning changes (its history is in :attr:`Task.versions`). Each scheme declares its tasks in its package
+(``otagym/schemes/<scheme>/tasks.py``, :attr:`otagym.schemes.SchemeInfo.tasks`); this module builds, registers and
+scores them.
 
 **The benchmark suite** (:data:`BENCHMARK`): the constrained receive-scaling tasks on which RL algorithms are
 ranked, each with a floor (:attr:`Task.floor`, the best constant action that meets the constraint in the mean), a
@@ -66,7 +68,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.schemes import DEFAULT_SCHEME, SCHEMES, get_scheme
+from otagym.schemes import DEFAULT_SCHEME, SCHEMES, SchemeInfo, get_scheme
 
 __all__ = ["Task", "TASKS", "BENCHMARK", "constrained", "EVALUATION_SEEDS", "TUNING_SEEDS",
            "FORMULATION_VALIDATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS",
@@ -97,10 +99,6 @@ BENCHMARK_TRAINING_SEEDS: tuple[int, ...] = tuple(range(90_000, 90_512))
 COST_TOLERANCE = 1e-6
 #: Where the reference scores are stored with the package.
 REFERENCE_SCORES_PATH = Path(__file__).parent / "data" / "reference_scores.json"
-
-#: The settings every receive-scaling task shares (:attr:`otagym.schemes.SchemeInfo.task_settings`).
-_RECEIVE_SCALING = SCHEMES[DEFAULT_SCHEME].task_settings
-
 
 @dataclass(frozen=True)
 class Task:
@@ -167,70 +165,21 @@ def constrained(env_kwargs: Mapping[str, Any]) -> bool:
     return get_scheme(env_kwargs.get("scheme", DEFAULT_SCHEME)).constrained(env_kwargs)
 
 
-def _receive_scaling(name: str, settings: Mapping[str, Any], summary: str, **task: Any) -> Task:
-    kwargs = {**_RECEIVE_SCALING, **settings}
-    return Task(f"otagym/{name}-v{len(task.get('versions', ('v0',))) - 1}", kwargs,
-                SCHEMES[DEFAULT_SCHEME].scenario(kwargs["scenario"]).num_rounds, (0.01, 0.04, 0.16), summary, **task)
+def _built(info: SchemeInfo, declared: Mapping[str, Any]) -> Task:
+    """The task a scheme declares (:attr:`otagym.schemes.SchemeInfo.tasks`): its id versioned by its history, its env
+    keyword arguments the scheme's (its name where it is not the default) and task settings and its own ``settings``,
+    its horizon its preset's T, scored on the benchmark suite's realisations where it is on the suite."""
+    task = dict(declared)
+    name, settings, suite = task.pop("name"), task.pop("settings"), task.pop("suite", False)
+    kwargs = {**({} if info.name == DEFAULT_SCHEME else {"scheme": info.name}), **info.task_settings, **settings}
+    versions = task.pop("versions", ("v0: first version",))
+    return Task(f"otagym/{name}-v{len(versions) - 1}", kwargs, info.scenario(kwargs["scenario"]).num_rounds,
+                task.pop("eval_nus"), task.pop("summary"), versions=versions,
+                eval_seeds=BENCHMARK_EVALUATION_SEEDS if suite else EVALUATION_SEEDS, **task)
 
 
-#: The constrained receive-scaling tasks' formulation: the CMDP of problem (28), reward -(L_t - L_t^EA)/H and the
-#: constraint (1/T) sum_t c_t <= nu in ``info["cost"]`` = c_t / nu, left to the agent.
-_CMDP = {"reward_mode": "cmdp", "action_type": "spend"}
-_GAUSS_MARKOV = {"fading": "gauss_markov", "correlation": 0.9}
-_BLOCK = {"fading": "block", "coherence_rounds": 10}
-#: The ceiling under Gauss-Markov fading: the programme is solved for the fading's i.i.d. marginal.
-_LOWER_BOUND_CEILING = ("the dynamic programme of the fading's i.i.d. marginal: a feasible online policy, so a lower "
-                        "bound on the online optimum (OfflineOptimal's 100 bounds it from above)")
-
-
-def _benchmark(name: str, settings: Mapping[str, Any], summary: str, **task: Any) -> Task:
-    """A task of the benchmark suite: receive scaling as a CMDP, scored on :data:`BENCHMARK_EVALUATION_SEEDS`."""
-    return _receive_scaling(name, {**_CMDP, **settings}, summary, eval_seeds=BENCHMARK_EVALUATION_SEEDS,
-                            violation_floor="FullPower", **task)
-
-
-def _scheme_task_kwargs(scheme: str) -> dict[str, Any]:
-    """The kwargs of a task of ``scheme``: the scheme's name and its :attr:`~otagym.schemes.SchemeInfo.task_settings`
-    (CDPB's: :data:`otagym.schemes.cdpb.scenario.TASK_SETTINGS`; anonymous OTA's:
-    :data:`otagym.schemes.anonymous.scenario.TASK_SETTINGS`, where the reasons for each number are)."""
-    return {"scheme": scheme, **get_scheme(scheme).task_settings}
-
-
-#: The registered tasks by id.
-TASKS: dict[str, Task] = {t.id: t for t in (
-    _receive_scaling("ReceiveScalingIID", {}, "Schedule receive scaling under i.i.d. Rayleigh fading: the future "
-                     "is unknown, and a good constant price is close to the online optimum."),
-    _receive_scaling("ReceiveScalingGaussMarkov", {"fading": "gauss_markov", "correlation": 0.9},
-                     "Schedule receive scaling under Gauss-Markov fading (correlation 0.9 per round): the present "
-                     "channel predicts the next ones."),
-    _receive_scaling("ReceiveScalingBlock", {"fading": "block", "coherence_rounds": 10},
-                     "Schedule receive scaling under block fading (10-round coherence, the block position observed): "
-                     "a strong channel lasts its block, which a constant price overspends."),
-    _benchmark("ReceiveScalingCMDP", {},
-               "Schedule receive scaling under i.i.d. Rayleigh fading as a constrained MDP: the action is the "
-               "round's spend, between nothing and 11 nu, and the mean cost must stay within nu.",
-               versions=("v0: scored on the 32 formulation realisations, an episode over its cost limit scored as "
-                         "any other", "v1: the benchmark suite's 128 evaluation realisations and feasible score")),
-    _benchmark("ReceiveScalingCMDPGaussMarkov", _GAUSS_MARKOV,
-               "The constrained task under Gauss-Markov fading (correlation 0.9 per round): the present channel "
-               "predicts the next ones, which no analytic policy of the papers uses.",
-               ceiling_note=_LOWER_BOUND_CEILING),
-    _benchmark("ReceiveScalingCMDPBlock", _BLOCK,
-               "The constrained task under block fading (10-round coherence, the block position observed): a strong "
-               "block is worth spending on for its whole length, and overspending on it breaks the constraint."),
-    _benchmark("ReceiveScalingCMDPLogX", {"action_type": "normalized"},
-               "The constrained task with the raw receive scaling as the action, x on a log scale over [1e-3 x_max, "
-               "x_max]: the round's cost depends on the channel, so a constant action meets the constraint only "
-               "by spending almost nothing."),
-    Task("otagym/CDPB-v1", _scheme_task_kwargs("cdpb"), 100, (1.0,), "Choose the power-balancing threshold rho of "
-         "client-driven power balancing each round to minimise the paper's utility G = gamma + 1e-5 eps, without "
-         "CSI, within a privacy threshold eps <= 1.", budget="epsilon_max", anchors=("MaxRho", "BestConstant"),
-         versions=("v0: the paper's eps-bar = 100, which no policy comes near (the cost was slack)",
-                   "v1: eps-bar = 1, which binds at the best rho")),
-    Task("otagym/AnonymousOTA-v0", _scheme_task_kwargs("anonymous"), 1000, (8.0,), "Choose the public noise level "
-         "sigma of anonymous over-the-air FL each round to minimise the SGD bound plus 0.01 x RDP, under an "
-         "(8, 1e-5)-DP cost.", budget="target_epsilon", anchors=("MidAction", "BestConstant")),
-)}
+#: The registered tasks by id: every scheme's (:attr:`otagym.schemes.SchemeInfo.tasks`), in the registry's order.
+TASKS: dict[str, Task] = {t.id: t for info in SCHEMES.values() for t in (_built(info, d) for d in info.tasks)}
 
 
 #: The benchmark suite: the tasks a learner is ranked on (each with a floor, a computable ceiling and at

@@ -110,6 +110,9 @@ class SchemeInfo:
         presets: the preset scenarios by name.
         task_settings: the env keyword arguments every benchmark task of the scheme shares (its preset as
             ``"scenario"``, formulation, action, reward scale), which :mod:`otagym.tasks` builds its tasks from.
+        tasks: the scheme's benchmark tasks, declared (its ``tasks`` module's ``TASKS``: name, settings beside
+            ``task_settings``, budgets, summary, whether it is on the benchmark suite, and any other
+            :class:`otagym.tasks.Task` field), which :mod:`otagym.tasks` builds and registers.
         action_key: the entry of a step's info that holds the round's decision (receive scaling's ``"x"``, CDPB's
             ``"rho"``, anonymous OTA's ``"sigma"``): what the env's ``rgb_array`` render plots.
         info_keys: the scalar entries of a step's info that adapters copy into per-env info dicts
@@ -125,6 +128,7 @@ class SchemeInfo:
     presets: Mapping[str, Any]
     _: KW_ONLY
     task_settings: Mapping[str, Any]
+    tasks: tuple[Mapping[str, Any], ...]
     action_key: str
     info_keys: tuple[str, ...]
     parts: Callable[[], SchemeParts] = field(repr=False)

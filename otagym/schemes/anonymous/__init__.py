@@ -17,6 +17,7 @@ from otagym._exports import lazy_exports
 from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
 from otagym.schemes.anonymous.scenario import (ANONYMOUS_PRESETS, TASK_SETTINGS, AnonymousScenario,
                                                get_anonymous_scenario)
+from otagym.schemes.anonymous.tasks import TASKS
 
 #: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
 _EXPORTS = {
@@ -42,4 +43,4 @@ def _parts() -> SchemeParts:
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("anonymous", AnonymousScenario, get_anonymous_scenario, "paper-anonymous", ANONYMOUS_PRESETS,
-                    task_settings=TASK_SETTINGS, action_key="sigma", info_keys=("sigma", "cost"), parts=_parts)
+                    task_settings=TASK_SETTINGS, tasks=TASKS, action_key="sigma", info_keys=("sigma", "cost"), parts=_parts)

@@ -17,6 +17,7 @@ package:
 from otagym._exports import lazy_exports
 from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
 from otagym.schemes.receive_scaling.scenario import PRESETS, TASK_SETTINGS, ReceiveScalingScenario, get_scenario
+from otagym.schemes.receive_scaling.tasks import TASKS
 
 #: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
 _EXPORTS = {
@@ -43,6 +44,6 @@ def _parts() -> SchemeParts:
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("receive_scaling", ReceiveScalingScenario, get_scenario, "paper-mnist", PRESETS,
-                    task_settings=TASK_SETTINGS, action_key="x",
+                    task_settings=TASK_SETTINGS, tasks=TASKS, action_key="x",
                     info_keys=("x", "receive_scaling", "leakage", "convergence_cost", "convergence_cost_mean", "cost",
                                "nu"), parts=_parts)
