@@ -70,7 +70,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES, SchemeInfo, get_scheme
 
-__all__ = ["Task", "TASKS", "BENCHMARK", "constrained", "EVALUATION_SEEDS", "TUNING_SEEDS",
+__all__ = ["Task", "TASKS", "BENCHMARK", "build_task", "constrained", "EVALUATION_SEEDS", "TUNING_SEEDS",
            "FORMULATION_VALIDATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS",
            "BENCHMARK_VALIDATION_SEEDS", "BENCHMARK_TRAINING_SEEDS", "COST_TOLERANCE", "REFERENCE_SCORES_PATH",
            "evaluation_options", "normalized_score", "feasible_score", "reference_scores", "register_tasks",
@@ -165,7 +165,7 @@ def constrained(env_kwargs: Mapping[str, Any]) -> bool:
     return get_scheme(env_kwargs.get("scheme", DEFAULT_SCHEME)).constrained(env_kwargs)
 
 
-def _built(info: SchemeInfo, declared: Mapping[str, Any]) -> Task:
+def build_task(info: SchemeInfo, declared: Mapping[str, Any]) -> Task:
     """The task a scheme declares (:attr:`otagym.schemes.SchemeInfo.tasks`): its id versioned by its history, its env
     keyword arguments the scheme's (its name where it is not the default) and task settings and its own ``settings``,
     its horizon its preset's T, scored on the benchmark suite's realisations where it is on the suite."""
@@ -179,7 +179,7 @@ def _built(info: SchemeInfo, declared: Mapping[str, Any]) -> Task:
 
 
 #: The registered tasks by id: every scheme's (:attr:`otagym.schemes.SchemeInfo.tasks`), in the registry's order.
-TASKS: dict[str, Task] = {t.id: t for info in SCHEMES.values() for t in (_built(info, d) for d in info.tasks)}
+TASKS: dict[str, Task] = {t.id: t for info in SCHEMES.values() for t in (build_task(info, d) for d in info.tasks)}
 
 
 #: The benchmark suite: the tasks a learner is ranked on (each with a floor, a computable ceiling and at
