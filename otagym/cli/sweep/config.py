@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from otagym._io import file_sha256
 from otagym.cli.sweep.cells import cached_model, cell_key
@@ -259,6 +259,7 @@ def plan(config: Mapping[str, Any]) -> Plan:
     seeds = _seeds(config)
     accountant = _spec(OneOf(ACCOUNTANTS), "accountant", config.get("accountant", "rdp"))
 
+    axes = _Axes(rounds, fidelities, seeds, training_data, accountant)
     cells: list[dict[str, Any]] = []
     normalised: dict[str, Any] = {"name": name, "scheme": schemes, "rounds": rounds, "fidelity": fidelities,
                                   **training_data, "seeds": seeds, "schemes": {},
@@ -272,8 +273,8 @@ def plan(config: Mapping[str, Any]) -> Plan:
         options = _training_options(config, scheme, fidelities)
         if options:
             normalised["schemes"][scheme]["training_options"] = options
-        cells += _grid(scheme, scenarios, rounds, fidelities, policies, nus, seeds,
-                       {**training_data, **({"training_options": options} if options else {})}, accountant)
+        data = {**training_data, "training_options": options} if options else training_data
+        cells += _grid(scheme, scenarios, policies, nus, axes._replace(training_data=data))
     keys = tuple(cell_key(c) for c in cells)
     return Plan(name, normalised, tuple(cells), keys)
 
@@ -392,14 +393,23 @@ def _nus(config: Mapping[str, Any], first: Any) -> list[float]:
     return nus
 
 
-def _grid(scheme: str, scenarios: list[dict[str, Any]], rounds: list[int | None], fidelities: list[str],
-          policies: list[dict[str, Any]], nus: list[float | None], seeds: list[int],
-          training_data: dict[str, Any], accountant: str = "rdp") -> list[dict[str, Any]]:
+class _Axes(NamedTuple):
+    """The axes and settings a config gives every scheme of its grid."""
+
+    rounds: list[int | None]
+    fidelities: list[str]
+    seeds: list[int]
+    training_data: dict[str, Any]
+    accountant: str
+
+
+def _grid(scheme: str, scenarios: list[dict[str, Any]], policies: list[dict[str, Any]], nus: list[float | None],
+          axes: _Axes) -> list[dict[str, Any]]:
     """The cells of one scheme, in grid order (scenario, rounds, fidelity, policy, nu, seed); a training cell also
     names its ``dataset`` and ``data_dir`` (and the data subsets a config sets: ``training_data``), a cell of a scheme
     without a nu axis (``nus == [None]``) has no ``nu``, and a cell names its ``accountant`` only where it is not the
     default ``rdp`` (so that the keys of the cells of before the option stay theirs)."""
-    info = SCHEMES[scheme]
+    info, (rounds, fidelities, seeds, training_data, accountant) = SCHEMES[scheme], axes
     cells = []
     for scen in scenarios:
         for t in rounds:
