@@ -28,8 +28,8 @@ from otagym import __version__
 from otagym._io import write_json
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import get_scheme
-from otagym.tasks import (BENCHMARK, TASKS, TUNING_SEEDS, feasible_score, reference_scores, sample_realisation,
-                          score_against)
+from otagym.tasks import (BENCHMARK, DEVICE_TASKS, TASKS, TUNING_SEEDS, feasible_score, reference_scores, robust_score,
+                          sample_realisation, score_against)
 
 __all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "reference_record", "seed_references",
            "violation_floor_scores", "ranked_scores",
@@ -206,6 +206,23 @@ class SchemeBenchmark:
         played = play_episodes(policy, task_id, seeds, **env_overrides)
         return normalized_score(task_id, nu, seeds, played.returns).tolist(), played.cost_ratios.tolist()
 
+    def device_references(self, task_id: str) -> dict[str, Any]:
+        """A devices-as-agents task's references by name, floor to ceiling (:attr:`otagym.tasks.DeviceTask.anchors`
+        among them): device policies, ``act(observations (N, K, entries)) -> actions (N, K, A)``."""
+        raise ValueError(f"{task_id}: this scheme has no devices-as-agents task")
+
+    def play_team(self, policy: Any, task_id: str, seeds: Sequence[int]) -> Episodes:
+        """A device policy's episodes on the realisation of each seed of a devices-as-agents task: the team's return
+        and the episode's cost over its limit (above 1 where a device spent its budget)."""
+        raise ValueError(f"{task_id}: this scheme has no devices-as-agents task")
+
+    def team_scores_and_costs(self, policy: Any, task_id: str, seeds: Sequence[int]) -> tuple[list[float], list[float]]:
+        """A device policy's scores (:func:`otagym.tasks.robust_score` against the task's anchors played on the same
+        realisations) and episode costs over the limit on the realisation of each seed."""
+        played = self.play_team(policy, task_id, seeds)
+        zero, hundred = _team_anchor_returns(self, task_id, tuple(int(s) for s in seeds))
+        return robust_score(played.returns, zero, hundred).tolist(), played.cost_ratios.tolist()
+
     def reference_scores(self, task_id: str, anchors: dict[str, tuple[list[float], list[float]]],
                          seeds: Sequence[int], names: Sequence[str] | None = None
                          ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -220,6 +237,14 @@ class SchemeBenchmark:
             scores[name] = {nu: score_against(played.returns, *anchors[nu]).tolist() for nu in anchors}
             costs[name] = {nu: played.cost_ratios.tolist() for nu in anchors}
         return scores, costs
+
+
+@functools.lru_cache(maxsize=16)
+def _team_anchor_returns(scheme: SchemeBenchmark, task_id: str, seeds: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+    """The returns of a devices-as-agents task's anchors on the realisation of each seed (cached per process)."""
+    refs = scheme.device_references(task_id)
+    zero, hundred = (scheme.play_team(refs[name], task_id, seeds).returns for name in DEVICE_TASKS[task_id].anchors)
+    return zero, hundred
 
 
 def scheme_benchmark(scheme: str) -> SchemeBenchmark:

@@ -1,24 +1,28 @@
 """Devices as agents: the room on ``otagym/CDPB-Devices-v0`` and shared-parameter IPPO against its references.
 
-1. The references, chosen on the task's validation realisations (32): the paper's rule for every device, the
-   paper's planner per device (the threshold of its Stage-II rho at the task's tau, where above the server's), the best
-   action common to all devices (the floor: :func:`baselines.cdpb.devices.best_common_constant`), uniform random, and
-   the best action of each device by coordinate search (the computed ceiling:
-   :func:`~baselines.cdpb.devices.best_per_device_constants`); beside them an upper bound no policy can beat, even
-   with every channel known (:func:`~baselines.cdpb.devices.full_csi_bound`: the paper's rule, nobody leaving, no
-   privacy charged).
+1. The references (:func:`baselines.cdpb.devices.device_references`): the paper's rule for every device, the
+   paper's planner per device (the threshold of its Stage-II rho at the task's tau, where above the server's), uniform
+   random, and at the actions the task stores (:attr:`otagym.tasks.DeviceTask.reference_actions`) the best action
+   common to all devices (the floor) and the best action of each device (the computed ceiling), which a search on the
+   validation realisations (32) chose (:func:`~baselines.cdpb.devices.best_common_constant`, then
+   :func:`~baselines.cdpb.devices.best_per_device_constants` from it: ``--search`` runs it again, 8 minutes, and says
+   whether it finds the stored actions); beside them an upper bound no policy can beat, even with every channel known
+   (:func:`~baselines.cdpb.devices.full_csi_bound`: the paper's rule, nobody leaving, no privacy charged).
 2. IPPO (SB3 PPO through SuperSuit, parameters shared by the devices, :func:`agents.multiagent.train_ippo`) trained
    with ``--seeds`` training seeds (the task's training seeds) for ``--steps`` device steps each, one at a time, one
    torch thread; the final model of each run (no checkpoint selection; its validation score is reported).
-3. Everything played on the task's 128 evaluation realisations, never used above. Score: 0 = the paper's rule, 100 =
-   the per-device constants: 100 (R - R_paper) / mean(R_ceiling - R_paper), paired per realisation over the mean room
-   (one realisation's room can be near 0, where a ratio per realisation would blow up). rliable's IQM with
+3. Everything played on the task's 128 evaluation realisations, never used above. Score
+   (:func:`otagym.tasks.robust_score`, what ``otagym evaluate`` gives): 0 = the paper's rule, 100 = the per-device
+   constants on the typical realisation: 100 (R - R_paper) / IQM(R_ceiling - R_paper), paired per realisation over
+   the interquartile mean of the rooms (one realisation's room can be near 0, where a ratio per realisation would blow
+   up, and one where every device leaves under the paper's rule is 30 times the typical room, which would move a
+   mean). rliable's IQM with
    its stratified-bootstrap 95% CI, the probability of improvement over the best common constant, the mean, CVaR 10%
    and the worst realisation; the share of episodes in which a device spent its budget (and left).
 
-Writes ``references.json``, ``runs/seed_<s>/`` (model, run record, scores) and ``multiagent_results.{json,md}`` to
-``--out``; ``--docs`` copies the last two into docs/. Rerunning resumes: references, finished runs and their scores are
-read back.
+Writes ``references.json`` (``search.json`` with ``--search``), ``runs/seed_<s>/`` (model, run record, scores) and
+``multiagent_results.{json,md}`` to ``--out``; ``--docs`` copies the last two into docs/. Rerunning resumes:
+references, finished runs and their scores are read back.
 
     python -m benchmarks.multiagent_results --docs        # the docs' numbers (about 40 min on 2 cores)
     python -m benchmarks.multiagent_results --seeds 1 --steps 50000 --out /tmp/ma    # a quick look
@@ -35,12 +39,12 @@ from typing import Any, Callable
 import numpy as np
 
 from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
-from baselines.benchmark import aggregate
-from baselines.cdpb.devices import (ACTION_GRID, ConstantActions, DeviceEpisodes, UniformRandom, best_common_constant,
-                                    best_per_device_constants, evaluate_devices, full_csi_bound, paper_planner,
-                                    paper_rule)
+from baselines.benchmark import aggregate, iqm_of
+from baselines.cdpb.devices import (ACTION_GRID, DeviceEpisodes, best_common_constant, best_per_device_constants,
+                                    device_references, evaluate_devices, full_csi_bound)
 from otagym._io import write_json, write_text
-from otagym.multiagent import DEVICE_TASKS, make_device_env
+from otagym.multiagent import make_device_env
+from otagym.tasks import DEVICE_TASKS, robust_score
 
 TASK = "otagym/CDPB-Devices-v0"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -56,8 +60,26 @@ def _cached(path: Path, compute: Callable[[], Any]) -> Any:
 
 
 def references(out: Path) -> dict[str, Any]:
-    """The floor and the ceiling, chosen on the validation realisations (cached in ``references.json``)."""
-    seeds = DEVICE_TASKS[TASK].validation_seeds
+    """The floor's and the ceiling's stored actions and their validation returns, beside the paper's rule's (cached in
+    ``references.json``)."""
+    seeds, stored = DEVICE_TASKS[TASK].validation_seeds, DEVICE_TASKS[TASK].reference_actions
+    refs = device_references(TASK)
+
+    def compute() -> dict[str, Any]:
+        value = {name: float(evaluate_devices(TASK, refs[name], seeds).returns.mean())
+                 for name in ("PaperRule", "BestCommonConstant", "PerDeviceConstants")}
+        return {"common_action": stored["BestCommonConstant"][0], "common_validation_return":
+                value["BestCommonConstant"], "per_device_actions": list(stored["PerDeviceConstants"]),
+                "per_device_validation_return": value["PerDeviceConstants"],
+                "paper_validation_return": value["PaperRule"]}
+
+    return _cached(out / "references.json", compute)
+
+
+def search(out: Path) -> dict[str, Any]:
+    """The search that chose the stored actions, run again on the validation realisations (cached in
+    ``search.json``), and whether it finds them."""
+    seeds, stored = DEVICE_TASKS[TASK].validation_seeds, DEVICE_TASKS[TASK].reference_actions
 
     def compute() -> dict[str, Any]:
         start = time.time()
@@ -65,10 +87,12 @@ def references(out: Path) -> dict[str, Any]:
         per_device, per_device_value = best_per_device_constants(TASK, seeds, common, grid=ACTION_GRID[::2])
         return {"common_action": common, "common_validation_return": common_value,
                 "per_device_actions": per_device[:, 0].tolist(), "per_device_validation_return": per_device_value,
-                "paper_validation_return": float(evaluate_devices(TASK, paper_rule(TASK), seeds).returns.mean()),
                 "search_seconds": time.time() - start}
 
-    return _cached(out / "references.json", compute)
+    found = _cached(out / "search.json", compute)
+    same = (np.allclose(found["per_device_actions"], stored["PerDeviceConstants"])
+            and np.isclose(found["common_action"], stored["BestCommonConstant"][0]))
+    return {**found, "finds_the_stored_actions": bool(same)}
 
 
 def _record(episodes: DeviceEpisodes) -> dict[str, list]:
@@ -95,14 +119,10 @@ def ippo_runs(out: Path, seeds: int, settings: IPPOSettings) -> list[dict[str, A
     return runs
 
 
-def evaluate_references(refs: dict[str, Any]) -> dict[str, dict[str, list]]:
+def evaluate_references() -> dict[str, dict[str, list]]:
     """The references on the evaluation realisations."""
     seeds = DEVICE_TASKS[TASK].eval_seeds
-    policies = {"PaperRule": paper_rule(TASK), "PaperPlanner": paper_planner(TASK),
-                "BestCommonConstant": ConstantActions(np.array([refs["common_action"]])),
-                "UniformRandom": UniformRandom(np.random.default_rng(0)),
-                "PerDeviceConstants": ConstantActions(np.array(refs["per_device_actions"])[:, None])}
-    records = {name: _record(evaluate_devices(TASK, policy, seeds)) for name, policy in policies.items()}
+    records = {name: _record(evaluate_devices(TASK, policy, seeds)) for name, policy in device_references(TASK).items()}
     bound = full_csi_bound(TASK, seeds)
     return {**records, "FullCSIBound": {"returns": bound.tolist(), "worst_privacy_used": [np.nan] * len(seeds),
                                         "devices_left": [0] * len(seeds)}}
@@ -118,10 +138,11 @@ def first_round_actions(out: Path, runs: list[dict[str, Any]]) -> list[list[floa
 
 
 def summarise(refs: dict[str, Any], evaluated: dict[str, dict], runs: list[dict]) -> dict[str, Any]:
-    """Scores (0 = PaperRule, 100 = PerDeviceConstants, paired), rliable statistics and the budget columns."""
+    """Scores (0 = PaperRule, 100 = PerDeviceConstants on the typical realisation, paired:
+    :func:`otagym.tasks.robust_score`), rliable statistics and the budget columns."""
     zero = np.array(evaluated["PaperRule"]["returns"])
     hundred = np.array(evaluated["PerDeviceConstants"]["returns"])
-    score = lambda returns: 100.0 * (np.asarray(returns) - zero) / np.mean(hundred - zero)  # noqa: E731
+    score = lambda returns: robust_score(returns, zero, hundred)  # noqa: E731
     records = {**{name: [rec] for name, rec in evaluated.items()}, "IPPO": [run["evaluation"] for run in runs]}
     table = {name: np.stack([score(r["returns"]) for r in recs]) for name, recs in records.items()}
     stats = aggregate(table, baseline="BestCommonConstant")
@@ -133,7 +154,8 @@ def summarise(refs: dict[str, Any], evaluated: dict[str, dict], runs: list[dict]
             "ippo_validation_returns": [float(np.mean(run["validation"]["returns"])) for run in runs],
             "ippo_steps": runs[0]["steps"] if runs else None,
             "ippo_train_seconds": [run["train_seconds"] for run in runs],
-            "room_return": float(np.mean(hundred - np.array(evaluated["BestCommonConstant"]["returns"])))}
+            "room_return": float(np.mean(hundred - np.array(evaluated["BestCommonConstant"]["returns"]))),
+            "room_return_iqm": float(iqm_of(hundred - zero))}
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -143,9 +165,11 @@ def markdown(summary: dict[str, Any]) -> str:
     head = [
         "# Devices as agents: results", "",
         f"`{summary['task']}` ([the environment](environment/multiagent.md)), the 128 evaluation realisations "
-        "(never used to choose anything). Score: 100 (R - R_paper) / mean(R_ceiling - R_paper), paired per "
-        "realisation: 0 = every device follows the paper's CDPB rule, 100 (on average) = the best per-device constant "
-        "actions (the computed ceiling). IPPO: SB3 PPO through SuperSuit, "
+        "(never used to choose anything). Score: 100 (R - R_paper) / IQM(R_ceiling - R_paper), paired per "
+        "realisation over the interquartile mean of the rooms (`otagym.tasks.robust_score`, what `otagym evaluate` "
+        "gives): 0 = every device follows the paper's CDPB rule, 100 = the best per-device constant actions (the "
+        "computed ceiling) on the typical realisation; one realisation where every device leaves under the paper's "
+        "rule cannot move it. IPPO: SB3 PPO through SuperSuit, "
         f"one network shared by the devices, {runs} training seeds x {summary['ippo_steps']:,} device steps each "
         "(the final model; one torch thread), IQM over seeds x realisations with its stratified-bootstrap 95% CI "
         "(rliable); P(>) is the probability of improvement over the best common constant. Regenerate with "
@@ -156,7 +180,9 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{refs['per_device_validation_return']:.4f}, with the devices' actions "
         f"{', '.join(f'{a:g}' for a in refs['per_device_actions'])} from the weakest mean gain to the strongest. On "
         f"the evaluation realisations the ceiling's return is {summary['room_return']:.4f} above the floor's "
-        f"(returns are in units of the paper's rule's |return|: about {100 * summary['room_return']:.1f}% of it). "
+        f"on average, and {summary['room_return_iqm']:.4f} on the typical realisation (the IQM of the rooms over the "
+        f"paper's rule, the score's 100; returns are in units of the paper's rule's |return|: about "
+        f"{100 * summary['room_return']:.1f}% of it). "
         "No policy can beat `FullCSIBound`, even one that sees every channel (the paper's rule with nobody leaving "
         "and no privacy charged: under CDPB-n each round's convergence term falls with every device that joins, "
         "`baselines.cdpb.devices.full_csi_bound`); it is loose by the privacy charge, which every policy pays.",
@@ -191,11 +217,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=1_500_000, help="device steps per IPPO run (default 1.5M)")
     p.add_argument("--out", type=Path, default=Path("results/multiagent"))
     p.add_argument("--docs", action="store_true", help="copy the table and the JSON into docs/")
+    p.add_argument("--search", action="store_true", help="run the search that chose the stored references again "
+                   "(8 minutes) and say whether it finds them")
     args = p.parse_args(argv)
     refs = references(args.out)
     print(f"references: {refs}", flush=True)
+    if args.search:
+        print(f"search: {search(args.out)}", flush=True)
     runs = ippo_runs(args.out, args.seeds, IPPOSettings(total_timesteps=args.steps))
-    summary = {**summarise(refs, evaluate_references(refs), runs),
+    summary = {**summarise(refs, evaluate_references(), runs),
                "ippo_first_round_actions": first_round_actions(args.out, runs)}
     table = markdown(summary)
     write_json(args.out / "multiagent_results.json", summary)

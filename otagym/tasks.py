@@ -19,6 +19,10 @@ evaluation set (:data:`BENCHMARK_EVALUATION_SEEDS`, 128 realisations) with the f
 :data:`BENCHMARK_VALIDATION_SEEDS` and :data:`BENCHMARK_TRAINING_SEEDS` are the disjoint sets to select and train
 on. The other tasks are the papers' formulation and sanity tasks.
 
+**Devices as agents** (:data:`DEVICE_TASKS`, :class:`DeviceTask`): tasks in which each device decides for itself,
+played by :mod:`otagym.multiagent` (PettingZoo) on the suite's seed sets and scored with :func:`robust_score`, paired
+per realisation over the typical room between the paper's rule and the computed ceiling.
+
 **Evaluation.** A task is evaluated on its :attr:`Task.eval_seeds` at each of its budgets :attr:`Task.eval_nus`: the
 realisation of a seed is drawn from ``numpy.random.default_rng(seed)`` by the scheme's realisation sampler
 (:attr:`otagym.schemes.SchemeInfo.sample_realisation`; receive scaling: as
@@ -74,7 +78,8 @@ __all__ = ["Task", "TASKS", "BENCHMARK", "build_task", "constrained", "EVALUATIO
            "FORMULATION_VALIDATION_SEEDS", "BENCHMARK_EVALUATION_SEEDS",
            "BENCHMARK_VALIDATION_SEEDS", "BENCHMARK_TRAINING_SEEDS", "COST_TOLERANCE", "REFERENCE_SCORES_PATH",
            "evaluation_options", "normalized_score", "feasible_score", "reference_scores", "register_tasks",
-           "task_scenario", "fading_settings", "sample_realisation", "score_against"]
+           "task_scenario", "fading_settings", "sample_realisation", "score_against", "DeviceTask", "DEVICE_TASKS",
+           "build_device_task", "registered_task", "robust_score"]
 
 #: The formulation tasks' frozen evaluation set: one channel realisation per seed (never used to train or tune a
 #: reference), 32 realisations.
@@ -186,6 +191,90 @@ TASKS: dict[str, Task] = {t.id: t for info in SCHEMES.values() for t in (build_t
 #: least 20 normalised points between them at every budget). The other tasks of :data:`TASKS` are formulation and
 #: sanity tasks (the papers' comparisons run on them).
 BENCHMARK: tuple[str, ...] = tuple(t.id for t in TASKS.values() if t.eval_seeds == BENCHMARK_EVALUATION_SEEDS)
+
+
+@dataclass(frozen=True)
+class DeviceTask:
+    """A devices-as-agents task (:mod:`otagym.multiagent`): each device of the scheme's deployment decides for itself,
+    scored as the benchmark suite is (its seed sets, an IQM with its CI, the tail) against references that a search
+    chose on its validation realisations.
+
+    Attributes:
+        id: ``"otagym/<Name>-v<version>"``.
+        scheme: the scheme whose devices act.
+        kwargs: the :class:`~otagym.multiagent.env.DevicesParallelEnv` arguments the task fixes.
+        summary: what is learned.
+        eval_nus: the device's privacy threshold eps-bar (one budget, fixed by the task: ``budget``).
+        reference_actions: the stored actions of the searched references by name (their declaration says how they
+            were found), each device's in order or one for all.
+        versions: the history of the version number.
+        anchors: the references whose returns on each realisation define the score's 0 and its 100
+            (:func:`robust_score`): the paper's rule and the computed ceiling.
+        floor: the reference a team must beat to have learned anything: the best action common to all devices.
+        eval_seeds / validation_seeds / training_seeds: the disjoint realisation seeds to report on, to select on and
+            to train on (the benchmark suite's).
+    """
+
+    id: str
+    scheme: str
+    kwargs: Mapping[str, Any]
+    summary: str
+    eval_nus: tuple[float, ...]
+    reference_actions: Mapping[str, tuple[float, ...]]
+    versions: tuple[str, ...] = ("v0: first version",)
+    budget: str = "epsilon_max"
+    anchors: tuple[str, str] = ("PaperRule", "PerDeviceConstants")
+    floor: str = "BestCommonConstant"
+    eval_seeds: tuple[int, ...] = BENCHMARK_EVALUATION_SEEDS
+    validation_seeds: tuple[int, ...] = BENCHMARK_VALIDATION_SEEDS
+    training_seeds: tuple[int, ...] = BENCHMARK_TRAINING_SEEDS
+
+    @property
+    def constrained(self) -> bool:
+        """Always: a device can spend its privacy budget (and leaves when it has)."""
+        return True
+
+
+def build_device_task(info: SchemeInfo, declared: Mapping[str, Any]) -> DeviceTask:
+    """The devices-as-agents task a scheme declares (:attr:`otagym.schemes.SchemeInfo.device_tasks`): its id versioned
+    by its history, its budget its deployment's eps-bar."""
+    task = dict(declared)
+    name, settings = task.pop("name"), task.pop("settings")
+    versions = task.pop("versions", ("v0: first version",))
+    scenario = info.scenario(settings.get("scenario"), **settings.get("scenario_overrides", {}))
+    return DeviceTask(f"otagym/{name}-v{len(versions) - 1}", info.name, settings, task.pop("summary"),
+                      (float(scenario.epsilon_max),), versions=versions, **task)
+
+
+#: The devices-as-agents tasks by id: every scheme's (:attr:`otagym.schemes.SchemeInfo.device_tasks`).
+DEVICE_TASKS: dict[str, DeviceTask] = {t.id: t for info in SCHEMES.values()
+                                       for t in (build_device_task(info, d) for d in info.device_tasks)}
+
+
+def registered_task(task_id: str) -> Task | DeviceTask:
+    """The task of :data:`TASKS` or :data:`DEVICE_TASKS` with this id; ``ValueError`` naming both otherwise."""
+    task = TASKS.get(task_id) or DEVICE_TASKS.get(task_id)
+    if task is None:
+        raise ValueError(f"task must be one of {sorted(TASKS)} or a devices-as-agents task {sorted(DEVICE_TASKS)}; "
+                         f"got {task_id!r}")
+    return task
+
+
+def robust_score(returns: ArrayLike, zero: ArrayLike, hundred: ArrayLike) -> NDArray:
+    """100 (R - R_0) / IQM(R_100 - R_0), element-wise: returns R scored against the anchors' returns R_0 and R_100
+    on the same realisations (paired), over the interquartile mean of the room R_100 - R_0 across the realisations.
+    Pairing takes the realisation's own difficulty out of R - R_0; dividing by the IQM of the rooms, rather than by
+    each realisation's (which can be near 0) or their mean (which one realisation can move: one where every device
+    leaves under the paper's rule has a room 30 times the typical one), keeps the scale of the typical realisation.
+    The anchors' scores are 0 and, on average over the middle half of the rooms, 100."""
+    from scipy.stats import trim_mean
+
+    zero = np.asarray(zero, dtype=float)
+    room = float(trim_mean(np.asarray(hundred, dtype=float) - zero, 0.25))
+    if not room > 0.0:
+        raise ValueError(f"the anchors' room must be positive (R_100 above R_0 on the middle half of the "
+                         f"realisations); got an IQM of {room}")
+    return 100.0 * (np.asarray(returns, dtype=float) - zero) / room
 
 
 def register_tasks() -> None:

@@ -292,7 +292,6 @@ KNOWN_SCHEME_REFERENCES = {
     "otagym/cli/commands.py": 1,
     "otagym/cli/compare.py": 7,
     "otagym/cli/evaluate.py": 1,
-    "otagym/multiagent/tasks.py": 1,
     "otagym/wrappers/budget.py": 1,
 }
 

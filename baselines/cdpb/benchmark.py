@@ -1,11 +1,12 @@
 """How CDPB's tasks are scored (:class:`baselines.benchmark.SchemeBenchmark`'s default: played in the task's env,
-scored against the task's anchors) and its references."""
+scored against the task's anchors) and its references; its devices-as-agents tasks played on the batched device side
+(:mod:`baselines.cdpb.devices`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-from baselines.benchmark import ConstantAction, RandomAction, SchemeBenchmark, best_constant_action
+from baselines.benchmark import ConstantAction, Episodes, RandomAction, SchemeBenchmark, best_constant_action
 from baselines.cdpb.policies import MaxRho, StageTwo
 
 __all__ = ["CDPBBenchmark", "BENCHMARK"]
@@ -19,6 +20,20 @@ class CDPBBenchmark(SchemeBenchmark):
         return {"UniformRandom": (RandomAction, {}), "MaxRho": (MaxRho, {"action_type": "rho"}),
                 "BestConstant": (lambda: ConstantAction(best_constant_action(task_id)), {}),
                 "CDPB": (StageTwo, {"action_type": "rho"})}
+
+    def device_references(self, task_id: str) -> dict[str, Any]:
+        """:func:`baselines.cdpb.devices.device_references`."""
+        from baselines.cdpb.devices import device_references
+
+        return device_references(task_id)
+
+    def play_team(self, policy: Any, task_id: str, seeds: Sequence[int]) -> Episodes:
+        """:func:`baselines.cdpb.devices.evaluate_devices`: the episode's cost is its worst device's privacy spent
+        over eps-bar."""
+        from baselines.cdpb.devices import evaluate_devices
+
+        played = evaluate_devices(task_id, policy, seeds)
+        return Episodes(played.returns, played.worst_privacy_used)
 
 
 BENCHMARK = CDPBBenchmark()

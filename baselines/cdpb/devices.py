@@ -12,6 +12,8 @@ A device policy maps the devices' observations (N, K, entries) to their actions 
   search (the computed ceiling: with i.i.d. fading and the sampled accounting a device's loss does not depend on the
   channel it sees, so little is left to a policy that reacts).
 * :func:`full_csi_bound`: a return no policy can beat, even one that knows every channel.
+* :func:`device_references`: a task's references by name, the searched ones at their stored actions
+  (:attr:`otagym.tasks.DeviceTask.reference_actions`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from numpy.typing import NDArray
 
 from otagym.multiagent import device_evaluation_options, device_side
 from otagym.schemes.cdpb.devices import THRESHOLD_SCALE_MAX
+from otagym.tasks import DEVICE_TASKS
 
 __all__ = ["DevicePolicy", "ConstantActions", "UniformRandom", "paper_rule", "paper_planner", "DeviceEpisodes",
-           "evaluate_devices", "best_common_constant", "best_per_device_constants", "full_csi_bound", "ACTION_GRID"]
+           "evaluate_devices", "best_common_constant", "best_per_device_constants", "full_csi_bound", "ACTION_GRID",
+           "device_references"]
 
 #: The actions searched for constants: a in [-1, 1], c = 100^((a + 1)/2) from 1 to 100 (every 0.05 of a decade).
 ACTION_GRID: NDArray = np.linspace(-1.0, 1.0, 41)
@@ -160,3 +164,18 @@ def full_csi_bound(task_id: str, seeds: Sequence[int]) -> NDArray:
                          f"client_sampling={scenario.client_sampling!r}")
     return evaluate_devices(task_id, paper_rule(task_id), seeds, leave_when_spent=False,
                             scenario_overrides={"lambda_privacy": 0.0}).returns
+
+
+def _stored_actions(actions: Sequence[float]) -> ConstantActions:
+    """A searched reference at its stored actions: one for all devices, or each device's (one action entry)."""
+    a = np.asarray(actions, dtype=float)
+    return ConstantActions(a if a.size == 1 else a[:, None])
+
+
+def device_references(task_id: str) -> dict[str, DevicePolicy]:
+    """A device task's references by name, floor to ceiling: ``UniformRandom`` (seeded 0), ``PaperRule``,
+    ``PaperPlanner``, the searched ``BestCommonConstant`` (the floor) and ``PerDeviceConstants`` (the computed
+    ceiling) at their stored actions (:attr:`otagym.tasks.DeviceTask.reference_actions`)."""
+    stored = {name: _stored_actions(a) for name, a in DEVICE_TASKS[task_id].reference_actions.items()}
+    return {"UniformRandom": UniformRandom(np.random.default_rng(0)), "PaperRule": paper_rule(task_id),
+            "PaperPlanner": paper_planner(task_id), **stored}

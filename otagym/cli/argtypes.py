@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib
 import os
+import re
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -21,7 +24,8 @@ from otagym.channel import FadingFields
 from otagym.validation import Integer, Real, Spec
 
 __all__ = ["from_spec", "field_type", "positive_int", "positive_float", "non_negative_int", "correlation",
-           "writable_dir", "writable_file", "key_value", "HelpFormatter", "TORCH_THREADS", "add_torch_threads_argument"]
+           "writable_dir", "writable_file", "key_value", "HelpFormatter", "TORCH_THREADS", "add_torch_threads_argument",
+           "CALLABLE", "import_callable"]
 
 
 def _ranged(parse, accept, allowed: str):
@@ -150,3 +154,23 @@ class HelpFormatter(argparse.HelpFormatter):
         return "\n".join(indent + line if line.startswith("  ") else
                          textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
                          for line in text.splitlines())
+
+
+#: ``module:function``: a policy given as a Python callable (the module importable, from the current folder too).
+CALLABLE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def import_callable(text: str) -> tuple[str, Callable[..., Any]]:
+    """The name (``module.function``) and the callable of a ``module:function`` policy, its module imported as
+    ``python -m`` would find it (the current folder first, as uvicorn and gunicorn do for ``module:app``);
+    ``ValueError`` in one line when the import fails or the attribute is not callable."""
+    module, _, name = text.partition(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except Exception as err:  # noqa: BLE001 - importing the user's module runs its code: any error, in one line
+        raise ValueError(f"policy {text!r}: cannot import {name} from {module} ({type(err).__name__}: {err})") from None
+    if not callable(function):
+        raise ValueError(f"policy {text!r}: {module}.{name} is not callable")
+    return f"{module}.{name}", function

@@ -22,7 +22,7 @@ from otagym import __version__
 from otagym.cli.argtypes import (HelpFormatter, add_torch_threads_argument, field_type, from_spec, key_value,
                                  non_negative_int, positive_int)
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES
-from otagym.tasks import BENCHMARK, EVALUATION_SEEDS, TASKS
+from otagym.tasks import BENCHMARK, DEVICE_TASKS, EVALUATION_SEEDS, TASKS
 from otagym.validation import Integer, Real
 
 __all__ = [
@@ -263,17 +263,10 @@ def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         if missing:
             parser.error(f"needs the {extra} extra (missing: {', '.join(missing)}): pip install -c constraints.txt "
                          f"-e '.[{extra}]'")
-    tasks = sorted(_device_tasks()) if devices else sorted(TASKS)
+    tasks = sorted(DEVICE_TASKS) if devices else sorted(TASKS)
     if (devices or args.task is not None) and args.task not in tasks:
         what = f"--algo {args.algo} trains on a devices-as-agents task" if devices else "a benchmark task"
         parser.error(f"argument --task: {what}, one of {', '.join(tasks)}; got {args.task!r}")
-
-
-def _device_tasks() -> dict[str, Any]:
-    """The devices-as-agents tasks (:data:`otagym.multiagent.DEVICE_TASKS`; the multiagent extra)."""
-    from otagym.multiagent import DEVICE_TASKS
-
-    return DEVICE_TASKS
 
 
 def _env_overrides(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
@@ -345,7 +338,7 @@ def _train_devices(args: argparse.Namespace) -> int:
     from agents.multiagent import IPPOSettings, train_ippo
 
     _refuse_not_batched(args)
-    task, run_dir = _device_tasks()[args.task], Path(args.run_dir or f"runs/{args.algo}")
+    task, run_dir = DEVICE_TASKS[args.task], Path(args.run_dir or f"runs/{args.algo}")
     if (run_dir / "model.zip").exists() and not args.overwrite:
         print(f"otagym train: error: {run_dir} holds a run already: pass --overwrite to replace it, or choose another "
               "--run-dir", file=sys.stderr)
@@ -468,7 +461,7 @@ def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
     env.add_argument("--task", default=None, metavar="TASK_ID",
                      help="train on a benchmark task's env settings exactly, with the config's entry of the task if "
                      "it has one, else its default entry (one of: " + ", ".join(sorted(TASKS)) + "); with --algo "
-                     "ippo, a devices-as-agents task (otagym.multiagent.DEVICE_TASKS)")
+                     "ippo, a devices-as-agents task (" + ", ".join(sorted(DEVICE_TASKS)) + ")")
     env.add_argument("--env", nargs="*", type=key_value, default=[], metavar="KEY=VALUE",
                      help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov "
                      "correlation=0.9 (values are YAML)")

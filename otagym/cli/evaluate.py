@@ -19,9 +19,7 @@ over ``BestConstant`` (the learnability floor).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import re
 import sys
 import zipfile
 from pathlib import Path
@@ -30,10 +28,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from otagym import __version__
-from otagym.cli.argtypes import add_torch_threads_argument, non_negative_int, positive_int, writable_file
+from otagym.cli.argtypes import (CALLABLE, add_torch_threads_argument, import_callable, non_negative_int, positive_int,
+                                 writable_file)
 from otagym.cli.report import SCHEMA, interval, pooled_table, submission_gaps, task_score
 from otagym._io import remove_stale_temporaries, write_json
-from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score, task_scenario
+from otagym.tasks import BENCHMARK, COST_TOLERANCE, DEVICE_TASKS, TASKS, feasible_score, registered_task, task_scenario
 
 __all__ = ["resolve_policy", "evaluate", "add_evaluate_parser"]
 
@@ -94,21 +93,14 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
         overrides = scheme.trained_overrides(text, run_metadata(model_path).get("env_kwargs") or {}, task_id)
         _check_spaces(text, model, task_id)
         return name, (lambda: PlayedPolicy(lambda obs: model.predict(obs, deterministic=True)[0], text), overrides)
-    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", text):
-        module, _, name = text.partition(":")
-        try:
-            function = getattr(importlib.import_module(module), name)
-        except Exception as err:  # noqa: BLE001 - importing the user's module runs its code: any error, in one line
-            raise ValueError(f"policy {text!r}: cannot import {name} from {module} ({type(err).__name__}: "
-                             f"{err})") from None
-        if not callable(function):
-            raise ValueError(f"policy {text!r}: {module}.{name} is not callable")
-        return f"{module}.{name}", (lambda: PlayedPolicy(function, text), {})
+    if CALLABLE.fullmatch(text):
+        label, function = import_callable(text)
+        return label, (lambda: PlayedPolicy(function, text), {})
     raise ValueError(f"policy must be an analytic policy of {task_id} {sorted(analytic)}, an existing model .zip or "
                      f"rl_zoo3 log folder, or module:function; got {text!r}")
 
 
-def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None, progress: Any = None
+def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None
              ) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
     """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on the realisation of each seed (default:
     the task's frozen evaluation set; any seeds), per budget (keyed ``str(nu)``), and on the constrained tasks each
@@ -116,8 +108,7 @@ def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None, progre
     meets it by construction: None). All realisations of a budget play in one vector env: a receive-scaling analytic
     policy (a :class:`~baselines.receive_scaling.compare.PolicySpec`) as ``otagym compare``'s cells, any other policy in the task's
     env (:func:`~baselines.benchmark.play_episodes`), scored against the anchors on the same realisations
-    (:func:`baselines.benchmark.normalized_score`: stored for the frozen set, computed and cached elsewhere).
-    ``progress``: a tqdm bar (or anything with ``update``), advanced once per budget."""
+    (:func:`baselines.benchmark.normalized_score`: stored for the frozen set, computed and cached elsewhere)."""
     from baselines.benchmark import normalized_score, play_episodes
     from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
 
@@ -129,8 +120,6 @@ def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None, progre
             results = evaluate_cells(task_scenario(task_id), spec, [(nu, s) for s in seeds])
             scores[str(float(nu))] = [r["score"] for r in results]
             costs[str(float(nu))] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
-            if progress is not None:
-                progress.update()
         return scores, costs if task.constrained else None
     factory, overrides = spec
     nus = task.eval_nus if task.budget == "nu" else (None,)  # every budget's episodes in one vector env
@@ -140,8 +129,6 @@ def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None, progre
         part = slice(i * len(seeds), (i + 1) * len(seeds)) if task.budget == "nu" else slice(None)
         scores[str(float(nu))] = normalized_score(task_id, nu, seeds, played.returns[part]).tolist()
         costs[str(float(nu))] = played.cost_ratios[part].tolist()
-    if progress is not None:
-        progress.update(len(task.eval_nus))
     return scores, costs if task.constrained else None
 
 
@@ -152,9 +139,11 @@ def _seed_set_line(task: Any, seeds: tuple[int, ...], references: dict[str, Any]
         quick = "" if len(seeds) == len(task.eval_seeds) else (f"; a quick look: the benchmark's number is on all "
                                                                 f"{len(task.eval_seeds)}")
         return f"realisations: the frozen evaluation set ({span}){quick}"
-    return (f"realisations: {span}, not the frozen evaluation set ({task.eval_seeds[0]}..{task.eval_seeds[-1]}): "
-            f"the anchors and the floor played here (cached in {references['cache']}); the other references are "
-            "stored for the frozen set only")
+    outside = f"realisations: {span}, not the frozen evaluation set ({task.eval_seeds[0]}..{task.eval_seeds[-1]})"
+    if references["cache"] is None:
+        return f"{outside}: every reference played here"
+    return (f"{outside}: the anchors and the floor played here (cached in {references['cache']}); the other "
+            "references are stored for the frozen set only")
 
 
 def _trained_steps(text: str) -> int | None:
@@ -174,7 +163,11 @@ def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], int | None]
     """The result's name, each run's policy and the steps each run trained for (``--env-steps``, else the models'
     own when they agree); ``ValueError`` naming the policy that does not resolve. Where a model was loaded, torch's
     thread count is set to ``--torch-threads`` (process-wide)."""
-    resolved = [resolve_policy(text, args.task) for text in args.policy]
+    if args.task in DEVICE_TASKS:
+        from otagym.cli.evaluate_devices import resolve_team as resolve
+    else:
+        resolve = resolve_policy
+    resolved = [resolve(text, args.task) for text in args.policy]
     if args.torch_threads and "torch" in sys.modules:  # a model was loaded: one thread plays a small MLP fastest
         sys.modules["torch"].set_num_threads(args.torch_threads)
     steps = {_trained_steps(text) for text in args.policy}
@@ -209,10 +202,26 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
     return summary, lines
 
 
+def _playing(task_id: str) -> tuple[Any, Any, str]:
+    """How a task's runs are played: its references on seeds (:func:`baselines.benchmark.seed_references`' form), a
+    run's scores and costs (:func:`evaluate`'s), and what a score means."""
+    if task_id in DEVICE_TASKS:
+        from otagym.cli.evaluate_devices import SCORE_NOTE, device_seed_references, evaluate_team
+
+        return device_seed_references, evaluate_team, SCORE_NOTE.format(*DEVICE_TASKS[task_id].anchors)
+    from baselines.benchmark import seed_references
+
+    task = TASKS[task_id]
+    feasible = (f"feasible score: an episode over its cost limit scores below {task.violation_floor}'s, by 100 x "
+                "its cost over the limit; " if task_id in BENCHMARK else "")
+    return (seed_references, evaluate,
+            f"{feasible}normalised score: 0 = {task.anchors[0]}, 100 = {task.anchors[1]} on the same realisation")
+
+
 def _run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from baselines.benchmark import PolicyError, seed_references
+    from baselines.benchmark import PolicyError
 
     try:
         name, specs, env_steps = _resolve_runs(args)
@@ -227,22 +236,24 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if out.parent.is_dir():
         remove_stale_temporaries(out.parent)  # what an evaluation killed mid-write left
-    task = TASKS[args.task]
+    task = registered_task(args.task)
+    references, play, score_note = _playing(args.task)
     seeds = task.eval_seeds[:args.seeds] if isinstance(args.seeds, int) else args.seeds
     scores = {str(float(nu)): [] for nu in task.eval_nus}
     costs = {key: [] for key in scores} if task.constrained else None
-    with tqdm(total=len(task.eval_nus) * len(specs) + 1, desc=f"{name} on {len(seeds)} realisations", unit="step",
-              disable=None, leave=False) as bar:
+    with tqdm(total=len(specs) + 1, desc=f"{name} on {len(seeds)} realisations", unit="run", disable=None,
+              leave=False) as bar:
         bar.set_postfix_str("references")
-        stored = seed_references(args.task, seeds)
+        stored = references(args.task, seeds)
         bar.update()
         bar.set_postfix_str(f"playing each {task.budget}")
         for spec in specs:
             try:
-                run_scores, run_costs = evaluate(args.task, spec, seeds, progress=bar)
+                run_scores, run_costs = play(args.task, spec, seeds)
             except PolicyError as err:
                 print(f"otagym evaluate: error: {err}", file=sys.stderr)
                 return 1
+            bar.update()
             for key in scores:
                 scores[key].append(run_scores[key])
                 if costs is not None:
@@ -250,11 +261,8 @@ def _run(args: argparse.Namespace) -> int:
     summary, lines = _budget_lines(task, name, scores, costs, stored, args.reps)
     headline = task_score(*pooled_table(task.id, scores, costs, seeds), reps=args.reps)
     runs = f"{len(specs)} runs pooled, " if len(specs) > 1 else ""
-    print(f"{args.task}: {name} on {len(seeds)} realisations per {task.budget} ({runs}"
-          + (f"feasible score: an episode over its cost limit scores below {task.violation_floor}'s, by 100 x "
-             "its cost over the limit; " if task.id in BENCHMARK else "")
-          + f"normalised score: 0 = {task.anchors[0]}, 100 = {task.anchors[1]} on the same realisation; the "
-          "references' columns are their IQMs on the same realisations)")
+    print(f"{args.task}: {name} on {len(seeds)} realisations per {task.budget} ({runs}{score_note}; the references' "
+          "columns are their IQMs on the same realisations)")
     print(_seed_set_line(task, tuple(seeds), stored))
     print("\n".join(lines))
     for key, ratios in (costs or {}).items():
@@ -297,9 +305,12 @@ def _seed_set(text: str) -> int | tuple[int, ...]:
 
 def add_evaluate_parser(sub: argparse._SubParsersAction, help: str) -> None:
     p = sub.add_parser("evaluate", help=help)
-    p.add_argument("task", choices=sorted(TASKS), help="the benchmark task id")
+    p.add_argument("task", choices=sorted(TASKS) + sorted(DEVICE_TASKS), help="the benchmark task id (a "
+                   "devices-as-agents task too)")
     p.add_argument("policy", nargs="+", help="an analytic policy name, an SB3 model.zip, an rl_zoo3 log folder or "
-                   "module:function (observation batch -> actions); several: one per training seed, pooled")
+                   "module:function (observation batch -> actions); on a devices-as-agents task a reference, an "
+                   "otagym train --algo ippo model.zip or module:function (the devices' observations (N, K, E) -> "
+                   "actions (N, K, A)); several: one per training seed, pooled")
     p.add_argument("--name", default=None, help="the result's name (default: the first policy's)")
     p.add_argument("--env-steps", type=non_negative_int, default=None,
                    help="the environment steps each run trained for, stated in the result (default: the SB3 "

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from otagym.tasks import BENCHMARK, COST_TOLERANCE, TASKS, feasible_score
+from otagym.tasks import BENCHMARK, COST_TOLERANCE, DEVICE_TASKS, feasible_score, registered_task
 
 __all__ = ["SCHEMA", "SCHEMA_PATH", "MIN_RUNS", "ResultError", "pooled_table", "task_score", "check_result",
            "submission_gaps", "wide", "interval", "add_report_parser"]
@@ -46,7 +46,7 @@ def pooled_table(task_id: str, scores: dict[str, Any], cost_ratios: dict[str, An
     """(runs, budgets x realisations) arrays of the scores as the task ranks them (the suite's feasible score, against
     the violation floor on the realisation of each of ``seeds``) and of the cost ratios (None where the task cannot be
     over its limit), the budgets in the task's order."""
-    keys = [str(float(nu)) for nu in TASKS[task_id].eval_nus]
+    keys = [str(float(nu)) for nu in registered_task(task_id).eval_nus]
     table = np.concatenate([np.asarray(scores[k], dtype=float) for k in keys], axis=1)
     if cost_ratios is None:
         return table, None
@@ -91,13 +91,15 @@ def check_result(result: Any) -> None:
     if errors:
         raise ResultError("does not follow otagym/data/result.schema.json: " + "; ".join(errors[:3]))
     task_id = result["task"]
-    if task_id not in TASKS:
-        raise ResultError(f"task: must be one of {sorted(TASKS)}; got {task_id!r}")
-    keys = [str(float(nu)) for nu in TASKS[task_id].eval_nus]
+    try:
+        task = registered_task(task_id)
+    except ValueError as err:
+        raise ResultError(f"task: {err}") from None
+    keys = [str(float(nu)) for nu in task.eval_nus]
     shape = (result["runs"], len(result["seeds"]))
     for field in ("scores", "cost_ratios"):
         if field == "cost_ratios" and result[field] is None:
-            if TASKS[task_id].constrained:
+            if task.constrained:
                 raise ResultError(f"cost_ratios: {task_id} is constrained: its episodes' cost ratios are required")
             continue
         if sorted(result[field]) != sorted(keys):
@@ -116,11 +118,11 @@ def check_result(result: Any) -> None:
 
 
 def submission_gaps(result: dict[str, Any]) -> list[str]:
-    """What a checked result misses to be a submission: the suite's task, its frozen evaluation set, at least
-    :data:`MIN_RUNS` runs, the environment steps stated."""
-    task = TASKS[result["task"]]
+    """What a checked result misses to be a submission: the suite's task (or a devices-as-agents task, a benchmark of
+    its own), its frozen evaluation set, at least :data:`MIN_RUNS` runs, the environment steps stated."""
+    task = registered_task(result["task"])
     gaps = []
-    if task.id not in BENCHMARK:
+    if task.id not in BENCHMARK and task.id not in DEVICE_TASKS:
         gaps.append(f"{task.id} is not a task of the benchmark suite")
     if not result["frozen_seeds"] or list(result["seeds"]) != list(task.eval_seeds):
         gaps.append(f"not on the whole frozen evaluation set ({task.eval_seeds[0]}..{task.eval_seeds[-1]})")

@@ -1,56 +1,21 @@
-"""The devices-as-agents benchmark tasks: versioned settings, the frozen seed sets of the benchmark suite and the
-channel realisations of its evaluation (the single-agent tasks' conventions, :mod:`otagym.tasks`)."""
+"""The devices-as-agents benchmark tasks played: their environments, device sides and evaluation realisations (the
+tasks themselves, :data:`~otagym.tasks.DEVICE_TASKS`, are declared in their schemes' packages and built by
+:mod:`otagym.tasks`, without PettingZoo)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from otagym.multiagent.env import DevicesParallelEnv
 from otagym.schemes import get_scheme
-from otagym.schemes.cdpb.devices import DEVICE_TASK_SETTINGS
-from otagym.tasks import BENCHMARK_EVALUATION_SEEDS, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS
+from otagym.tasks import DEVICE_TASKS, DeviceTask
 from otagym.validation import OneOf
 
 __all__ = ["DeviceTask", "DEVICE_TASKS", "DEFAULT_DEVICE_TASK", "device_task_kwargs", "make_device_env",
            "device_side", "device_evaluation_options"]
-
-
-@dataclass(frozen=True)
-class DeviceTask:
-    """A registered devices-as-agents task.
-
-    Attributes:
-        id: ``"otagym/<Name>-v<version>"``.
-        scheme: the scheme whose devices act.
-        kwargs: the :class:`~otagym.multiagent.env.DevicesParallelEnv` arguments the task fixes.
-        summary: what is learned.
-        versions: the history of the version number.
-        eval_seeds / validation_seeds / training_seeds: the disjoint realisation seeds to report on, to select on and
-            to train on (the single-agent benchmark suite's).
-    """
-
-    id: str
-    scheme: str
-    kwargs: Mapping[str, Any]
-    summary: str
-    versions: tuple[str, ...] = ()
-    eval_seeds: tuple[int, ...] = field(default=BENCHMARK_EVALUATION_SEEDS)
-    validation_seeds: tuple[int, ...] = field(default=BENCHMARK_VALIDATION_SEEDS)
-    training_seeds: tuple[int, ...] = field(default=BENCHMARK_TRAINING_SEEDS)
-
-
-#: Every devices-as-agents task by id.
-DEVICE_TASKS: dict[str, DeviceTask] = {t.id: t for t in (
-    DeviceTask("otagym/CDPB-Devices-v0", "cdpb", DEVICE_TASK_SETTINGS,
-               "Ten devices 10 dB apart in mean channel gain each choose their own participation threshold under "
-               "client-driven power balancing (CDPB-n) at the server's rho = 0.3 P/W^2, to minimise the paper's "
-               "utility gamma + 5e-3 max_k eps_k as a team; a device whose RDP reaches 20 leaves.",
-               versions=("v0: first version",)),
-)}
 
 
 #: The task ``otagym.multiagent.parallel_env()`` and ``env()`` build when given no argument.

@@ -113,6 +113,10 @@ class SchemeInfo:
         tasks: the scheme's benchmark tasks, declared (its ``tasks`` module's ``TASKS``: name, settings beside
             ``task_settings``, budgets, summary, whether it is on the benchmark suite, and any other
             :class:`otagym.tasks.Task` field), which :mod:`otagym.tasks` builds and registers.
+        device_tasks: the scheme's devices-as-agents tasks, declared (its ``tasks`` module's ``DEVICE_TASKS``: name,
+            env settings, summary, versions and the references' stored actions), which :mod:`otagym.tasks` builds
+            (:class:`otagym.tasks.DeviceTask`) and :mod:`otagym.multiagent` plays; empty where the devices follow
+            the server.
         action_key: the entry of a step's info that holds the round's decision (receive scaling's ``"x"``, CDPB's
             ``"rho"``, anonymous OTA's ``"sigma"``): what the env's ``rgb_array`` render plots.
         info_keys: the scalar entries of a step's info that adapters copy into per-env info dicts
@@ -131,6 +135,7 @@ class SchemeInfo:
     tasks: tuple[Mapping[str, Any], ...]
     action_key: str
     info_keys: tuple[str, ...]
+    device_tasks: tuple[Mapping[str, Any], ...] = ()
     parts: Callable[[], SchemeParts] = field(repr=False)
 
     def __post_init__(self) -> None:

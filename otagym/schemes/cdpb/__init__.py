@@ -18,7 +18,7 @@ The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 from otagym._exports import lazy_exports
 from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
 from otagym.schemes.cdpb.scenario import CDPB_PRESETS, TASK_SETTINGS, CDPBScenario, get_cdpb_scenario
-from otagym.schemes.cdpb.tasks import TASKS
+from otagym.schemes.cdpb.tasks import DEVICE_TASKS, TASKS
 
 #: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
 _EXPORTS = {
@@ -44,5 +44,5 @@ def _parts() -> SchemeParts:
 
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
-SCHEME = SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_PRESETS, task_settings=TASK_SETTINGS, tasks=TASKS,
-                    action_key="rho", info_keys=("rho", "cost"), parts=_parts)
+SCHEME = SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_PRESETS, task_settings=TASK_SETTINGS,
+                    tasks=TASKS, action_key="rho", info_keys=("rho", "cost"), device_tasks=DEVICE_TASKS, parts=_parts)

@@ -42,7 +42,7 @@ from otagym.schemes.cdpb.observation import OBS_BOUND
 from otagym.schemes.cdpb.scenario import CDPBScenario
 from otagym.validation import Flag, OneOf, POSITIVE, Real, Spec, check_args, real_array, refuse_entries
 
-__all__ = ["LAYOUT_VERSION", "DEVICE_ENTRIES", "THRESHOLD_SCALE_MAX", "REWARDS", "DEVICE_TASK_SETTINGS",
+__all__ = ["LAYOUT_VERSION", "DEVICE_ENTRIES", "THRESHOLD_SCALE_MAX", "REWARDS",
            "device_entry_names", "device_action_space", "device_decisions", "DeviceRound", "CDPBDevices"]
 
 #: The version of a device's observation layout (bumped with any change of an entry's meaning, order or scale).
@@ -57,17 +57,6 @@ THRESHOLD_SCALE_MAX = 100.0
 #: ``"team"``: every device gets the server's reward (the round's share of -G (24), the worst device's RDP);
 #: ``"individual"``: each device gets the convergence share and is charged its own RDP.
 REWARDS: tuple[str, ...] = ("team", "individual")
-
-#: The device task's deployment (``otagym/CDPB-Devices-v0``, :data:`otagym.multiagent.DEVICE_TASKS`): K = 10 devices
-#: 10 dB apart in mean gain (Rayleigh scales 0.1 to 1, geometric), CDPB-n (a device that does not send its gradient
-#: sends noise), the server's rho = 0.3 P/W^2, privacy weight lambda_2 = 5e-3 (the paper's 1e-5 makes privacy
-#: irrelevant at K = 10), eps-bar = 20, tau = 100; rewards in units of the paper's rule's |return| on it (0.198).
-DEVICE_TASK_SETTINGS: dict[str, Any] = {
-    "scenario": "paper-cdpb",
-    "scenario_overrides": {"num_clients": 10, "channel_scale": tuple(np.round(np.geomspace(0.1, 1.0, 10), 4)),
-                           "strategy": "noisy", "lambda_privacy": 5e-3, "epsilon_max": 20.0},
-    "rho": 0.3, "reward_scale": 0.198,
-}
 
 
 def device_entry_names(s: CDPBScenario) -> tuple[str, ...]:
