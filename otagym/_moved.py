@@ -8,6 +8,7 @@ that removes the old one. ``import otagym`` installs the hook (:func:`install`);
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -64,7 +65,10 @@ MOVED: dict[str, Moved] = {
 #: Old names inside the new modules (module -> old name -> ``"module:name"``), which their ``__getattr__`` serves
 #: through :func:`renamed`; the shells' attribute ``rounds`` is ``core`` (a property of :mod:`otagym.env`'s).
 RENAMED: dict[str, dict[str, str]] = {
-    "otagym.schemes.receive_scaling": {"Rounds": "otagym.schemes.receive_scaling.core:ReceiveScalingCore"},
+    "otagym.schemes.receive_scaling": {
+        "Rounds": "otagym.schemes.receive_scaling.core:ReceiveScalingCore",
+        **{name: f"otagym.schemes.receive_scaling.model:ReceiveScalingModel.{name}"  # model first, as they took it
+           for name in ("cost_slope_of_leakage", "reference_price", "price_spend")}},
     "otagym.schemes.cdpb": {"CDPBRounds": "otagym.schemes.cdpb.core:CDPBCore"},
     "otagym.schemes.anonymous": {"AnonymousRounds": "otagym.schemes.anonymous.core:AnonymousCore"},
     "otagym.env": {"make_rounds": "otagym.env:make_core"},
@@ -89,8 +93,9 @@ def renamed(package: str, name: str) -> object:
 
 
 def _attribute(qualified: str) -> object:
+    """``module:name``'s object; a dotted name walks attributes (``Class.method``)."""
     module, name = qualified.split(":")
-    return getattr(importlib.import_module(module), name)
+    return functools.reduce(getattr, name.split("."), importlib.import_module(module))
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

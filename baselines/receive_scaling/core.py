@@ -7,10 +7,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
 
-from otagym.schemes.receive_scaling import (X_FLOOR_RATIO, Scenario, cost_slope_of_leakage, minimize_round,
-                                            solve_increasing)
+from otagym.schemes.receive_scaling import X_FLOOR_RATIO, Scenario, minimize_round, solve_increasing
 
-__all__ = ["Policy", "minimize_round", "solve_increasing", "cost_slope_of_leakage", "X_FLOOR_RATIO"]
+__all__ = ["Policy", "minimize_round", "solve_increasing", "X_FLOOR_RATIO"]
 
 
 @runtime_checkable

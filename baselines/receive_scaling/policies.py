@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from baselines.receive_scaling.core import X_FLOOR_RATIO, cost_slope_of_leakage, minimize_round, solve_increasing
+from baselines.receive_scaling.core import X_FLOOR_RATIO, minimize_round, solve_increasing
 from otagym.accounting import tail_bound_budget
 from otagym.schemes.receive_scaling import ReceiveScalingModel, Scenario
 from otagym.schemes.receive_scaling.actions import (ACTION_CODES, ACTION_KEYS, BUDGET_ACTIONS, UNIT_ACTIONS,
@@ -235,7 +235,7 @@ class OfflineOptimal(_PolicyBase):
         with np.errstate(divide="ignore", invalid="ignore"):
             exact = k0 * n_interior / (budget + k0 * np.where(interior, 1.0 / (x_max * h), 0.0).sum(axis=-1))
         eta = np.where(n_interior > 0, exact, eta)
-        return np.moveaxis(schedule(eta), -1, 0), cost_slope_of_leakage(model, eta, 1.0)
+        return np.moveaxis(schedule(eta), -1, 0), model.cost_slope_of_leakage(eta, 1.0)
 
     def total_leakage(self) -> NDArray:
         """sum_t L_t of the solved schedule (objective (28a)), per realisation: the 100 of the normalised score."""

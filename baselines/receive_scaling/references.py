@@ -29,8 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
 from baselines.receive_scaling.policies import ActionPolicy, AdaScale, Budgeted, _PolicyBase
-from otagym.schemes.receive_scaling import (ReceiveScalingModel, Scenario, cost_slope_of_leakage, price_spend,
-                                    reference_price)
+from otagym.schemes.receive_scaling import ReceiveScalingModel, Scenario
 from otagym.tasks import EVALUATION_SEEDS, FORMULATION_VALIDATION_SEEDS, TUNING_SEEDS
 
 __all__ = ["TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS", "UniformRandom", "BestConstant", "AdaScaleTrained",
@@ -159,7 +158,7 @@ class AdaScaleTrained(Budgeted):
     rest), so it meets nu on every realisation. ``scale`` fixes v instead; one v per distinct nu.
 
     mu_bar is the price of the stationary water level at nu on the env's placement (nats per unit of convergence
-    cost; :func:`~otagym.schemes.receive_scaling.formulas.reference_price` without safety stock). AdaScale's round (30)
+    cost; :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price` without safety stock). AdaScale's round (30)
     sets the price of cost to (Q_t + c_t) / V, about nu / V in steady state; V = v nu / mu_bar makes that v^-1 mu_bar,
     so one v serves every placement. A single V per nu, as the paper's calibration per realisation would become on
     unseen channels, spends at rates 10x apart across placements, runs out of budget on some and scored -172 at
@@ -185,7 +184,7 @@ class AdaScaleTrained(Budgeted):
             model, big_t = self.inner.model, self.num_rounds
             mean = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
             nu = np.broadcast_to(self.inner.nu, mean.shape)
-            price = reference_price(model, nu * big_t, big_t, mean, buffer_sd=0.0)
+            price = model.reference_price(nu * big_t, big_t, mean, buffer_sd=0.0)
             self.inner.V = (self.scale * nu / price).reshape(np.shape(info["next_h_min2"]))
             self._placed = True
         return super().act(observation, info)
@@ -195,7 +194,7 @@ class DualPrice(_PolicyBase):
     """The optimal online policy of problem (28) with its constraint in expectation, E[(1/T) sum_t c_t] <= nu (the
     constrained task's CMDP), under i.i.d. fading: every round plays the minimiser of L_t + mu c_t (as
     ``OfflineOptimal`` does with its realisation's mu) at the one price mu whose expected spend per round under the
-    channel law of the env's placement is nu (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` without
+    channel law of the env's placement is nu (:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price` without
     safety stock: the mu_bar of :class:`AdaScaleTrained`). No budget ledger: the realised mean cost is nu in expectation
     only.
 
@@ -217,8 +216,8 @@ class DualPrice(_PolicyBase):
         if self.price is None:  # the placement is known from the first info
             mean = model.expected_h_min2(np.atleast_2d(info["mean_channel_gain"]))
             nu = np.broadcast_to(self.nu, mean.shape)
-            self.price = reference_price(model, nu * big_t, big_t, mean, buffer_sd=0.0).reshape(np.shape(h))
-        return model.x_for_cost(price_spend(model, 0.0, h, self.price, 1.0), h)
+            self.price = model.reference_price(nu * big_t, big_t, mean, buffer_sd=0.0).reshape(np.shape(h))
+        return model.x_for_cost(model.price_spend(0.0, h, self.price, 1.0), h)
 
 
 # --- the online optimum by dynamic programming -------------------------------------------------------------------
@@ -249,7 +248,7 @@ def _spend_all_price(model: ReceiveScalingModel, spend: NDArray, cap: NDArray) -
     price at which spending exactly ``spend`` is optimal, eta^2 L'(eta) / (d sigma_n^2) at eta = 1/(c/K + 1/cap)."""
     with np.errstate(divide="ignore"):
         eta = 1.0 / (spend / model.cost_scale + 1.0 / cap)
-    return cost_slope_of_leakage(model, eta, 1.0)
+    return model.cost_slope_of_leakage(eta, 1.0)
 
 
 def solve_online_optimal(model: ReceiveScalingModel, nu: ArrayLike, mean_h_min2: ArrayLike, num_rounds: int, *,
@@ -347,7 +346,7 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
     """Round ``t`` (an int, or one per env) of the solved programme ``prices`` for each of its N envs:
     ``(spend, price)``, the round's convergence cost c_t and the price mu_t (nats per unit of convergence cost) at
     which c_t minimises the round's Lagrangian on its channel (so that
-    :func:`~otagym.schemes.receive_scaling.formulas.price_spend` at mu_t buys c_t).
+    :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.price_spend` at mu_t buys c_t).
 
     With budget left B_t (``remaining``, (N,)) and the full-power level g_t = x_max h_min,t^2, the stage finds the
     post-decision budget A with A + c(lambda_{s+1}(A), g_t) = B_t on its grid (interpolated, log-log: ``np.interp``'s
@@ -377,7 +376,7 @@ def online_optimal_round(model: ReceiveScalingModel, prices: OnlinePrices, remai
     wanted = rounds * model.cost_scale * np.maximum(1.0 / level - 1.0 / cap, 0.0)
     capped = spend_all | (wanted >= left)
     spend = np.where(spend_all, left, np.minimum(wanted, left)) / rounds
-    price = np.where(capped, _spend_all_price(model, spend, cap), cost_slope_of_leakage(model, level, 1.0))
+    price = np.where(capped, _spend_all_price(model, spend, cap), model.cost_slope_of_leakage(level, 1.0))
     return spend, price
 
 
@@ -386,10 +385,10 @@ def online_optimal_price_action(model: ReceiveScalingModel, prices: OnlinePrices
                                 buffer_sd: float) -> NDArray:
     """The price action a in [-1, 1] (N,) that plays round ``t`` of the programme (:func:`online_optimal_round`):
     a = log10(mu_t / mu_ref,t) / price_decades, clipped, with mu_ref,t the action's reference
-    (:func:`~otagym.schemes.receive_scaling.formulas.reference_price` of the budget left, the rounds left and the
+    (:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price` of the budget left, the rounds left and the
     channel law)."""
     price = online_optimal_round(model, prices, remaining, h_min2, t)[1]
-    reference = reference_price(model, np.maximum(remaining, 0.0), prices.num_rounds - np.asarray(t), mean_h_min2,
+    reference = model.reference_price(np.maximum(remaining, 0.0), prices.num_rounds - np.asarray(t), mean_h_min2,
                                 buffer_sd)
     with np.errstate(divide="ignore", invalid="ignore"):
         a = np.log10(price / reference) / price_decades
@@ -446,7 +445,7 @@ class OnlineOptimal(_OnlineProgramme, _PolicyBase):
 class OnlineOptimalAction(_OnlineProgramme, ActionPolicy):
     """:class:`OnlineOptimal` as the env's price action: a = log10(mu_t / mu_ref,t) / price_decades, clipped to
     [-1, 1], with mu_t the programme's price of the round (:func:`online_optimal_round`) and mu_ref,t the action's
-    reference (:func:`~otagym.schemes.receive_scaling.formulas.reference_price`). Where mu_t lies within
+    reference (:meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price`). Where mu_t lies within
     ``price_decades`` of the reference it plays what :class:`OnlineOptimal` plays; the clip is what an agent of the
     price action can express. The base of the residual agents of ``benchmarks/crn_search.py`` (docs/rl.md §9), whose
     action is this one plus a learned correction.

@@ -12,7 +12,7 @@ from scipy import integrate
 import otagym  # noqa: F401 - registers the tasks
 from baselines.benchmark import references, task_scores, task_scores_and_costs
 from baselines.receive_scaling.references import BestConstant, DualPrice
-from otagym.schemes.receive_scaling import ReceiveScalingModel, price_spend, spend_cost
+from otagym.schemes.receive_scaling import ReceiveScalingModel, spend_cost
 from otagym.tasks import TASKS, reference_scores, task_scenario
 from test_tasks import plain_loop_scores
 
@@ -60,7 +60,7 @@ def test_dual_price_spends_nu_in_expectation_by_an_independent_integral():
     price = float(policy.price)
 
     def spend(u: float) -> float:  # h = mean u, u ~ Exponential(1)
-        return float(price_spend(model, 0.0, mean * u, price, 1.0)) * np.exp(-u)
+        return float(model.price_spend(0.0, mean * u, price, 1.0)) * np.exp(-u)
 
     expected, _ = integrate.quad(spend, 0.0, np.inf, limit=400, epsabs=0, epsrel=1e-10)
     assert expected == pytest.approx(nu, rel=1e-6)

@@ -228,7 +228,7 @@ def test_price_action_plays_the_minimiser_of_the_rounds_lagrangian():
     the levels by bisection on the closed-form mean spend, cv by scipy quadrature of E[c^2], independently."""
     from scipy import integrate, optimize, special
 
-    from otagym.schemes.receive_scaling import cost_slope_of_leakage, minimize_round
+    from otagym.schemes.receive_scaling import minimize_round
 
     env = OTAPrivacyEnv(num_rounds=40, dp_orders=None, num_devices=3, batch_size=(30, 60, 90),
                         dataset_size=(6000, 6000, 3000))
@@ -250,7 +250,7 @@ def test_price_action_plays_the_minimiser_of_the_rounds_lagrangian():
         second = k_scale**2 * integrate.quad(lambda e: (1 / th - 1 / e) ** 2 * np.exp(-e), th, np.inf,
                                              epsrel=1e-12)[0]
         buffer = min(np.sqrt(k) * np.sqrt(second / mean**2 - 1), k)
-        mu_ref = cost_slope_of_leakage(model, theta_of(left / (k + buffer)) * a_mean, 1.0)
+        mu_ref = model.cost_slope_of_leakage(theta_of(left / (k + buffer)) * a_mean, 1.0)
         x_ref = minimize_round(model, h, leak_weight=1.0, cost_weight=mu_ref * 100.0 ** a)
         _, _, _, _, info = env.step(np.array([a], np.float32))
         spent += info["convergence_cost"]

@@ -3,6 +3,7 @@ the release that removes it, and gives the new module's objects; the old core na
 
 from __future__ import annotations
 
+import functools
 import importlib
 import subprocess
 import sys
@@ -76,11 +77,22 @@ def test_the_experiments_package_warns_and_gives_the_command_line(monkeypatch):
 def test_an_old_name_in_a_package_warns_and_is_the_new_object(package, old):
     module = importlib.import_module(package)
     path, attr = RENAMED[package][old].split(":")
+    new = functools.reduce(getattr, attr.split("."), importlib.import_module(path))  # Class.method: its function
     with pytest.warns(DeprecationWarning, match=rf"{package}\.{old} is deprecated and removed in otagym"):
-        assert getattr(module, old) is getattr(importlib.import_module(path), attr)
+        assert getattr(module, old) is new
     assert old not in module.__all__
     with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
         module.Nothing  # noqa: B018
+
+
+def test_the_formulas_that_took_a_model_are_its_methods_and_keep_their_old_call():
+    """``reference_price(model, ...)`` of the earlier layout still computes ``model.reference_price(...)``."""
+    from otagym.schemes.receive_scaling import ReceiveScalingModel, get_scenario
+
+    model = ReceiveScalingModel(get_scenario())
+    with pytest.warns(DeprecationWarning):
+        from otagym.schemes.receive_scaling import reference_price
+    assert reference_price(model, 20.0, 500, 1e-9, 1.0) == model.reference_price(20.0, 500, 1e-9, 1.0) > 0
 
 
 def test_no_file_is_left_at_an_old_path():

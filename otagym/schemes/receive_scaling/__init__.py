@@ -24,7 +24,7 @@ _EXPORTS = {
     "scenario": ("ReceiveScalingScenario", "Scenario", "PRESETS", "get_scenario", "dbm_to_w", "w_to_dbm",
                  "TASK_SETTINGS"),
     "model": ("ReceiveScalingModel",),
-    "formulas": ("ModelArrays", "X_FLOOR_RATIO", "cost_slope_of_leakage", "reference_price", "price_spend"),
+    "formulas": ("ModelArrays", "X_FLOOR_RATIO"),
     "solver": ("minimize_round", "solve_increasing"),
     "actions": ("ActionType", "RewardMode", "BUDGET_ACTIONS", "UNIT_ACTIONS", "ActionSettings", "normalized_x",
                 "spend_cost", "budget_action_cost", "decode_actions", "constrained"),

@@ -142,8 +142,8 @@ def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: Arr
     R_t = nu T - sum_{tau<t} c_tau (``remaining``) is the budget of constraint (28b) left before round t and
     k = T - t >= 1 (``rounds_left``) the rounds left including this one. The round spends
 
-    * ``"price"``: :func:`~otagym.schemes.receive_scaling.formulas.price_spend` at mu_t = mu_ref,t 10^(price_decades a),
-      mu_ref,t the :func:`~otagym.schemes.receive_scaling.formulas.reference_price` of R_t and k on the channel law of
+    * ``"price"``: :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.price_spend` at mu_t = mu_ref,t 10^(price_decades a),
+      mu_ref,t the :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price` of R_t and k on the channel law of
       ``mean_h_min2`` with its safety stock of ``buffer_sd`` standard deviations;
     * ``"share"``: m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc);
 

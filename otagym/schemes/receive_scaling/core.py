@@ -69,7 +69,7 @@ class ReceiveScalingOptions(TrainingOptions):
             its inverse.
         price_decades: a price action spans mu_ref 10^[-decades, decades] (> 0).
         price_buffer_sd: the safety stock of the price action's reference, in standard deviations of the remaining
-            rounds' spend (>= 0; see :func:`~otagym.schemes.receive_scaling.formulas.reference_price`).
+            rounds' spend (>= 0; see :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price`).
         nu_range: ``(low, high)`` draws nu log-uniformly per episode (for one policy serving every nu; nu is observed);
             ``None`` keeps the scenario's nu. ``reset(options={"nu": ...})`` sets it for one episode either way.
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off

@@ -15,7 +15,7 @@ call nothing.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -24,10 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.jit import JIT, JIT_NO_ALLOC
 from otagym.accounting.curve import curve_derivatives, curve_log_a
 
-if TYPE_CHECKING:
-    from otagym.schemes.receive_scaling.model import ReceiveScalingModel
-
-__all__ = ["ModelArrays", "X_FLOOR_RATIO", "cost_slope_of_leakage", "reference_price", "price_spend"]
+__all__ = ["ModelArrays", "X_FLOOR_RATIO"]
 
 #: The smallest x of every action and policy, as a fraction of x_max (below it the convergence cost overflows).
 X_FLOOR_RATIO = 1e-12
@@ -322,41 +319,4 @@ def _price_spend_many(action: NDArray, h_min2: NDArray, price_ref: NDArray, pric
 def _transmit_power_w(eta: float, gain: float, power_coeff: float) -> float:
     """Eq. (14) for one device: eta / |h_m|^2 times G^2 k_m^2 / (d M^2), W."""
     return eta / gain * power_coeff
-
-
-def cost_slope_of_leakage(model: ReceiveScalingModel, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
-    """-dL/dc at x: the leakage saved per unit of convergence cost spent, L'(x) x^2 / K (>= 0).
-
-    Uses x(c) = x_max / (1 + x_max c h^2/(d sigma_n^2)) (the inverse of c), whose derivative is -x^2 / K.
-    """
-    h = np.asarray(h_min2, dtype=float)
-    x = np.asarray(x, dtype=float)
-    return model.leakage_slope(x, h) * x * x * h / model.cost_scale
-
-
-def reference_price(model: ReceiveScalingModel, remaining: ArrayLike, rounds_left: ArrayLike,
-                    mean_h_min2: ArrayLike, buffer_sd: float = 1.0) -> NDArray:
-    """mu_ref: the price action's zero point, in nats per unit of convergence cost. It is the price eta_bar^2
-    L'(eta_bar) / (d sigma_n^2) of the stationary water level eta_bar (:meth:`~ReceiveScalingModel.stationary_level`,
-    so that eta*(mu_ref) = eta_bar) that spends R / (k + b) per round on average, with R the budget left
-    (``remaining``), k the rounds left including this one and b a safety stock of ``buffer_sd`` standard deviations of
-    the spend of the k rounds at the fair share R / k, in rounds: b = buffer_sd sqrt(k) cv (cv the per-round spend's
-    :meth:`~ReceiveScalingModel.stationary_spend_cv`), at most k. So a = 0 is offline water-filling with the channel law
-    in place of the future channels, paced by the budget left (spending more than the share raises the next reference
-    price), that keeps a buffer against a run of strong channels near the end, which the last round spends: without
-    it, a constant action runs out of budget on some realisations and the last rounds leak up to 10^3 times the rest
-    of the episode (docs/rl.md)."""
-    (remaining, rounds_left, mean), shape = _flat((remaining, rounds_left, mean_h_min2))
-    return _shaped(_reference_price_many(remaining, rounds_left, mean, float(buffer_sd), model.arrays,
-                                         np.empty_like(remaining)), shape)
-
-
-def price_spend(model: ReceiveScalingModel, action: ArrayLike, h_min2: ArrayLike, price_ref: ArrayLike,
-                price_decades: float) -> NDArray:
-    """The cost a price action buys: the minimiser of the round's Lagrangian L_t(x) + mu_t c_t(x) of (28), as
-    ``baselines.OfflineOptimal`` with a fixed mu (eta = min(eta*(mu), x_max h^2), see
-    :meth:`ReceiveScalingModel.price_receive_scaling`), at mu_t = price_ref * 10^(price_decades a)."""
-    (action, h, price_ref), shape = _flat((action, h_min2, price_ref))
-    return _shaped(_price_spend_many(action, h, price_ref, float(price_decades), model.arrays, np.empty_like(h)),
-                   shape)
 

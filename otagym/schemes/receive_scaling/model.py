@@ -11,7 +11,8 @@ from numpy.typing import ArrayLike, NDArray
 from otagym.accounting import SGMCurve
 from otagym.schemes.receive_scaling.formulas import (ModelArrays, _convergence_cost, _elementwise, _flat, _h_min2_rows,
                                                      _leakage_derivatives_many, _leakage_many,
-                                                     _price_receive_scaling_many, _shaped, _stationary_many,
+                                                     _price_receive_scaling_many, _price_spend_many,
+                                                     _reference_price_many, _shaped, _stationary_many,
                                                      _transmit_power_w, _x_for_cost)
 from otagym.schemes.receive_scaling.scenario import Scenario
 from otagym.schemes.receive_scaling.stationary import (_LAGUERRE_NODES, _LAGUERRE_WEIGHTS, _LEGENDRE_NODES,
@@ -185,6 +186,39 @@ class ReceiveScalingModel:
         steps on y = log eta (F'(y) = 2 + eta L''/L' >= 2)."""
         (mu,), shape = _flat((mu,))
         return _shaped(_price_receive_scaling_many(mu, self.arrays, np.empty_like(mu)), shape)
+
+    def cost_slope_of_leakage(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
+        """-dL/dc at x: the leakage saved per unit of convergence cost spent, L'(x) x^2 / K (>= 0).
+
+        Uses x(c) = x_max / (1 + x_max c h^2/(d sigma_n^2)) (the inverse of c), whose derivative is -x^2 / K.
+        """
+        h = np.asarray(h_min2, dtype=float)
+        x = np.asarray(x, dtype=float)
+        return self.leakage_slope(x, h) * x * x * h / self.cost_scale
+
+    def reference_price(self, remaining: ArrayLike, rounds_left: ArrayLike, mean_h_min2: ArrayLike,
+                        buffer_sd: float = 1.0) -> NDArray:
+        """mu_ref: the price action's zero point, in nats per unit of convergence cost. It is the price eta_bar^2
+        L'(eta_bar) / (d sigma_n^2) of the stationary water level eta_bar (:meth:`stationary_level`, so that
+        eta*(mu_ref) = eta_bar) that spends R / (k + b) per round on average, with R the budget left (``remaining``),
+        k the rounds left including this one and b a safety stock of ``buffer_sd`` standard deviations of the spend
+        of the k rounds at the fair share R / k, in rounds: b = buffer_sd sqrt(k) cv (cv the per-round spend's
+        :meth:`stationary_spend_cv`), at most k. So a = 0 is offline water-filling with the channel law in place of
+        the future channels, paced by the budget left (spending more than the share raises the next reference
+        price), that keeps a buffer against a run of strong channels near the end, which the last round spends:
+        without it, a constant action runs out of budget on some realisations and the last rounds leak up to 10^3
+        times the rest of the episode (docs/rl.md)."""
+        (remaining, rounds_left, mean), shape = _flat((remaining, rounds_left, mean_h_min2))
+        return _shaped(_reference_price_many(remaining, rounds_left, mean, float(buffer_sd), self.arrays,
+                                             np.empty_like(remaining)), shape)
+
+    def price_spend(self, action: ArrayLike, h_min2: ArrayLike, price_ref: ArrayLike, price_decades: float) -> NDArray:
+        """The cost a price action buys: the minimiser of the round's Lagrangian L_t(x) + mu_t c_t(x) of (28), as
+        ``baselines.OfflineOptimal`` with a fixed mu (eta = min(eta*(mu), x_max h^2), see
+        :meth:`price_receive_scaling`), at mu_t = price_ref * 10^(price_decades a)."""
+        (action, h, price_ref), shape = _flat((action, h_min2, price_ref))
+        return _shaped(_price_spend_many(action, h, price_ref, float(price_decades), self.arrays,
+                                         np.empty_like(h)), shape)
 
     # --- power -----------------------------------------------------------------------------------------------
     def transmit_power_w(self, eta: ArrayLike, gains: ArrayLike) -> NDArray:
