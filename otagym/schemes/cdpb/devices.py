@@ -144,17 +144,19 @@ class CDPBDevices:
         n = self.core.observation_space().shape[0] + self.num_devices * self.observation_space().shape[0]
         return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(n,), dtype=np.float32)
 
-    def reset(self, rng: np.random.Generator, channel_gains: NDArray | None = None) -> None:
-        """New episodes; ``channel_gains`` (T, N, K) (or (T, K) for N = 1) replays realisations
-        (:func:`~otagym.schemes.cdpb.core.sample_realisation`)."""
+    def reset(self, rng: np.random.Generator, channel_gains: NDArray | None = None, mask: NDArray | None = None
+              ) -> None:
+        """New episodes where ``mask`` (N,) is True (all if None); ``channel_gains`` (T, N, K) (or (T, K) for
+        N = 1) replays realisations (:func:`~otagym.schemes.cdpb.core.sample_realisation`; a full reset only, which a
+        masked reset then replays again, as the core's)."""
         if channel_gains is not None:  # the core's check (range) then sees the env axis it expects
             shapes = ((self.scenario.num_rounds, self.num_envs, self.num_devices),)
             if self.num_envs == 1:
                 shapes += ((self.scenario.num_rounds, self.num_devices),)
             channel_gains = real_array("reset option channel_gains", channel_gains, shapes)
             channel_gains = channel_gains.reshape(shapes[0])
-        self.core.reset(rng, channel_gains=channel_gains)
-        self.active[:] = True
+        self.core.reset(rng, mask, channel_gains=channel_gains)
+        self.active[slice(None) if mask is None else np.asarray(mask, dtype=bool)] = True
 
     def privacy_used(self) -> NDArray:
         """Each device's cumulative RDP (the scenario's accounting, at alpha) over eps-bar, (N, K)."""

@@ -1,0 +1,130 @@
+"""The batched TorchRL env of a device task against the PettingZoo env played realisation by realisation (an
+independent path: the parallel API's dicts, one realisation at a time)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torchrl")
+pytest.importorskip("pettingzoo")
+
+import torch  # noqa: E402
+from torchrl.envs.utils import check_env_specs  # noqa: E402
+
+from otagym.multiagent import device_evaluation_options, make_device_env  # noqa: E402
+from otagym.multiagent.torchrl_env import GROUP, DevicesTorchRLEnv  # noqa: E402
+from otagym.tasks import DEVICE_TASKS  # noqa: E402
+
+TASK = "otagym/CDPB-Devices-v0"
+SEEDS = DEVICE_TASKS[TASK].validation_seeds[:3]
+#: A tight budget, so that devices leave (and, on some realisations, all of them) within the episode.
+TIGHT = {"scenario_overrides": {"epsilon_max": 2.0}}
+
+
+def policy(obs: np.ndarray) -> np.ndarray:
+    """Actions that read the observation (the round, the last noise, the device's gain and privacy used)."""
+    return np.clip(-1.0 + 0.3 * obs[..., 0:1] + 0.05 * obs[..., 3:4] - 0.2 * obs[..., 4:5], -1.0, 1.0)
+
+
+def pettingzoo_episode(seed: int) -> tuple[list[dict], float]:
+    """Each round's live devices' observations and rewards, and the team's return, through the PettingZoo env."""
+    env = make_device_env(TASK, **TIGHT)
+    obs, _ = env.reset(seed=0, options=device_evaluation_options(TASK, seed))
+    rounds, total = [], 0.0
+    while env.agents:
+        actions = {a: policy(obs[a]) for a in env.agents}
+        live_obs = {a: obs[a] for a in env.agents}  # an agent that left last round still has its last observation
+        obs, rewards, _, _, _ = env.step(actions)
+        rounds.append({"obs": live_obs, "rewards": rewards})
+        total += next(iter(rewards.values()))
+    return rounds, total
+
+
+def test_the_batched_env_equals_the_pettingzoo_env_realisation_by_realisation():
+    """The live devices' observations and rewards at every round the PettingZoo env plays, the masks its live agents,
+    and the team's return (the rounds after every device left included)."""
+    env = DevicesTorchRLEnv(TASK, len(SEEDS), realisations=SEEDS, **TIGHT)
+    td = env.reset()
+    batched = []
+    while True:
+        td[GROUP, "action"] = torch.as_tensor(policy(td[GROUP, "observation"].numpy()), dtype=torch.float32)
+        batched.append((td[GROUP, "observation"].numpy().copy(), td[GROUP, "mask"].numpy().copy()))
+        td = env.step(td)
+        batched[-1] += (td["next", GROUP, "reward"][..., 0].numpy().astype(float),)
+        if td["next", "done"].all():
+            break
+        td = td["next"]
+    emptied = 0
+    for i, seed in enumerate(SEEDS):
+        rounds, total = pettingzoo_episode(seed)
+        for t, played in enumerate(rounds):
+            obs, mask, rewards = (b[i] for b in batched[t])
+            live = [int(a.split("_")[1]) for a in played["obs"]]
+            assert list(np.flatnonzero(mask)) == live, t
+            np.testing.assert_array_equal(obs[live], np.stack(list(played["obs"].values())))
+            if t < len(rounds) - 1 or len(rounds) == len(batched):  # the last one holds the rounds left, charged
+                np.testing.assert_allclose(rewards[live], list(played["rewards"].values()), rtol=1e-6)
+        emptied += len(rounds) < len(batched)
+        np.testing.assert_allclose(sum(r[i][0] for *_, r in batched), total, rtol=1e-5)
+    assert emptied >= 1  # a realisation on which every device left before the end: its rounds after, compared too
+
+
+def test_torchrls_checks_pass_and_a_rollout_keeps_the_batch_in_step():
+    env = DevicesTorchRLEnv(TASK, 4, seed=0)
+    check_env_specs(env, seed=0)
+    torch.manual_seed(0)
+    rollout = env.rollout(200, break_when_any_done=True)
+    tau = env.side.scenario.num_rounds
+    assert rollout.batch_size == (4, tau) and rollout["next", "done"][:, -1].all()
+    assert not rollout["next", "done"][:, :-1].any()
+    assert rollout["state"].shape == (4, tau, env.side.state_space().shape[0])
+    assert rollout["next", GROUP, "reward"].shape == (4, tau, 10, 1)
+    with pytest.raises(ValueError, match="one seed per env"):
+        DevicesTorchRLEnv(TASK, 2, realisations=SEEDS)
+
+
+def test_a_mappo_iteration_with_torchrls_modules(one_torch_thread):
+    """TorchRL's MAPPO recipe (its multi-agent tutorial): a shared decentralised actor and a centralised critic
+    (``MultiAgentMLP``), its collector and ``ClipPPOLoss`` with GAE over the group's keys; one update moves the
+    actor."""
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+    from torchrl.collectors import Collector
+    from torchrl.modules import MultiAgentMLP, ProbabilisticActor, TanhNormal
+    from torchrl.objectives import ClipPPOLoss, ValueEstimators
+
+    torch.manual_seed(0)
+    env = DevicesTorchRLEnv(TASK, 4, seed=0)
+    k, entries = env.observation_spec[GROUP, "observation"].shape[-2:]
+    width = env.action_spec[GROUP, "action"].shape[-1]
+
+    def mlp(out: int, centralised: bool) -> MultiAgentMLP:
+        return MultiAgentMLP(entries, out, n_agents=k, centralised=centralised, share_params=True, depth=2,
+                             num_cells=32, activation_class=nn.Tanh)
+
+    actor = ProbabilisticActor(
+        TensorDictModule(nn.Sequential(mlp(2 * width, False), NormalParamExtractor()),
+                         in_keys=[(GROUP, "observation")], out_keys=[(GROUP, "loc"), (GROUP, "scale")]),
+        spec=env.full_action_spec[GROUP, "action"], in_keys=[(GROUP, "loc"), (GROUP, "scale")],
+        out_keys=[(GROUP, "action")], distribution_class=TanhNormal, distribution_kwargs={"low": -1.0, "high": 1.0},
+        return_log_prob=True, log_prob_key=(GROUP, "sample_log_prob"))
+    critic = TensorDictModule(mlp(1, True), in_keys=[(GROUP, "observation")], out_keys=[(GROUP, "state_value")])
+    loss = ClipPPOLoss(actor, critic, normalize_advantage=False)
+    loss.set_keys(reward=(GROUP, "reward"), action=(GROUP, "action"), sample_log_prob=(GROUP, "sample_log_prob"),
+                  value=(GROUP, "state_value"), done=(GROUP, "done"), terminated=(GROUP, "terminated"))
+    loss.make_value_estimator(ValueEstimators.GAE, gamma=0.99, lmbda=0.95)
+    optimiser = torch.optim.Adam(loss.parameters(), 1e-3)
+    before = [p.detach().clone() for p in actor.parameters()]
+    tau = env.side.scenario.num_rounds
+    for batch in Collector(env, actor, frames_per_batch=4 * tau, total_frames=4 * tau,
+                           auto_register_policy_transforms=False):
+        assert batch.batch_size == (4, tau)
+        with torch.no_grad():
+            loss.value_estimator(batch, params=loss.critic_network_params,
+                                 target_params=loss.target_critic_network_params)
+        terms = loss(batch.reshape(-1))
+        total = terms["loss_objective"] + terms["loss_critic"] + terms["loss_entropy"]
+        assert torch.isfinite(total)
+        optimiser.zero_grad()
+        total.backward()
+        optimiser.step()
+    assert any(not torch.equal(a, b) for a, b in zip(before, actor.parameters()))
