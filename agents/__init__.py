@@ -15,9 +15,10 @@ ALGOS = ("ppo", "sac", "td3", "trpo", "ppo_lagrangian")
 #: (:mod:`agents.budget_ppo`).
 BATCHED_ALGOS = ("budget_ppo",)
 #: Algorithms ``otagym train`` runs on a devices-as-agents task (``--task`` of
-#: :data:`otagym.multiagent.DEVICE_TASKS`, the multiagent extra): ``ippo``, PPO with one network shared by every
-#: device (:func:`agents.multiagent.train_ippo`).
-DEVICE_ALGOS = ("ippo",)
+#: :data:`otagym.tasks.DEVICE_TASKS`, the multiagent extra): ``ippo``, PPO with one network shared by every device
+#: (:func:`agents.multiagent.train_ippo`), and ``mappo``, its shared actor with a centralised critic (TorchRL,
+#: :func:`agents.mappo.train_mappo`).
+DEVICE_ALGOS = ("ippo", "mappo")
 #: Algorithms that learn the cost limit of a constrained task (the others optimise the reward alone, and
 #: ``otagym train`` warns when they train on one).
 CONSTRAINED_ALGOS = ("ppo_lagrangian", "budget_ppo")

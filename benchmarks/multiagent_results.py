@@ -8,7 +8,8 @@
    :func:`~baselines.cdpb.devices.best_per_device_constants` from it: ``--search`` runs it again, 8 minutes, and says
    whether it finds the stored actions); beside them an upper bound no policy can beat, even with every channel known
    (:func:`~baselines.cdpb.devices.full_csi_bound`: the paper's rule, nobody leaving, no privacy charged).
-2. IPPO (SB3 PPO through SuperSuit, parameters shared by the devices, :func:`agents.multiagent.train_ippo`) trained
+2. IPPO (SB3 PPO through SuperSuit, parameters shared by the devices, :func:`agents.multiagent.train_ippo`) and
+   MAPPO (TorchRL's recipe, a shared actor and a centralised critic, :func:`agents.mappo.train_mappo`), each trained
    with ``--seeds`` training seeds (the task's training seeds) for ``--steps`` device steps each, one at a time, one
    torch thread; the final model of each run (no checkpoint selection; its validation score is reported).
 3. Everything played on the task's 128 evaluation realisations, never used above. Score
@@ -20,8 +21,8 @@
    its stratified-bootstrap 95% CI, the probability of improvement over the best common constant, the mean, CVaR 10%
    and the worst realisation; the share of episodes in which a device spent its budget (and left).
 
-Writes ``references.json`` (``search.json`` with ``--search``), ``runs/seed_<s>/`` (model, run record, scores) and
-``multiagent_results.{json,md}`` to ``--out``; ``--docs`` copies the last two into docs/. Rerunning resumes:
+Writes ``references.json`` (``search.json`` with ``--search``), ``runs/<algo>/seed_<s>/`` (model, run record,
+scores) and ``multiagent_results.{json,md}`` to ``--out``; ``--docs`` copies the last two into docs/. Rerunning resumes:
 references, finished runs and their scores are read back.
 
     python -m benchmarks.multiagent_results --docs        # the docs' numbers (about 40 min on 2 cores)
@@ -33,13 +34,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from agents.multiagent import IPPOSettings, load_shared_policy, train_ippo
-from baselines.benchmark import aggregate, iqm_of
+from agents.multiagent import DEVICE_TRAINERS
+from baselines.benchmark import aggregate, improvement, iqm_of
 from baselines.cdpb.devices import (ACTION_GRID, DeviceEpisodes, best_common_constant, best_per_device_constants,
                                     device_references, evaluate_devices, full_csi_bound)
 from otagym._io import write_json, write_text
@@ -100,22 +102,26 @@ def _record(episodes: DeviceEpisodes) -> dict[str, list]:
             "devices_left": episodes.devices_left.tolist()}
 
 
-def ippo_runs(out: Path, seeds: int, settings: IPPOSettings) -> list[dict[str, Any]]:
-    """Train (or read back) the IPPO runs and score each on the validation and evaluation realisations."""
+def team_runs(out: Path, algo: str, seeds: int, steps: int) -> list[dict[str, Any]]:
+    """Train (or read back) ``algo``'s runs (:data:`agents.multiagent.DEVICE_TRAINERS`) in ``out/runs/<algo>/`` and
+    score each on the validation and evaluation realisations."""
     task, runs = DEVICE_TASKS[TASK], []
+    algorithm = DEVICE_TRAINERS[algo]()
+    settings = replace(algorithm.settings(), total_timesteps=steps)
     for seed in task.training_seeds[:seeds]:
-        folder = out / "runs" / f"seed_{seed}"
+        folder = out / "runs" / algo / f"seed_{seed}"
 
         def compute(folder: Path = folder, seed: int = seed) -> dict[str, Any]:
             start = time.time()
-            policy = load_shared_policy(train_ippo(TASK, seed, folder, settings))
+            policy = algorithm.load(algorithm.train(TASK, seed, folder, settings))
             trained = time.time() - start
             return {"seed": seed, "train_seconds": trained, "steps": settings.total_timesteps,
                     "validation": _record(evaluate_devices(TASK, policy, task.validation_seeds)),
-                    "evaluation": _record(evaluate_devices(TASK, policy, task.eval_seeds))}
+                    "evaluation": _record(evaluate_devices(TASK, policy, task.eval_seeds)),
+                    "first_round_actions": first_round_actions(policy)}
 
         runs.append(_cached(folder / "scores.json", compute))
-        print(f"IPPO seed {seed}: validation return {np.mean(runs[-1]['validation']['returns']):.4f}", flush=True)
+        print(f"{algo} seed {seed}: validation return {np.mean(runs[-1]['validation']['returns']):.4f}", flush=True)
     return runs
 
 
@@ -128,40 +134,51 @@ def evaluate_references() -> dict[str, dict[str, list]]:
                                         "devices_left": [0] * len(seeds)}}
 
 
-def first_round_actions(out: Path, runs: list[dict[str, Any]]) -> list[list[float]]:
-    """Each run's deterministic action for every device at the first round (weakest mean gain first)."""
+def first_round_actions(policy: Any) -> list[float]:
+    """A team's deterministic action for every device at the first round (weakest mean gain first)."""
     env = make_device_env(TASK)
     obs, _ = env.reset(seed=0)
     first = np.stack([obs[agent] for agent in env.possible_agents])[None]
-    return [np.round(load_shared_policy(out / "runs" / f"seed_{run['seed']}" / "model.zip").act(first)[0, :, 0],
-                     2).tolist() for run in runs]
+    return np.round(policy.act(first)[0, :, 0], 2).tolist()
 
 
-def summarise(refs: dict[str, Any], evaluated: dict[str, dict], runs: list[dict]) -> dict[str, Any]:
+def summarise(refs: dict[str, Any], evaluated: dict[str, dict], teams: dict[str, list[dict]]) -> dict[str, Any]:
     """Scores (0 = PaperRule, 100 = PerDeviceConstants on the typical realisation, paired:
-    :func:`otagym.tasks.robust_score`), rliable statistics and the budget columns."""
+    :func:`otagym.tasks.robust_score`), rliable statistics and the budget columns of the references and of each
+    team's runs (``teams``: name -> runs), and whether the learned teams are told apart (MAPPO's probability of
+    improvement over IPPO, runs x realisations paired)."""
     zero = np.array(evaluated["PaperRule"]["returns"])
     hundred = np.array(evaluated["PerDeviceConstants"]["returns"])
     score = lambda returns: robust_score(returns, zero, hundred)  # noqa: E731
-    records = {**{name: [rec] for name, rec in evaluated.items()}, "IPPO": [run["evaluation"] for run in runs]}
+    records = {**{name: [rec] for name, rec in evaluated.items()},
+               **{name: [run["evaluation"] for run in runs] for name, runs in teams.items()}}
     table = {name: np.stack([score(r["returns"]) for r in recs]) for name, recs in records.items()}
     stats = aggregate(table, baseline="BestCommonConstant")
     for name, recs in records.items():
         left = np.concatenate([r["devices_left"] for r in recs])
         stats[name].update(mean_return=float(np.mean([r["returns"] for r in recs])),
                            share_over_budget=float(np.mean(left > 0)), mean_devices_left=float(left.mean()))
+    apart = improvement(table, "IPPO", ("MAPPO",)) if {"IPPO", "MAPPO"} <= set(teams) else {}
     return {"task": TASK, "references": refs, "statistics": stats,
-            "ippo_validation_returns": [float(np.mean(run["validation"]["returns"])) for run in runs],
-            "ippo_steps": runs[0]["steps"] if runs else None,
-            "ippo_train_seconds": [run["train_seconds"] for run in runs],
+            "teams": {name: {"validation_returns": [float(np.mean(run["validation"]["returns"])) for run in runs],
+                             "steps": runs[0]["steps"] if runs else None,
+                             "train_seconds": [run["train_seconds"] for run in runs],
+                             "first_round_actions": [run["first_round_actions"] for run in runs]}
+                      for name, runs in teams.items()},
+            "mappo_over_ippo": apart.get("MAPPO"),
             "room_return": float(np.mean(hundred - np.array(evaluated["BestCommonConstant"]["returns"]))),
             "room_return_iqm": float(iqm_of(hundred - zero))}
 
 
+def _actions(runs: list[list[float]]) -> str:
+    return "; ".join(", ".join(f"{a + 0.0:g}" for a in run) for run in runs)
+
+
 def markdown(summary: dict[str, Any]) -> str:
-    """The results page: what was run, the room, and the table."""
-    refs, stats = summary["references"], summary["statistics"]
-    runs = len(summary["ippo_validation_returns"])
+    """The results page: what was run, the room, the table and what it shows."""
+    refs, stats, teams = summary["references"], summary["statistics"], summary["teams"]
+    runs = {name: len(team["validation_returns"]) for name, team in teams.items()}
+    steps = {team["steps"] for team in teams.values()}
     head = [
         "# Devices as agents: results", "",
         f"`{summary['task']}` ([the environment](environment/multiagent.md)), the 128 evaluation realisations "
@@ -169,11 +186,13 @@ def markdown(summary: dict[str, Any]) -> str:
         "realisation over the interquartile mean of the rooms (`otagym.tasks.robust_score`, what `otagym evaluate` "
         "gives): 0 = every device follows the paper's CDPB rule, 100 = the best per-device constant actions (the "
         "computed ceiling) on the typical realisation; one realisation where every device leaves under the paper's "
-        "rule cannot move it. IPPO: SB3 PPO through SuperSuit, "
-        f"one network shared by the devices, {runs} training seeds x {summary['ippo_steps']:,} device steps each "
-        "(the final model; one torch thread), IQM over seeds x realisations with its stratified-bootstrap 95% CI "
-        "(rliable); P(>) is the probability of improvement over the best common constant. Regenerate with "
-        "`python -m benchmarks.multiagent_results --docs`.", "",
+        "rule cannot move it. IPPO: SB3 PPO through SuperSuit, one network shared by the devices. MAPPO: TorchRL's "
+        "recipe on the batched env (`otagym.multiagent.torchrl_env`), a shared actor and a centralised critic that "
+        f"sees every device. Each: {', '.join(f'{n} {r}' for n, r in runs.items())} training seeds x "
+        f"{', '.join(f'{v:,}' for v in sorted(steps))} device steps (the final model; one torch thread; `otagym "
+        "train --algo ippo|mappo` with the same settings), IQM over seeds x realisations with its "
+        "stratified-bootstrap 95% CI (rliable); P(>) is the probability of improvement over the best common "
+        "constant. Regenerate with `python -m benchmarks.multiagent_results --docs`.", "",
         f"**The room.** On the validation realisations the best action common to all devices is a = "
         f"{refs['common_action']:g} (mean return {refs['common_validation_return']:.4f}; the paper's rule: "
         f"{refs['paper_validation_return']:.4f}); the best per-device actions (coordinate search) reach "
@@ -185,9 +204,10 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{100 * summary['room_return']:.1f}% of it). "
         "No policy can beat `FullCSIBound`, even one that sees every channel (the paper's rule with nobody leaving "
         "and no privacy charged: under CDPB-n each round's convergence term falls with every device that joins, "
-        "`baselines.cdpb.devices.full_csi_bound`); it is loose by the privacy charge, which every policy pays.",
-        "", f"IPPO's validation returns by seed: {', '.join(f'{v:.4f}' for v in summary['ippo_validation_returns'])}.",
-        "", ""]
+        "`baselines.cdpb.devices.full_csi_bound`); it is loose by the privacy charge, which every policy pays.", ""]
+    head += [f"{name}'s validation returns by seed: {', '.join(f'{v:.4f}' for v in team['validation_returns'])}; "
+             f"minutes a seed: {', '.join(f'{t / 60:.1f}' for t in team['train_seconds'])}." for name, team in
+             teams.items()] + ["", ""]
     lines = head + ["| policy | IQM [95% CI] | mean | CVaR 10% | worst | P(> BestCommonConstant) [CI] | mean return | "
              "episodes in which a device spent its budget (and left) | devices that left (mean) |", "|---" * 9 + "|"]
     for name, s in stats.items():
@@ -196,25 +216,28 @@ def markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| {name} | {s['iqm']:.1f} [{s['iqm_ci'][0]:.1f}, {s['iqm_ci'][1]:.1f}] | {s['mean']:.1f} | "
                      f"{s['cvar10']:.1f} | {s['worst']:.1f} | {poi} | {s['mean_return']:.4f} | "
                      f"{100 * s['share_over_budget']:.0f}% | {s['mean_devices_left']:.2f} |")
-    ippo, floor = stats["IPPO"], stats["BestCommonConstant"]
-    lines += ["", f"**What it shows.** IPPO reaches {ippo['iqm']:.0f} points of the room (IQM, CI "
-              f"[{ippo['iqm_ci'][0]:.0f}, {ippo['iqm_ci'][1]:.0f}]), clear of the best common constant's "
-              f"[{floor['iqm_ci'][0]:.0f}, {floor['iqm_ci'][1]:.0f}] and so of the paper's rule and planner (here the "
-              f"same policy), with probability of improvement {ippo['p_improve']:.2f} over it; its tail is below it "
-              f"(CVaR 10% {ippo['cvar10']:.0f}, worst {ippo['worst']:.0f}), and in "
-              f"{100 * ippo['share_over_budget']:.0f}% of its episodes a device spends its budget and leaves, where "
-              f"at the paper's rule every episode loses devices ({stats['PaperRule']['mean_devices_left']:.1f} on "
-              "average) and at the ceiling none. Like the ceiling, the learned policy keeps the weak devices at the "
-              "paper's threshold and raises the strong ones' (its actions at the first round, weakest device first: "
-              + "; ".join(", ".join(f"{a + 0.0:g}" for a in run) for run in summary.get("ippo_first_round_actions", []))
-              + ")."]
+    floor = stats["BestCommonConstant"]
+    lines += ["", "**What it shows.** " + " ".join(
+        f"{name} reaches {stats[name]['iqm']:.0f} points of the room (IQM, CI [{stats[name]['iqm_ci'][0]:.0f}, "
+        f"{stats[name]['iqm_ci'][1]:.0f}]; the best common constant's [{floor['iqm_ci'][0]:.0f}, "
+        f"{floor['iqm_ci'][1]:.0f}]), probability of improvement {stats[name]['p_improve']:.2f} over it, CVaR 10% "
+        f"{stats[name]['cvar10']:.0f}, worst {stats[name]['worst']:.0f}; in "
+        f"{100 * stats[name]['share_over_budget']:.0f}% of its episodes a device spends its budget and leaves (its actions at the first round, weakest device "
+        f"first: {_actions(team['first_round_actions'])})." for name, team in teams.items())
+        + f" At the paper's rule every episode loses devices ({stats['PaperRule']['mean_devices_left']:.1f} on "
+        "average), at the ceiling none."]
+    apart = summary.get("mappo_over_ippo")
+    if apart:
+        told = "told apart" if apart[1][0] > 0.5 or apart[1][1] < 0.5 else "not told apart"
+        lines += ["", f"MAPPO over IPPO: probability of improvement {apart[0]:.2f} [{apart[1][0]:.2f}, "
+                  f"{apart[1][1]:.2f}] (paired over runs x realisations): {told}."]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, default=5, help="IPPO training seeds (default 5)")
-    p.add_argument("--steps", type=int, default=1_500_000, help="device steps per IPPO run (default 1.5M)")
+    p.add_argument("--seeds", type=int, default=5, help="training seeds of each team (default 5)")
+    p.add_argument("--steps", type=int, default=1_500_000, help="device steps per run (default 1.5M)")
     p.add_argument("--out", type=Path, default=Path("results/multiagent"))
     p.add_argument("--docs", action="store_true", help="copy the table and the JSON into docs/")
     p.add_argument("--search", action="store_true", help="run the search that chose the stored references again "
@@ -224,9 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"references: {refs}", flush=True)
     if args.search:
         print(f"search: {search(args.out)}", flush=True)
-    runs = ippo_runs(args.out, args.seeds, IPPOSettings(total_timesteps=args.steps))
-    summary = {**summarise(refs, evaluate_references(), runs),
-               "ippo_first_round_actions": first_round_actions(args.out, runs)}
+    teams = {algo.upper(): team_runs(args.out, algo, args.seeds, args.steps) for algo in DEVICE_TRAINERS}
+    summary = summarise(refs, evaluate_references(), teams)
     table = markdown(summary)
     write_json(args.out / "multiagent_results.json", summary)
     write_text(args.out / "multiagent_results.md", table)

@@ -247,9 +247,9 @@ TRAIN_MINUTES = Real(0.0, 1e7, low_open=True)
 TRAIN_MODULES = ("yaml", "torch", "stable_baselines3", "sb3_contrib")
 
 
-#: The modules ``otagym train`` needs beside :data:`TRAIN_MODULES` to train on a devices-as-agents task (the
-#: multiagent extra).
-DEVICE_TRAIN_MODULES = ("pettingzoo", "supersuit")
+#: The extras and modules ``otagym train`` needs beside :data:`TRAIN_MODULES` to train each device algorithm.
+DEVICE_TRAIN_MODULES = {"ippo": (("multiagent", ("pettingzoo", "supersuit")),),
+                        "mappo": (("multiagent", ("pettingzoo",)), ("torchrl", ("torchrl",)))}
 
 
 def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -258,7 +258,7 @@ def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     from agents import DEVICE_ALGOS
 
     devices = args.algo in DEVICE_ALGOS
-    for extra, modules in (("rl", TRAIN_MODULES), ("multiagent", DEVICE_TRAIN_MODULES if devices else ())):
+    for extra, modules in (("rl", TRAIN_MODULES), *DEVICE_TRAIN_MODULES.get(args.algo, ())):
         missing = [name for name in modules if importlib.util.find_spec(name) is None]
         if missing:
             parser.error(f"needs the {extra} extra (missing: {', '.join(missing)}): pip install -c constraints.txt "
@@ -330,25 +330,27 @@ def _refuse_not_batched(args: argparse.Namespace) -> None:
 
 
 def _train_devices(args: argparse.Namespace) -> int:
-    """``otagym train --algo ippo --task DEVICE_TASK``: :func:`agents.multiagent.train_ippo` on the task's training
-    realisations from ``training_seeds[--seed]`` on."""
+    """``otagym train --algo ippo|mappo --task DEVICE_TASK``: the algorithm's trainer
+    (:data:`agents.multiagent.DEVICE_TRAINERS`) on the task's training realisations from ``training_seeds[--seed]``
+    on."""
     from dataclasses import replace
     from pathlib import Path
 
-    from agents.multiagent import IPPOSettings, train_ippo
+    from agents.multiagent import DEVICE_TRAINERS
 
     _refuse_not_batched(args)
+    algorithm = DEVICE_TRAINERS[args.algo]()
     task, run_dir = DEVICE_TASKS[args.task], Path(args.run_dir or f"runs/{args.algo}")
-    if (run_dir / "model.zip").exists() and not args.overwrite:
+    if (run_dir / algorithm.model_file).exists() and not args.overwrite:
         print(f"otagym train: error: {run_dir} holds a run already: pass --overwrite to replace it, or choose another "
               "--run-dir", file=sys.stderr)
         raise SystemExit(2)
-    settings = IPPOSettings() if args.steps is None else replace(IPPOSettings(), total_timesteps=args.steps)
+    settings = algorithm.settings()
+    settings = settings if args.steps is None else replace(settings, total_timesteps=args.steps)
     seed = task.training_seeds[0] + args.seed
     print(f"training {args.algo} on {args.task} for {settings.total_timesteps:,} device steps (seed {seed})")
-    path = train_ippo(args.task, seed, run_dir, settings, force=args.overwrite)
-    print(f"saved {path} (agents.multiagent.load_shared_policy plays it; benchmarks/multiagent_results.py scores a "
-          "team against the task's floor and ceiling)")
+    path = algorithm.train(args.task, seed, run_dir, settings, force=args.overwrite)
+    print(f"saved {path} (score it: otagym evaluate {args.task} {path})")
     return 0
 
 
@@ -438,7 +440,8 @@ def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
     p.add_argument("--algo", default="ppo", choices=ALGOS + BATCHED_ALGOS + DEVICE_ALGOS,
                    help="algorithm (budget_ppo: PPO batched over the native vector env with the action relative to "
                    "the budget left, on a spend task of the benchmark suite: --task; ippo: PPO with one network "
-                   "shared by the devices of a devices-as-agents task: --task, the multiagent extra)")
+                   "shared by the devices of a devices-as-agents task: --task, the multiagent extra; mappo: its "
+                   "shared actor with a centralised critic, TorchRL's recipe: the torchrl extra too)")
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
     p.add_argument("--run-dir", default=None, help="output folder (default: runs/<algo>): model.zip, run.json, "
                    "checkpoints/, monitor.csv, tb/ (TensorBoard)")
@@ -461,7 +464,7 @@ def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
     env.add_argument("--task", default=None, metavar="TASK_ID",
                      help="train on a benchmark task's env settings exactly, with the config's entry of the task if "
                      "it has one, else its default entry (one of: " + ", ".join(sorted(TASKS)) + "); with --algo "
-                     "ippo, a devices-as-agents task (" + ", ".join(sorted(DEVICE_TASKS)) + ")")
+                     "ippo or mappo, a devices-as-agents task (" + ", ".join(sorted(DEVICE_TASKS)) + ")")
     env.add_argument("--env", nargs="*", type=key_value, default=[], metavar="KEY=VALUE",
                      help="env keyword arguments over the config's env_kwargs, e.g. fading=gauss_markov "
                      "correlation=0.9 (values are YAML)")

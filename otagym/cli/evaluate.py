@@ -147,8 +147,9 @@ def _seed_set_line(task: Any, seeds: tuple[int, ...], references: dict[str, Any]
 
 
 def _trained_steps(text: str) -> int | None:
-    """The environment steps an SB3 model file (or rl_zoo3 folder) trained for (its saved ``num_timesteps``), read
-    from the zip without loading the model; None for anything else."""
+    """The environment steps a model trained for: an SB3 model file's (or rl_zoo3 folder's) saved ``num_timesteps``,
+    read from the zip without loading the model, else the ``env_steps`` its ``run.json`` records (a device team's
+    ``model.pt``); None for anything else."""
     path = Path(text)
     if not path.exists():
         return None
@@ -156,7 +157,12 @@ def _trained_steps(text: str) -> int | None:
         with zipfile.ZipFile(_model_file(path)) as archive:
             return int(json.loads(archive.read("data"))["num_timesteps"])
     except (KeyError, ValueError, OSError, zipfile.BadZipFile):
+        pass
+    try:
+        steps = json.loads((path.parent / "run.json").read_text()).get("env_steps")
+    except (OSError, ValueError, AttributeError):
         return None
+    return steps if isinstance(steps, int) else None
 
 
 def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], int | None]:

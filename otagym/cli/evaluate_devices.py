@@ -1,8 +1,9 @@
 """``otagym evaluate DEVICE_TASK TEAM...`` on a devices-as-agents task (:data:`otagym.tasks.DEVICE_TASKS`): what
 :mod:`otagym.cli.evaluate` plays and scores there instead of a single agent.
 
-TEAM is a reference's name (:meth:`baselines.benchmark.SchemeBenchmark.device_references`), a shared-parameter
-model that ``otagym train --algo ippo`` wrote (its ``model.zip``, with the ``run.json`` naming the task beside it) or
+TEAM is a reference's name (:meth:`baselines.benchmark.SchemeBenchmark.device_references`), a model that ``otagym
+train --algo ippo`` or ``--algo mappo`` wrote (its ``model.zip`` or ``model.pt``, with the ``run.json`` naming the
+task beside it; :func:`agents.multiagent.load_team`) or
 ``module:function``, a Python callable from the devices' observations (N, K, entries) to their actions (N, K, A).
 Every realisation plays in step on the task's batched device side
 (:meth:`~baselines.benchmark.SchemeBenchmark.play_team`), and each episode is scored with
@@ -65,19 +66,19 @@ def resolve_team(text: str, task_id: str) -> tuple[str, Any]:
         return text, references[text]
     path = Path(text)
     if path.is_file():
-        from agents.multiagent import load_shared_policy
+        from agents.multiagent import load_team
 
         record = path.parent / "run.json"
         trained = json.loads(record.read_text()).get("task") if record.is_file() else None
         if trained != task_id:
-            raise ValueError(f"policy {text!r}: a team model needs the run.json of otagym train --algo ippo beside it, "
+            raise ValueError(f"policy {text!r}: a team model needs the run.json of otagym train beside it, "
                              f"naming {task_id}; found {'none' if trained is None else repr(trained)}")
-        return (path.parent.name if path.stem in ("model", "best_model") else path.stem), load_shared_policy(path)
+        return (path.parent.name if path.stem in ("model", "best_model") else path.stem), load_team(path)
     if CALLABLE.fullmatch(text):
         label, function = import_callable(text)
         return label, _CallableTeam(function, text)
-    raise ValueError(f"policy must be a reference of {task_id} {sorted(references)}, a model.zip of otagym train "
-                     f"--algo ippo or module:function; got {text!r}")
+    raise ValueError(f"policy must be a reference of {task_id} {sorted(references)}, a team model of otagym train "
+                     f"(model.zip, model.pt) or module:function; got {text!r}")
 
 
 def evaluate_team(task_id: str, policy: Any, seeds: Sequence[int]

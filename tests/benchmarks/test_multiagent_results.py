@@ -13,6 +13,11 @@ def record(returns, left=0):
     return {"returns": list(returns), "worst_privacy_used": [0.5] * len(returns), "devices_left": [left] * len(returns)}
 
 
+def runs(returns):
+    return [{"seed": s, "steps": 10, "train_seconds": 60.0, "validation": record(returns),
+             "evaluation": record(returns), "first_round_actions": [-1.0, -0.0]} for s in range(3)]
+
+
 def test_scores_run_from_the_papers_rule_to_the_ceiling_over_the_typical_room():
     rng = np.random.default_rng(0)
     paper = -1.0 + 0.01 * rng.standard_normal(64)
@@ -20,20 +25,20 @@ def test_scores_run_from_the_papers_rule_to_the_ceiling_over_the_typical_room():
     paper[0] = -3.76  # every device left under the paper's rule: a room 30 times the typical one
     evaluated = {"PaperRule": record(paper, left=3), "BestCommonConstant": record(paper, left=3),
                  "PerDeviceConstants": record(ceiling), "FullCSIBound": record(paper + 0.5)}
-    halfway = paper + 0.05
-    runs = [{"seed": s, "steps": 10, "train_seconds": 1.0, "validation": record(halfway), "evaluation": record(halfway)}
-            for s in range(3)]
     refs = {"common_action": -1.0, "common_validation_return": -1.0, "per_device_actions": [-1.0] * 10,
             "per_device_validation_return": -0.9, "paper_validation_return": -1.0}
-    summary = summarise(refs, evaluated, runs)
+    summary = summarise(refs, evaluated, {"IPPO": runs(paper + 0.05), "MAPPO": runs(paper + 0.08)})
     stats = summary["statistics"]
     typical = scipy.stats.trim_mean(ceiling - paper, 0.25)  # the score's 100, which the outlier does not move
     assert typical == pytest.approx(0.1, abs=0.01) and np.mean(ceiling - paper) > 0.14
     assert stats["PaperRule"]["mean"] == 0.0 and stats["PerDeviceConstants"]["iqm"] == pytest.approx(100, abs=1.5)
     assert stats["IPPO"]["mean"] == pytest.approx(100 * 0.05 / typical)
+    assert stats["MAPPO"]["mean"] == pytest.approx(100 * 0.08 / typical)
     assert stats["FullCSIBound"]["mean"] == pytest.approx(100 * 0.5 / typical)
     assert stats["PaperRule"]["share_over_budget"] == 1.0 and stats["IPPO"]["share_over_budget"] == 0.0
     assert summary["room_return"] == pytest.approx(np.mean(ceiling - paper))
     assert summary["room_return_iqm"] == pytest.approx(typical)
-    table = markdown({**summary, "ippo_first_round_actions": [[-1.0, -0.0]]})
-    assert "| IPPO | " in table and "weakest device first: -1, 0)" in table
+    assert summary["mappo_over_ippo"][0] == 1.0  # better on every realisation
+    table = markdown(summary)
+    assert "| IPPO | " in table and "| MAPPO | " in table and "weakest device first: -1, 0;" in table
+    assert "MAPPO over IPPO: probability of improvement 1.00" in table and ": told apart." in table

@@ -1,0 +1,162 @@
+"""MAPPO on a devices-as-agents task with TorchRL's multi-agent modules (its MAPPO recipe, as in TorchRL's
+multi-agent PPO tutorial and BenchMARL): one actor shared by the devices, acting on its own observation, and a
+centralised critic that sees every device's observation (``MultiAgentMLP(centralised=True)``), trained with
+``ClipPPOLoss`` and GAE over the batched env (:class:`otagym.multiagent.torchrl_env.DevicesTorchRLEnv`), all its
+episodes in step; and the device policy that plays a trained actor.
+
+Steps are counted per device as IPPO's (:class:`agents.multiagent.IPPOSettings`): one round of one episode is K; a
+run plays whole batches (``num_envs`` episodes), at least one, and its ``run.json`` records the steps it played.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from numpy.typing import NDArray
+
+from otagym._io import atomic_write, write_json
+
+__all__ = ["MAPPOSettings", "train_mappo", "MAPPOPolicy", "load_mappo_policy"]
+
+#: The algorithm's name in a run's ``run.json``.
+ALGORITHM = "MAPPO (TorchRL: shared actor, centralised critic)"
+
+
+@dataclass(frozen=True)
+class MAPPOSettings:
+    """The training run's settings (device steps, as IPPO's)."""
+
+    total_timesteps: int = 400_000
+    num_envs: int = 16
+    epochs: int = 5
+    minibatch_rounds: int = 400
+    learning_rate: float = 3e-4
+    gamma: float = 0.99
+    lmbda: float = 0.95
+    clip_epsilon: float = 0.2
+    entropy_coef: float = 1e-3
+    net_arch: tuple[int, ...] = (64, 64)
+
+
+def _modules(env: Any, settings: MAPPOSettings) -> tuple[Any, Any]:
+    """The shared actor (a TanhNormal on [-1, 1] per device) and the centralised critic."""
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+    from torchrl.modules import MultiAgentMLP, ProbabilisticActor, TanhNormal
+
+    from otagym.multiagent.torchrl_env import GROUP
+
+    k, entries = env.observation_spec[GROUP, "observation"].shape[-2:]
+    width = env.action_spec[GROUP, "action"].shape[-1]
+
+    def mlp(out: int, centralised: bool) -> MultiAgentMLP:
+        return MultiAgentMLP(entries, out, n_agents=k, centralised=centralised, share_params=True,
+                             depth=len(settings.net_arch), num_cells=list(settings.net_arch),
+                             activation_class=nn.Tanh)
+
+    actor = ProbabilisticActor(
+        TensorDictModule(nn.Sequential(mlp(2 * width, False), NormalParamExtractor()),
+                         in_keys=[(GROUP, "observation")], out_keys=[(GROUP, "loc"), (GROUP, "scale")]),
+        spec=env.full_action_spec[GROUP, "action"], in_keys=[(GROUP, "loc"), (GROUP, "scale")],
+        out_keys=[(GROUP, "action")], distribution_class=TanhNormal, distribution_kwargs={"low": -1.0, "high": 1.0},
+        return_log_prob=True, log_prob_key=(GROUP, "sample_log_prob"))
+    critic = TensorDictModule(mlp(1, True), in_keys=[(GROUP, "observation")], out_keys=[(GROUP, "state_value")])
+    return actor, critic
+
+
+def _loss(actor: Any, critic: Any, settings: MAPPOSettings) -> Any:
+    from torchrl.objectives import ClipPPOLoss, ValueEstimators
+
+    from otagym.multiagent.torchrl_env import GROUP
+
+    loss = ClipPPOLoss(actor, critic, clip_epsilon=settings.clip_epsilon, entropy_coeff=settings.entropy_coef,
+                       normalize_advantage=False)  # TorchRL's multi-agent PPO tutorial
+    loss.set_keys(reward=(GROUP, "reward"), action=(GROUP, "action"), sample_log_prob=(GROUP, "sample_log_prob"),
+                  value=(GROUP, "state_value"), done=(GROUP, "done"), terminated=(GROUP, "terminated"))
+    loss.make_value_estimator(ValueEstimators.GAE, gamma=settings.gamma, lmbda=settings.lmbda)
+    return loss
+
+
+def train_mappo(task_id: str, seed: int, out_dir: str | Path, settings: MAPPOSettings = MAPPOSettings(), *,
+                force: bool = False) -> Path:
+    """Train MAPPO on a device task with training seed ``seed`` (the episodes' channels drawn from it); writes
+    ``model.pt`` (the actor's weights) and ``run.json`` into ``out_dir`` atomically and returns the model's path. A
+    finished run is kept (resumable sweeps) unless ``force``."""
+    import torch
+    from torchrl.collectors import Collector
+
+    from otagym.multiagent.torchrl_env import DevicesTorchRLEnv
+
+    out = Path(out_dir)
+    model_path = out / "model.pt"
+    if model_path.exists() and not force:
+        return model_path
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    env = DevicesTorchRLEnv(task_id, settings.num_envs, seed=seed)
+    actor, critic = _modules(env, settings)
+    loss = _loss(actor, critic, settings)
+    optimiser = torch.optim.Adam(loss.parameters(), settings.learning_rate)
+    k, tau = env.side.num_devices, env.side.scenario.num_rounds
+    rounds = settings.num_envs * tau
+    collector = Collector(env, actor, frames_per_batch=rounds, total_frames=max(settings.total_timesteps // k, rounds),
+                          auto_register_policy_transforms=False)
+    played = 0
+    for batch in collector:
+        played += rounds * k
+        with torch.no_grad():
+            loss.value_estimator(batch, params=loss.critic_network_params,
+                                 target_params=loss.target_critic_network_params)
+        flat = batch.reshape(-1)
+        for _ in range(settings.epochs):
+            for part in torch.randperm(rounds).split(settings.minibatch_rounds):
+                terms = loss(flat[part])
+                optimiser.zero_grad()
+                (terms["loss_objective"] + terms["loss_critic"] + terms["loss_entropy"]).backward()
+                torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
+                optimiser.step()
+        collector.update_policy_weights_()
+    collector.shutdown()
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(model_path, "wb") as f:
+        torch.save(actor.state_dict(), f)
+    write_json(out / "run.json", {"task": task_id, "seed": seed, "algorithm": ALGORITHM, "settings": asdict(settings),
+                                  "env_steps": played})
+    return model_path
+
+
+@dataclass
+class MAPPOPolicy:
+    """A trained MAPPO actor as a device policy (:class:`baselines.cdpb.devices.DevicePolicy`): each device's
+    deterministic action (the mode of its TanhNormal) from its own observation."""
+
+    actor: Any
+
+    def act(self, observations: NDArray) -> NDArray:
+        import torch
+        from tensordict import TensorDict
+        from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+        from otagym.multiagent.torchrl_env import GROUP
+
+        n, k = observations.shape[:2]
+        td = TensorDict({GROUP: TensorDict({"observation": torch.as_tensor(observations, dtype=torch.float32)},
+                                           batch_size=(n, k))}, batch_size=(n,))
+        with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+            return self.actor(td)[GROUP, "action"].numpy().astype(float)
+
+
+def load_mappo_policy(path: str | Path) -> MAPPOPolicy:
+    """The :class:`MAPPOPolicy` of a saved ``model.pt`` (its ``run.json`` beside it names the task and settings)."""
+    import torch
+
+    from otagym.multiagent.torchrl_env import DevicesTorchRLEnv
+
+    record = json.loads((Path(path).parent / "run.json").read_text())
+    settings = MAPPOSettings(**{**record["settings"], "net_arch": tuple(record["settings"]["net_arch"])})
+    actor, _ = _modules(DevicesTorchRLEnv(record["task"], 1), settings)
+    actor.load_state_dict(torch.load(path, weights_only=True))
+    return MAPPOPolicy(actor)
