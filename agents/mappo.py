@@ -17,6 +17,7 @@ from typing import Any
 
 from numpy.typing import NDArray
 
+from agents.multiagent import TeamSettings
 from otagym._io import atomic_write, write_json
 
 __all__ = ["MAPPOSettings", "train_mappo", "MAPPOPolicy", "load_mappo_policy"]
@@ -26,19 +27,16 @@ ALGORITHM = "MAPPO (TorchRL: shared actor, centralised critic)"
 
 
 @dataclass(frozen=True)
-class MAPPOSettings:
-    """The training run's settings (device steps, as IPPO's)."""
+class MAPPOSettings(TeamSettings):
+    """MAPPO's run: ``num_envs`` episodes a batch, ``epochs`` passes over it in minibatches of ``minibatch_rounds``
+    rounds, GAE's ``lmbda``, PPO's clip and the entropy bonus."""
 
-    total_timesteps: int = 400_000
     num_envs: int = 16
     epochs: int = 5
     minibatch_rounds: int = 400
-    learning_rate: float = 3e-4
-    gamma: float = 0.99
     lmbda: float = 0.95
     clip_epsilon: float = 0.2
     entropy_coef: float = 1e-3
-    net_arch: tuple[int, ...] = (64, 64)
 
 
 def _modules(env: Any, settings: MAPPOSettings) -> tuple[Any, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,8 +22,8 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper
 from otagym._io import atomic_write, write_json
 from otagym.multiagent import make_device_env
 
-__all__ = ["EndBothFlags", "device_vec_env", "IPPOSettings", "train_ippo", "SharedPolicy", "load_shared_policy",
-           "DeviceAlgorithm", "DEVICE_TRAINERS", "load_team"]
+__all__ = ["EndBothFlags", "device_vec_env", "TeamSettings", "IPPOSettings", "train_ippo", "SharedPolicy",
+           "load_shared_policy"]
 
 
 class EndBothFlags(BaseParallelWrapper):
@@ -50,17 +50,24 @@ def device_vec_env(task_id: str, copies: int, seed: int, **overrides: Any):
 
 
 @dataclass(frozen=True)
-class IPPOSettings:
-    """The training run's settings: environment steps are counted per device (one round of one env copy is K)."""
+class TeamSettings:
+    """What every device algorithm's run sets: its length in environment steps counted per device (one round of one
+    episode is K), Adam's learning rate, the discount and the hidden layers of its networks."""
 
     total_timesteps: int = 400_000
+    learning_rate: float = 3e-4
+    gamma: float = 0.99
+    net_arch: tuple[int, ...] = (64, 64)
+
+
+@dataclass(frozen=True)
+class IPPOSettings(TeamSettings):
+    """IPPO's run: SB3 PPO's rollout (``copies`` envs of ``n_steps`` rounds) and update."""
+
     copies: int = 4
     n_steps: int = 128
     batch_size: int = 1280
     n_epochs: int = 5
-    learning_rate: float = 3e-4
-    gamma: float = 0.99
-    net_arch: tuple[int, ...] = (64, 64)
 
 
 def train_ippo(task_id: str, seed: int, out_dir: str | Path, settings: IPPOSettings = IPPOSettings(), *,
@@ -110,35 +117,3 @@ def load_shared_policy(path: str | Path) -> SharedPolicy:
     json.loads((Path(path).parent / "run.json").read_text())  # a model without its run record is refused
     return SharedPolicy(PPO.load(path, device="cpu"))
 
-
-class DeviceAlgorithm(NamedTuple):
-    """How ``otagym train`` trains a team and ``otagym evaluate`` plays it: the settings' class (its
-    ``total_timesteps`` in device steps), ``train(task_id, seed, out_dir, settings, force=)``, the model file it
-    writes and the loader of that file as a device policy."""
-
-    settings: type
-    train: Callable[..., Path]
-    model_file: str
-    load: Callable[[str | Path], Any]
-
-
-def _mappo() -> DeviceAlgorithm:
-    from agents.mappo import MAPPOSettings, load_mappo_policy, train_mappo
-
-    return DeviceAlgorithm(MAPPOSettings, train_mappo, "model.pt", load_mappo_policy)
-
-
-#: The device algorithms by ``--algo`` name (:data:`agents.DEVICE_ALGOS`): IPPO through SB3 and SuperSuit, MAPPO
-#: through TorchRL (:mod:`agents.mappo`).
-DEVICE_TRAINERS: dict[str, Callable[[], DeviceAlgorithm]] = {
-    "ippo": lambda: DeviceAlgorithm(IPPOSettings, train_ippo, "model.zip", load_shared_policy), "mappo": _mappo}
-
-
-def load_team(path: str | Path) -> Any:
-    """The device policy of a model that ``otagym train`` wrote for a device task, by its file (``run.json`` beside
-    it): IPPO's ``model.zip`` or MAPPO's ``model.pt``; ``ValueError`` for another file."""
-    for make in DEVICE_TRAINERS.values():
-        algorithm = make()
-        if Path(path).suffix == Path(algorithm.model_file).suffix:
-            return algorithm.load(path)
-    raise ValueError(f"policy {str(path)!r}: a team model is the model.zip (ippo) or model.pt (mappo) of otagym train")

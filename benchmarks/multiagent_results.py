@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from agents.multiagent import DEVICE_TRAINERS
+from agents.teams import DEVICE_TRAINERS
 from baselines.benchmark import aggregate, improvement, iqm_of
 from baselines.cdpb.devices import (ACTION_GRID, DeviceEpisodes, best_common_constant, best_per_device_constants,
                                     device_references, evaluate_devices, full_csi_bound)
@@ -103,7 +103,7 @@ def _record(episodes: DeviceEpisodes) -> dict[str, list]:
 
 
 def team_runs(out: Path, algo: str, seeds: int, steps: int) -> list[dict[str, Any]]:
-    """Train (or read back) ``algo``'s runs (:data:`agents.multiagent.DEVICE_TRAINERS`) in ``out/runs/<algo>/`` and
+    """Train (or read back) ``algo``'s runs (:data:`agents.teams.DEVICE_TRAINERS`) in ``out/runs/<algo>/`` and
     score each on the validation and evaluation realisations."""
     task, runs = DEVICE_TASKS[TASK], []
     algorithm = DEVICE_TRAINERS[algo]()

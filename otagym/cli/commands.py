@@ -331,12 +331,12 @@ def _refuse_not_batched(args: argparse.Namespace) -> None:
 
 def _train_devices(args: argparse.Namespace) -> int:
     """``otagym train --algo ippo|mappo --task DEVICE_TASK``: the algorithm's trainer
-    (:data:`agents.multiagent.DEVICE_TRAINERS`) on the task's training realisations from ``training_seeds[--seed]``
+    (:data:`agents.teams.DEVICE_TRAINERS`) on the task's training realisations from ``training_seeds[--seed]``
     on."""
     from dataclasses import replace
     from pathlib import Path
 
-    from agents.multiagent import DEVICE_TRAINERS
+    from agents.teams import DEVICE_TRAINERS
 
     _refuse_not_batched(args)
     algorithm = DEVICE_TRAINERS[args.algo]()

@@ -3,7 +3,7 @@
 
 TEAM is a reference's name (:meth:`baselines.benchmark.SchemeBenchmark.device_references`), a model that ``otagym
 train --algo ippo`` or ``--algo mappo`` wrote (its ``model.zip`` or ``model.pt``, with the ``run.json`` naming the
-task beside it; :func:`agents.multiagent.load_team`) or
+task beside it; :func:`agents.teams.load_team`) or
 ``module:function``, a Python callable from the devices' observations (N, K, entries) to their actions (N, K, A).
 Every realisation plays in step on the task's batched device side
 (:meth:`~baselines.benchmark.SchemeBenchmark.play_team`), and each episode is scored with
@@ -66,7 +66,7 @@ def resolve_team(text: str, task_id: str) -> tuple[str, Any]:
         return text, references[text]
     path = Path(text)
     if path.is_file():
-        from agents.multiagent import load_team
+        from agents.teams import load_team
 
         record = path.parent / "run.json"
         trained = json.loads(record.read_text()).get("task") if record.is_file() else None

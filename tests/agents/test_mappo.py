@@ -11,7 +11,7 @@ pytest.importorskip("torchrl")
 pytest.importorskip("pettingzoo")
 
 from agents.mappo import MAPPOSettings, load_mappo_policy, train_mappo  # noqa: E402
-from agents.multiagent import load_team  # noqa: E402
+from agents.teams import load_team  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 
 TASK = "otagym/CDPB-Devices-v0"
