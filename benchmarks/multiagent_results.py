@@ -21,11 +21,14 @@
    its stratified-bootstrap 95% CI, the probability of improvement over the best common constant, the mean, CVaR 10%
    and the worst realisation; the share of episodes in which a device spent its budget (and left).
 
+``--zoo [DIR]`` ships each team's run with the best validation return to ``<DIR>/CDPB-Devices-v0/<algo>/`` (its model
+file and ``run.json``; DIR: default ``agents/zoo``; a model already there is replaced only with ``--force``).
+
 Writes ``references.json`` (``search.json`` with ``--search``), ``runs/<algo>/seed_<s>/`` (model, run record,
 scores) and ``multiagent_results.{json,md}`` to ``--out``; ``--docs`` copies the last two into docs/. Rerunning resumes:
 references, finished runs and their scores are read back.
 
-    python -m benchmarks.multiagent_results --docs        # the docs' numbers (about 40 min on 2 cores)
+    python -m benchmarks.multiagent_results --docs --zoo --force   # the docs' numbers and the zoo's teams
     python -m benchmarks.multiagent_results --seeds 1 --steps 50000 --out /tmp/ma    # a quick look
 """
 
@@ -44,7 +47,8 @@ from agents.teams import DEVICE_TRAINERS
 from baselines.benchmark import aggregate, improvement, iqm_of
 from baselines.cdpb.devices import (ACTION_GRID, DeviceEpisodes, best_common_constant, best_per_device_constants,
                                     device_references, evaluate_devices, full_csi_bound)
-from otagym._io import write_json, write_text
+from benchmarks.zoo import add_zoo_arguments, refuse_shipped
+from otagym._io import copy_file, write_json, write_text
 from otagym.multiagent import make_device_env
 from otagym.tasks import DEVICE_TASKS, robust_score
 
@@ -123,6 +127,19 @@ def team_runs(out: Path, algo: str, seeds: int, steps: int) -> list[dict[str, An
         runs.append(_cached(folder / "scores.json", compute))
         print(f"{algo} seed {seed}: validation return {np.mean(runs[-1]['validation']['returns']):.4f}", flush=True)
     return runs
+
+
+def ship(out: Path, algo: str, runs: list[dict[str, Any]], target: Path) -> None:
+    """The run with the best validation return, to ``target``: its model file and its ``run.json`` with the
+    selection added."""
+    best = max(runs, key=lambda run: np.mean(run["validation"]["returns"]))
+    folder = out / "runs" / algo / f"seed_{best['seed']}"
+    model = DEVICE_TRAINERS[algo]().model_file
+    copy_file(folder / model, target / model)
+    record = json.loads((folder / "run.json").read_text())
+    record.update(selected=f"the best validation return of {len(runs)} training seeds "
+                  "(benchmarks/multiagent_results.py)")
+    write_json(target / "run.json", record)
 
 
 def evaluate_references() -> dict[str, dict[str, list]]:
@@ -242,7 +259,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--docs", action="store_true", help="copy the table and the JSON into docs/")
     p.add_argument("--search", action="store_true", help="run the search that chose the stored references again "
                    "(8 minutes) and say whether it finds them")
+    add_zoo_arguments(p, f"{TASK.split('/')[1]}/<algo>")
     args = p.parse_args(argv)
+    if args.zoo is not None:
+        refuse_shipped(p, [args.zoo / TASK.split("/")[1] / algo for algo in DEVICE_TRAINERS], args.force)
     refs = references(args.out)
     print(f"references: {refs}", flush=True)
     if args.search:
@@ -253,6 +273,9 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.out / "multiagent_results.json", summary)
     write_text(args.out / "multiagent_results.md", table)
     print(table)
+    if args.zoo is not None:
+        for algo in DEVICE_TRAINERS:
+            ship(args.out, algo, teams[algo.upper()], args.zoo / TASK.split("/")[1] / algo)
     if args.docs:
         write_json(DOCS / "multiagent_results.json", summary)
         write_text(DOCS / "multiagent_results.md", table)

@@ -21,7 +21,8 @@ def add_zoo_arguments(parser: argparse.ArgumentParser, layout: str) -> None:
 
 
 def refuse_shipped(parser: argparse.ArgumentParser, targets: Iterable[Path], force: bool) -> None:
-    """Stop with ``parser.error`` when a target folder already holds a ``model.zip`` and ``force`` is not given."""
-    held = [str(target / "model.zip") for target in targets if (target / "model.zip").exists()]
+    """Stop with ``parser.error`` when a target folder already holds a model (``model.zip``, or a device team's
+    ``model.pt``) and ``force`` is not given."""
+    held = [str(model) for target in targets for model in sorted(target.glob("model.*"))]
     if held and not force:
         parser.error(f"the zoo already holds {', '.join(held)}: give --force to replace, or another --zoo DIR")
