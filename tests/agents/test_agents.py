@@ -18,7 +18,7 @@ from agents.train import latest_checkpoint, load_hyperparams, train  # noqa: E40
 from baselines.receive_scaling.compare import PolicySpec, compare  # noqa: E402
 from otagym import OTAPrivacyEnv  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
-from otagym.tasks import TASKS  # noqa: E402
+from otagym.tasks import DEVICE_TASKS, TASKS  # noqa: E402
 
 SHORT = {"num_rounds": 25}
 
@@ -252,7 +252,9 @@ def test_cli_trains_and_compares_the_agent_with_analytic_policies(tmp_path, caps
     assert exc.value.code == 2 and "policies[0].model must be an existing file" in capsys.readouterr().err
 
 
-ZOO = sorted((CONFIG_DIR.parent / "zoo").glob("*/*/model.zip"))
+#: The zoo's single-agent models (a devices-as-agents task's teams are tested in tests/agents/test_mappo.py).
+ZOO = sorted(p for p in (CONFIG_DIR.parent / "zoo").glob("*/*/model.zip")
+             if f"otagym/{p.parent.parent.name}" not in DEVICE_TASKS)
 
 
 @pytest.mark.slow
@@ -301,7 +303,9 @@ def test_rl_zoo3s_unconstrained_configs_warn_on_every_constrained_task_and_only_
 ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
 
 
-@pytest.mark.parametrize("model_path", sorted(ZOO.glob("*/*/model.zip")), ids=lambda p: "/".join(p.parts[-3:-1]))
+@pytest.mark.parametrize("model_path", [p for p in sorted(ZOO.glob("*/*/model.zip"))
+                                        if f"otagym/{p.parent.parent.name}" not in DEVICE_TASKS],
+                         ids=lambda p: "/".join(p.parts[-3:-1]))
 def test_act_only_models_play_as_loaded_ones(model_path):
     """A zoo model loaded to play only (no optimiser built) predicts the same actions as the model loaded whole, on
     the observations of an episode of its task or env, and has no optimiser that could train."""

@@ -12,7 +12,9 @@ pytest.importorskip("pettingzoo")
 
 from agents.mappo import MAPPOSettings, load_mappo_policy, train_mappo  # noqa: E402
 from agents.teams import load_team  # noqa: E402
+from benchmarks.zoo import ZOO  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
+from otagym.tasks import DEVICE_TASKS  # noqa: E402
 
 TASK = "otagym/CDPB-Devices-v0"
 
@@ -45,3 +47,16 @@ def test_otagym_train_and_evaluate_a_mappo_team(tmp_path, one_torch_thread, caps
     with pytest.raises(SystemExit) as stop:
         main(["train", "--algo", "mappo", "--task", TASK, "--steps", "8000", "--run-dir", str(run)])
     assert stop.value.code == 2 and "--overwrite" in capsys.readouterr().err
+
+
+SHIPPED = sorted(p for task in DEVICE_TASKS for p in (ZOO / task.split("/")[1]).glob("*/model.*"))
+
+
+@pytest.mark.parametrize("model_path", SHIPPED, ids=lambda p: "/".join(p.parts[-3:-1]))
+def test_the_zoos_teams_play_on_their_task(model_path):
+    """agents/zoo/<device task>/<algo>/: the team loads by its file, its run.json names the task and the selection,
+    and it acts for every device within the action range."""
+    record = json.loads((model_path.parent / "run.json").read_text())
+    assert record["task"] == f"otagym/{model_path.parent.parent.name}" and "selected" in record
+    actions = load_team(model_path).act(np.zeros((2, 10, 5), dtype=np.float32))
+    assert actions.shape == (2, 10, 1) and np.all(np.abs(actions) <= 1)
