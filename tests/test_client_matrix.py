@@ -113,8 +113,10 @@ def test_tianshou_vector_envs(task_id):
     from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
     T = TASKS[task_id].max_episode_steps
-    for cls in (DummyVectorEnv, SubprocVectorEnv):
-        envs = cls([lambda: gym.make(task_id) for _ in range(2)])
+    # fork, Tianshou's default on Linux, explicitly: importing TorchRL (another test's) sets multiprocessing's start
+    # method to spawn, which cannot send these lambdas to the workers
+    for make in (DummyVectorEnv, lambda fns: SubprocVectorEnv(fns, context="fork")):
+        envs = make([lambda: gym.make(task_id) for _ in range(2)])
         try:
             envs.seed(5)
             envs.reset()
