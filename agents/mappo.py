@@ -11,6 +11,7 @@ run plays whole batches (``num_envs`` episodes), at least one, and its ``run.jso
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -71,11 +72,29 @@ def _loss(actor: Any, critic: Any, settings: MAPPOSettings) -> Any:
     from otagym.multiagent.torchrl_env import GROUP
 
     loss = ClipPPOLoss(actor, critic, clip_epsilon=settings.clip_epsilon, entropy_coeff=settings.entropy_coef,
-                       normalize_advantage=False)  # TorchRL's multi-agent PPO tutorial
+                       normalize_advantage=True)  # over the minibatch's devices and rounds together, as SB3's IPPO
     loss.set_keys(reward=(GROUP, "reward"), action=(GROUP, "action"), sample_log_prob=(GROUP, "sample_log_prob"),
                   value=(GROUP, "state_value"), done=(GROUP, "done"), terminated=(GROUP, "terminated"))
     loss.make_value_estimator(ValueEstimators.GAE, gamma=settings.gamma, lmbda=settings.lmbda)
     return loss
+
+
+def _update(loss: Any, optimiser: Any, batch: Any, settings: MAPPOSettings) -> None:
+    """PPO's update on one batch: GAE with the critic, then ``epochs`` passes in minibatches of rounds."""
+    import torch
+
+    with torch.no_grad():
+        loss.value_estimator(batch, params=loss.critic_network_params, target_params=loss.target_critic_network_params)
+    flat = batch.reshape(-1)
+    with warnings.catch_warnings():  # normalising the advantages across the devices too is meant
+        warnings.filterwarnings("ignore", "You requested advantage normalization", UserWarning)
+        for _ in range(settings.epochs):
+            for part in torch.randperm(flat.shape[0]).split(settings.minibatch_rounds):
+                terms = loss(flat[part])
+                optimiser.zero_grad()
+                (terms["loss_objective"] + terms["loss_critic"] + terms["loss_entropy"]).backward()
+                torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
+                optimiser.step()
 
 
 def train_mappo(task_id: str, seed: int, out_dir: str | Path, settings: MAPPOSettings = MAPPOSettings(), *,
@@ -105,17 +124,7 @@ def train_mappo(task_id: str, seed: int, out_dir: str | Path, settings: MAPPOSet
     played = 0
     for batch in collector:
         played += rounds * k
-        with torch.no_grad():
-            loss.value_estimator(batch, params=loss.critic_network_params,
-                                 target_params=loss.target_critic_network_params)
-        flat = batch.reshape(-1)
-        for _ in range(settings.epochs):
-            for part in torch.randperm(rounds).split(settings.minibatch_rounds):
-                terms = loss(flat[part])
-                optimiser.zero_grad()
-                (terms["loss_objective"] + terms["loss_critic"] + terms["loss_entropy"]).backward()
-                torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
-                optimiser.step()
+        _update(loss, optimiser, batch, settings)
         collector.update_policy_weights_()
     collector.shutdown()
     out.mkdir(parents=True, exist_ok=True)
