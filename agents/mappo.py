@@ -30,11 +30,13 @@ ALGORITHM = "MAPPO (TorchRL: shared actor, centralised critic)"
 @dataclass(frozen=True)
 class MAPPOSettings(TeamSettings):
     """MAPPO's run: ``num_envs`` episodes a batch, ``epochs`` passes over it in minibatches of ``minibatch_rounds``
-    rounds, GAE's ``lmbda``, PPO's clip and the entropy bonus."""
+    rounds, GAE's ``lmbda``, PPO's clip and the entropy bonus. The defaults give IPPO's update budget
+    (:class:`agents.multiagent.IPPOSettings`): a batch of 4,000 device steps (IPPO's 5,120), minibatches of 1,280
+    (IPPO's), 5 epochs, so as many gradient steps for the same device steps."""
 
-    num_envs: int = 16
+    num_envs: int = 4
     epochs: int = 5
-    minibatch_rounds: int = 400
+    minibatch_rounds: int = 128
     lmbda: float = 0.95
     clip_epsilon: float = 0.2
     entropy_coef: float = 1e-3

@@ -37,15 +37,15 @@ def test_a_short_run_is_saved_kept_and_played(tmp_path, one_torch_thread):
 @pytest.mark.slow
 def test_otagym_train_and_evaluate_a_mappo_team(tmp_path, one_torch_thread, capsys):
     run = tmp_path / "mappo"
-    assert main(["train", "--algo", "mappo", "--task", TASK, "--steps", "8000", "--run-dir", str(run)]) == 0
+    assert main(["train", "--algo", "mappo", "--task", TASK, "--steps", "6000", "--run-dir", str(run)]) == 0
     assert f"saved {run / 'model.pt'}" in capsys.readouterr().out
     out = tmp_path / "r.json"
     assert main(["evaluate", TASK, str(run / "model.pt"), "--seeds", "4", "--reps", "20", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["name"] == "mappo" and np.isfinite(result["scores"]["20.0"]).all()
-    assert result["env_steps"] == 16_000  # whole batches: 16 episodes of 100 rounds of 10 devices
+    assert result["env_steps"] == 8_000  # whole batches: 4 episodes of 100 rounds of 10 devices
     with pytest.raises(SystemExit) as stop:
-        main(["train", "--algo", "mappo", "--task", TASK, "--steps", "8000", "--run-dir", str(run)])
+        main(["train", "--algo", "mappo", "--task", TASK, "--steps", "6000", "--run-dir", str(run)])
     assert stop.value.code == 2 and "--overwrite" in capsys.readouterr().err
 
 
