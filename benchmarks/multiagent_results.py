@@ -1,4 +1,4 @@
-"""Devices as agents: the room on ``otagym/CDPB-Devices-v0`` and shared-parameter IPPO against its references.
+"""Devices as agents: the room on ``otagym/CDPB-Devices-v0`` and the learned teams (IPPO, MAPPO) against its references.
 
 1. The references (:func:`baselines.cdpb.devices.device_references`): the paper's rule for every device, the
    paper's planner per device (the threshold of its Stage-II rho at the task's tau, where above the server's), uniform
@@ -239,8 +239,9 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{stats[name]['iqm_ci'][1]:.0f}]; the best common constant's [{floor['iqm_ci'][0]:.0f}, "
         f"{floor['iqm_ci'][1]:.0f}]), probability of improvement {stats[name]['p_improve']:.2f} over it, CVaR 10% "
         f"{stats[name]['cvar10']:.0f}, worst {stats[name]['worst']:.0f}; in "
-        f"{100 * stats[name]['share_over_budget']:.0f}% of its episodes a device spends its budget and leaves (its actions at the first round, weakest device "
-        f"first: {_actions(team['first_round_actions'])})." for name, team in teams.items())
+        f"{100 * stats[name]['share_over_budget']:.0f}% of its episodes a device spends its budget and leaves (its "
+        f"actions at the first round, weakest device first: {_actions(team['first_round_actions'])})."
+        for name, team in teams.items())
         + f" At the paper's rule every episode loses devices ({stats['PaperRule']['mean_devices_left']:.1f} on "
         "average), at the ceiling none."]
     apart = summary.get("mappo_over_ippo")
@@ -259,22 +260,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--docs", action="store_true", help="copy the table and the JSON into docs/")
     p.add_argument("--search", action="store_true", help="run the search that chose the stored references again "
                    "(8 minutes) and say whether it finds them")
+    p.add_argument("--teams", nargs="+", choices=list(DEVICE_TRAINERS), default=list(DEVICE_TRAINERS),
+                   help="the learned teams to train and score (default: all)")
     add_zoo_arguments(p, f"{TASK.split('/')[1]}/<algo>")
     args = p.parse_args(argv)
     if args.zoo is not None:
-        refuse_shipped(p, [args.zoo / TASK.split("/")[1] / algo for algo in DEVICE_TRAINERS], args.force)
+        refuse_shipped(p, [args.zoo / TASK.split("/")[1] / algo for algo in args.teams], args.force)
     refs = references(args.out)
     print(f"references: {refs}", flush=True)
     if args.search:
         print(f"search: {search(args.out)}", flush=True)
-    teams = {algo.upper(): team_runs(args.out, algo, args.seeds, args.steps) for algo in DEVICE_TRAINERS}
+    teams = {algo.upper(): team_runs(args.out, algo, args.seeds, args.steps) for algo in args.teams}
     summary = summarise(refs, evaluate_references(), teams)
     table = markdown(summary)
     write_json(args.out / "multiagent_results.json", summary)
     write_text(args.out / "multiagent_results.md", table)
     print(table)
     if args.zoo is not None:
-        for algo in DEVICE_TRAINERS:
+        for algo in args.teams:
             ship(args.out, algo, teams[algo.upper()], args.zoo / TASK.split("/")[1] / algo)
     if args.docs:
         write_json(DOCS / "multiagent_results.json", summary)
