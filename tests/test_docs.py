@@ -248,7 +248,7 @@ def test_multiagent_page_python_blocks_run(code, tmp_path):
 
 def test_multiagent_page_states_the_task_envs_spaces():
     pytest.importorskip("pettingzoo")
-    from otagym.multiagent import make_device_env
+    from otagym.multiagent import DEVICE_TASKS, make_device_env
     from otagym.schemes.cdpb.devices import device_entry_names
 
     env = make_device_env("otagym/CDPB-Devices-v0")
@@ -256,10 +256,11 @@ def test_multiagent_page_states_the_task_envs_spaces():
     assert rows["Action shape"].startswith(f"`{env.action_space('client_0').shape}`")
     assert rows["Observation shape"].startswith(f"`{env.observation_space('client_0').shape}`")
     assert rows["State shape"].startswith(f"`{env.state_space.shape}`")
-    assert f"{len(env.possible_agents)} on the task" in rows["Number of agents"]
+    sizes = " or ".join(str(make_device_env(task).side.num_devices) for task in DEVICE_TASKS)
+    assert f"K: {sizes} on the tasks" in rows["Number of agents"]
     assert rows["Action values"] == "[-1, 1]" and rows["Observation values"] == rows["State values"] == "[-10, 10]"
-    entries = re.findall(r"^\| \d \| `(\w+)` \|", MULTIAGENT_PAGE, re.M)
-    assert tuple(entries) == device_entry_names(env.side.scenario.replace(csi_feedback=True))
+    entries = re.findall(r"^\| \d(?: or \d)? \| `(\w+)` \|", MULTIAGENT_PAGE, re.M)
+    assert tuple(entries) == device_entry_names(env.side.scenario.replace(csi_feedback=True), per_device_budgets=True)
 
 
 # ----------------------------------------------------------------------------------------- constrained RL tutorial

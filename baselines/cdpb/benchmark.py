@@ -29,7 +29,7 @@ class CDPBBenchmark(SchemeBenchmark):
 
     def play_team(self, policy: Any, task_id: str, seeds: Sequence[int]) -> Episodes:
         """:func:`baselines.cdpb.devices.evaluate_devices`: the episode's cost is its worst device's privacy spent
-        over eps-bar."""
+        over its budget."""
         from baselines.cdpb.devices import evaluate_devices
 
         played = evaluate_devices(task_id, policy, seeds)

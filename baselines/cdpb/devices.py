@@ -90,7 +90,7 @@ def paper_rule(task_id: str) -> ConstantActions:
 
 class DeviceEpisodes(NamedTuple):
     """A policy's episodes on realisations (each (S,)): the team's return, the worst device's privacy used over
-    eps-bar at the end, and the devices that left."""
+    its budget at the end, and the devices that left."""
 
     returns: NDArray
     worst_privacy_used: NDArray

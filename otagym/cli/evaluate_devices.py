@@ -9,7 +9,7 @@ Every realisation plays in step on the task's batched device side
 (:meth:`~baselines.benchmark.SchemeBenchmark.play_team`), and each episode is scored with
 :func:`otagym.tasks.robust_score` against the task's anchors played on the same realisations: 0 = every device
 follows the paper's rule, 100 = the per-device constants on the typical realisation. An episode's cost is its worst
-device's privacy spent over eps-bar: above 1, that device spent its budget and left.
+device's privacy spent over its budget: above 1, that device spent its budget and left.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ __all__ = ["resolve_team", "evaluate_team", "device_seed_references", "SCORE_NOT
 
 #: What a score means, in the words of ``otagym evaluate``'s header.
 SCORE_NOTE = ("score: 100 (R - R_{0}) / IQM over the realisations of (R_{1} - R_{0}), paired on each realisation: 0 = "
-              "{0}, 100 = {1} on the typical realisation; episode cost: the worst device's privacy spent over eps-bar, "
-              "above 1 where it spent its budget and left")
+              "{0}, 100 = {1} on the typical realisation; episode cost: the worst device's privacy spent over its "
+              "budget, above 1 where it spent its budget and left")
 
 
 def _scheme(task_id: str) -> Any:

@@ -27,7 +27,8 @@ def test_scores_run_from_the_papers_rule_to_the_ceiling_over_the_typical_room():
                  "PerDeviceConstants": record(ceiling), "FullCSIBound": record(paper + 0.5)}
     refs = {"common_action": -1.0, "common_validation_return": -1.0, "per_device_actions": [-1.0] * 10,
             "per_device_validation_return": -0.9, "paper_validation_return": -1.0}
-    summary = summarise(refs, evaluated, {"IPPO": runs(paper + 0.05), "MAPPO": runs(paper + 0.08)})
+    summary = summarise("otagym/CDPB-Devices-v0", refs, evaluated,
+                        {"IPPO": runs(paper + 0.05), "MAPPO": runs(paper + 0.08)})
     stats = summary["statistics"]
     typical = scipy.stats.trim_mean(ceiling - paper, 0.25)  # the score's 100, which the outlier does not move
     assert typical == pytest.approx(0.1, abs=0.01) and np.mean(ceiling - paper) > 0.14
@@ -38,7 +39,26 @@ def test_scores_run_from_the_papers_rule_to_the_ceiling_over_the_typical_room():
     assert stats["PaperRule"]["share_over_budget"] == 1.0 and stats["IPPO"]["share_over_budget"] == 0.0
     assert summary["room_return"] == pytest.approx(np.mean(ceiling - paper))
     assert summary["room_return_iqm"] == pytest.approx(typical)
+    assert summary["room_points"] == pytest.approx(100 * np.mean(ceiling - paper) / abs(np.mean(paper)))
     assert summary["mappo_over_ippo"][0] == 1.0  # better on every realisation
-    table = markdown(summary)
+    table = markdown({"otagym/CDPB-Devices-v0": summary})
     assert "| IPPO | " in table and "| MAPPO | " in table and "weakest device first: -1, 0;" in table
     assert "MAPPO over IPPO: probability of improvement 1.00" in table and ": told apart." in table
+
+
+def test_a_task_whose_papers_rule_spends_every_budget_scores_from_its_floor():
+    """On the fifty devices' task the score's 0 is the best common constant, not the paper's rule (far below it), and
+    a task without trained teams still gets its section."""
+    rng = np.random.default_rng(1)
+    floor = -1.0 + 0.01 * rng.standard_normal(32)
+    evaluated = {"PaperRule": record(floor - 7.0, left=50), "BestCommonConstant": record(floor, left=2),
+                 "PerDeviceConstants": record(floor + 0.4), "FullCSIBound": record(floor + 0.9)}
+    refs = {"common_action": -0.7, "common_validation_return": -1.0, "per_device_actions": [-0.6] * 50,
+            "per_device_validation_return": -0.6, "paper_validation_return": -8.0}
+    summary = summarise("otagym/CDPB-Devices50-v0", refs, evaluated, {})
+    stats = summary["statistics"]
+    assert stats["BestCommonConstant"]["mean"] == 0.0 and stats["PerDeviceConstants"]["mean"] == pytest.approx(100)
+    assert stats["PaperRule"]["mean"] == pytest.approx(-1750) and summary["room_points"] == pytest.approx(40, rel=0.02)
+    table = markdown({"otagym/CDPB-Devices50-v0": summary})
+    assert "Score 0: BestCommonConstant; 100: PerDeviceConstants" in table and "No learned team trained yet" in table
+    assert "from -0.6 to -0.6 (median -0.6)" in table

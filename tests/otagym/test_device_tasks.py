@@ -61,14 +61,25 @@ def test_a_room_that_is_not_positive_is_refused():
 
 
 @pytest.mark.slow
-def test_the_stored_references_reproduce_the_searchs_validation_returns():
+@pytest.mark.parametrize("task_id", list(DEVICE_TASKS))
+def test_the_stored_references_reproduce_the_searchs_validation_returns(task_id):
     """The stored actions played on the validation realisations give the returns the search reported
     (docs/multiagent_results.json), the per-device ceiling above the common floor."""
     pytest.importorskip("pettingzoo")
     from baselines.cdpb.devices import device_references, evaluate_devices
 
-    found = json.loads((ROOT / "docs" / "multiagent_results.json").read_text())["references"]
-    refs, seeds = device_references(TASK), DEVICE_TASKS[TASK].validation_seeds
+    found = json.loads((ROOT / "docs" / "multiagent_results.json").read_text())[task_id]["references"]
+    refs, seeds = device_references(task_id), DEVICE_TASKS[task_id].validation_seeds
     for name, key in (("BestCommonConstant", "common_validation_return"),
                       ("PerDeviceConstants", "per_device_validation_return")):
-        assert evaluate_devices(TASK, refs[name], seeds).returns.mean() == pytest.approx(found[key], rel=1e-9)
+        assert evaluate_devices(task_id, refs[name], seeds).returns.mean() == pytest.approx(found[key], rel=1e-9)
+    assert found["per_device_validation_return"] > found["common_validation_return"]
+
+
+def test_every_task_but_the_first_was_kept_for_its_room():
+    """A device task added after the first is kept only with 20 points or more between its floor and its ceiling
+    (in points of the floor's |return|, on the evaluation realisations: docs/multiagent_results.json)."""
+    found = json.loads((ROOT / "docs" / "multiagent_results.json").read_text())
+    assert set(found) == set(DEVICE_TASKS)
+    for task_id in list(DEVICE_TASKS)[1:]:
+        assert found[task_id]["room_points"] >= 20.0, task_id

@@ -18,8 +18,9 @@ power with artificial noise (11); below the threshold send noise (CDPB-n), stay 
 A device observes what it can know before the round: the round, the server's public broadcasts about the last round
 (its share of reliable devices and its received noise), its own channel distribution E[h_k] and its own privacy
 loss so far; with ``csi_feedback`` (the accounting then counts realised participation, so it need not be random) also
-its channel of the round about to be played. A device whose privacy loss reaches eps-bar (25c) leaves: it transmits
-nothing from the next round on.
+its channel of the round about to be played. A device whose privacy loss reaches its budget leaves: it transmits
+nothing from the next round on. The budget is eps-bar (25c), or a share of it per device (``budget_scale``: devices
+that accept different privacy losses, an extension of the paper's common eps-bar); a device then also sees its own.
 
 Receive scaling (Kalarde et al.) admits no per-device decision: its devices' transmit weights are fixed by the
 server's receive scaling, a_m,t = sqrt(eta_t) / (M h_m,t) (the paper's Sec. II), so that the signals add up aligned;
@@ -40,16 +41,17 @@ from otagym.schemes.cdpb.core import CDPBCore
 from otagym.schemes.cdpb.formulas import round_reward
 from otagym.schemes.cdpb.observation import OBS_BOUND
 from otagym.schemes.cdpb.scenario import CDPBScenario
-from otagym.validation import Flag, OneOf, POSITIVE, Real, Spec, check_args, real_array, refuse_entries
+from otagym.validation import Flag, Many, OneOf, POSITIVE, Real, Spec, check_args, real_array, refuse_entries
 
 __all__ = ["LAYOUT_VERSION", "DEVICE_ENTRIES", "THRESHOLD_SCALE_MAX", "REWARDS",
            "device_entry_names", "device_action_space", "device_decisions", "DeviceRound", "CDPBDevices"]
 
 #: The version of a device's observation layout (bumped with any change of an entry's meaning, order or scale).
-LAYOUT_VERSION = "cdpb-devices/1"
-#: A device's observation entries, in order (``log_channel_gain`` follows with ``csi_feedback`` only):
+LAYOUT_VERSION = "cdpb-devices/2"
+#: A device's observation entries, in order (``log_channel_gain`` follows with ``csi_feedback`` only, then
+#: ``log_budget_share`` with budgets given per device):
 #: t / tau; the last round's K_t / K and log10(sigma_q^2 / (K P mean E[h])) (0 before the first round), as the server
-#: broadcasts them; log10(E[h_k]); the device's cumulative RDP over eps-bar.
+#: broadcasts them; log10(E[h_k]); the device's cumulative RDP over its budget (eps-bar times its ``budget_scale``).
 DEVICE_ENTRIES: tuple[str, ...] = ("round_fraction", "reliable_share", "log_noise_var", "log_mean_gain",
                                    "privacy_used")
 #: The largest c_k of a device's threshold c_k h_th: at 100 a device of E[h] = h_th takes part with probability e^-100.
@@ -59,9 +61,12 @@ THRESHOLD_SCALE_MAX = 100.0
 REWARDS: tuple[str, ...] = ("team", "individual")
 
 
-def device_entry_names(s: CDPBScenario) -> tuple[str, ...]:
-    """The name of every entry of a device's observation under scenario ``s``, in order."""
-    return DEVICE_ENTRIES + (("log_channel_gain",) if s.csi_feedback else ())
+def device_entry_names(s: CDPBScenario, per_device_budgets: bool = False) -> tuple[str, ...]:
+    """The name of every entry of a device's observation under scenario ``s``, in order: with
+    ``per_device_budgets`` (``budget_scale`` given per device) a device also sees its own budget,
+    log10(eps-bar_k / eps-bar)."""
+    return (DEVICE_ENTRIES + (("log_channel_gain",) if s.csi_feedback else ())
+            + (("log_budget_share",) if per_device_budgets else ()))
 
 
 def device_action_space(s: CDPBScenario) -> spaces.Box:
@@ -91,7 +96,7 @@ class DeviceRound(NamedTuple):
     """One round for the K devices of N episodes: each (N, K) but ``done`` (N,) and ``info``."""
 
     rewards: NDArray
-    costs: NDArray  # tau Delta E_k / eps-bar: a device's share of its budget (an episode's sum <= tau within it)
+    costs: NDArray  # tau Delta E_k / eps-bar_k: a device's share of its budget (an episode's sum <= tau within it)
     left: NDArray  # bool: the devices that reached eps-bar this round and leave
     done: NDArray  # bool: the episode's last round (tau) was played
     info: dict[str, NDArray]  # per device (N, K) entries and the round's server-side entries ``server_*`` (N,)
@@ -114,26 +119,38 @@ class CDPBDevices:
             it from the channel distributions, :class:`baselines.cdpb.policies.CDPB`).
         reward: one of :data:`REWARDS`.
         reward_scale: rewards are divided by it (> 0).
-        leave_when_spent: a device whose cumulative RDP reaches eps-bar leaves (True) or stays (False).
+        leave_when_spent: a device whose cumulative RDP reaches its budget leaves (True) or stays (False).
+        budget_scale: device k's budget is ``budget_scale[k]`` eps-bar (one value for all devices, or K; each in
+            (0, 1]: no device may accept more than the deployment's eps-bar).
         **core_kwargs: the core's other arguments (``dp_orders``, ``accountant``, the training fidelity's).
     """
 
     ARGS: dict[str, Spec] = {"rho": Real(0.0, 1.0, low_open=True), "reward": OneOf(REWARDS),
-                             "reward_scale": POSITIVE, "leave_when_spent": Flag()}
+                             "reward_scale": POSITIVE, "leave_when_spent": Flag(),
+                             "budget_scale": Many(Real(0.0, 1.0, low_open=True), scalar=True)}
 
     def __init__(self, scenario: CDPBScenario, num_envs: int = 1, *, rho: float = 1.0, reward: str = "team",
-                 reward_scale: float = 1.0, leave_when_spent: bool = True, **core_kwargs: Any) -> None:
+                 reward_scale: float = 1.0, leave_when_spent: bool = True, budget_scale: float | tuple[float, ...] = 1.0,
+                 **core_kwargs: Any) -> None:
         args = check_args(self.ARGS, rho=rho, reward=reward, reward_scale=reward_scale,
-                          leave_when_spent=leave_when_spent)
+                          leave_when_spent=leave_when_spent, budget_scale=budget_scale)
         self.core = CDPBCore(scenario, num_envs, action_type="rho", reward_scale=args["reward_scale"], **core_kwargs)
         self.scenario = s = self.core.scenario
         self.num_envs, self.num_devices = self.core.num_envs, s.num_clients
         self.rho = np.full(self.num_envs, args["rho"] * s.rho_max)
         self.reward, self.leave_when_spent = args["reward"], args["leave_when_spent"]
         self.active = np.ones((self.num_envs, s.num_clients), dtype=bool)
+        self.per_device_budgets = bool(np.ndim(args["budget_scale"]))
+        if self.per_device_budgets and len(args["budget_scale"]) != s.num_clients:
+            raise ValueError(f"budget_scale must be one value or num_clients={s.num_clients} values; got "
+                             f"{len(args['budget_scale'])}")
+        #: Each device's budget, eps-bar_k = budget_scale_k eps-bar, (K,).
+        self.budgets = np.broadcast_to(np.asarray(args["budget_scale"], dtype=float) * s.epsilon_max,
+                                       (s.num_clients,)).copy()
 
     def observation_space(self) -> spaces.Box:
-        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(len(device_entry_names(self.scenario)),), dtype=np.float32)
+        entries = device_entry_names(self.scenario, self.per_device_budgets)
+        return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(len(entries),), dtype=np.float32)
 
     def action_space(self) -> spaces.Box:
         return device_action_space(self.scenario)
@@ -159,8 +176,8 @@ class CDPBDevices:
         self.active[slice(None) if mask is None else np.asarray(mask, dtype=bool)] = True
 
     def privacy_used(self) -> NDArray:
-        """Each device's cumulative RDP (the scenario's accounting, at alpha) over eps-bar, (N, K)."""
-        return self.core.rdp_sum[self.scenario.accounting] / self.scenario.epsilon_max
+        """Each device's cumulative RDP (the scenario's accounting, at alpha) over its budget, (N, K)."""
+        return self.core.rdp_sum[self.scenario.accounting] / self.budgets
 
     def observations(self) -> NDArray:
         """Every device's observation (N, K, entries), float32, clipped to [-OBS_BOUND, OBS_BOUND]."""
@@ -171,6 +188,8 @@ class CDPBDevices:
         if s.csi_feedback:
             with np.errstate(divide="ignore"):  # a zero gain only from a replayed realisation; clipped below
                 cols.append(np.log10(self.core.gains / s.mean_gain))
+        if self.per_device_budgets:
+            cols.append(np.broadcast_to(np.log10(self.budgets / s.epsilon_max), shape))
         return np.clip(np.stack(cols, axis=-1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
 
     def state(self) -> NDArray:
@@ -191,7 +210,7 @@ class CDPBDevices:
         info = {**{key: info[key] for key in DEVICE_INFO}, "threshold_scale": decisions.threshold_scale,
                 **{f"server_{key}": info[key] for key in SERVER_INFO}}
         return DeviceRound(self._rewards(team, info["server_convergence_term"], spent),
-                           s.num_rounds * spent / s.epsilon_max, left, done, info)
+                           s.num_rounds * spent / self.budgets, left, done, info)
 
     def _rewards(self, team: NDArray, term: NDArray, spent: NDArray) -> NDArray:
         """Each device's reward (N, K) from the server's (N,), the round's convergence term (N,) and each device's

@@ -89,3 +89,19 @@ def test_a_trained_team_is_evaluated_from_its_model(tmp_path, one_torch_thread):
     assert code == 0 and result["name"] == "ippo" and result["env_steps"] >= 2560
     assert np.shape(result["scores"]["20.0"]) == (1, len(SEEDS)) and np.isfinite(result["scores"]["20.0"]).all()
     check_result(result)
+
+
+def test_on_the_fifty_devices_task_the_floor_is_the_score_s_zero(tmp_path):
+    """Where the paper's rule spends every budget the score runs from the best common constant: it scores 0 on every
+    realisation and the paper's rule far below it."""
+    task = "otagym/CDPB-Devices50-v0"
+    out = tmp_path / "floor.json"
+    assert main(["evaluate", task, "BestCommonConstant", "--seeds", "4", "--reps", "50", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["scores"] == {"5.0": [[0.0] * 4]}
+    check_result(result)
+    refs = device_references(task)
+    seeds = DEVICE_TASKS[task].eval_seeds[:4]
+    floor, paper, ceiling = (evaluate_devices(task, refs[n], seeds).returns
+                             for n in ("BestCommonConstant", "PaperRule", "PerDeviceConstants"))
+    assert (paper < floor).all() and (ceiling > floor).all()

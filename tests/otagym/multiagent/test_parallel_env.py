@@ -20,7 +20,7 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 from otagym.multiagent import DEVICE_TASKS, env as aec_env, make_device_env, parallel_env  # noqa: E402
 from otagym.schemes.cdpb import CDPBCore  # noqa: E402
 from otagym.schemes.cdpb.devices import DEVICE_ENTRIES, THRESHOLD_SCALE_MAX, DeviceRound  # noqa: E402
-from otagym.schemes.cdpb.observation import entry_names  # noqa: E402
+from otagym.schemes.cdpb.observation import OBS_BOUND, entry_names  # noqa: E402
 
 # PettingZoo's API tests reset with an option of their own, which the env ignores with a warning; its AEC test warns
 # of an all-zero observation, which the device of E[h] = 1 sees at t = 0 (no broadcast yet, log10 E[h] = 0, no loss)
@@ -40,6 +40,7 @@ VARIANTS = {
     "mixed": {"scenario_overrides": {**SMALL, "strategy": "mixed", "portion": 0.25}},
     "csi_feedback": {"scenario_overrides": {**SMALL, "csi_feedback": True}},
     "client_sampling": {"scenario_overrides": {**SMALL, "client_sampling": 0.6}},
+    "budgets": {"scenario_overrides": SMALL, "budget_scale": (0.4, 1.0, 0.6, 0.8)},
 }
 
 
@@ -84,14 +85,15 @@ def test_pettingzoo_parallel_api_and_seed_tests(name):
     parallel_seed_test(lambda: make_variant(name), num_cycles=50)
     s = env.side.scenario
     assert env.action_space("client_0").shape == ((2,) if s.strategy == "mixed" else (1,))
-    assert env.observation_space("client_0").shape == (len(DEVICE_ENTRIES) + s.csi_feedback,)
+    assert env.observation_space("client_0").shape == (len(DEVICE_ENTRIES) + s.csi_feedback
+                                                        + ("budget_scale" in VARIANTS[name]),)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_pettingzoo_aec_api_and_seed_tests(name):
     kwargs = {"scheme": "cdpb", **DEVICE_TASKS[TASK].kwargs} if name == "task" else {
-        "rho": 0.3, "scenario_overrides": {**SMALL, **VARIANTS[name]["scenario_overrides"]}}
+        "rho": 0.3, **VARIANTS[name], "scenario_overrides": {**SMALL, **VARIANTS[name]["scenario_overrides"]}}
     api_test(aec_env(**kwargs), num_cycles=200)
     seed_test(lambda: aec_env(**kwargs), num_cycles=50)
 
@@ -246,9 +248,11 @@ def test_rewards_are_the_rounds_share_of_the_utility_charged_with_own_or_worst_p
     assert left_early >= 1  # the charges were checked with departed devices silent too
 
 
-def test_the_costs_sum_to_tau_times_the_final_privacy_loss_over_the_budget():
-    env = small_env()
+@pytest.mark.parametrize("budget_scale", [1.0, (0.4, 1.0, 0.6, 0.8)])
+def test_the_costs_sum_to_tau_times_the_final_privacy_loss_over_the_budget(budget_scale):
+    env = small_env(budget_scale=budget_scale)
     s = env.side.scenario
+    budget = np.broadcast_to(budget_scale, (s.num_clients,)) * s.epsilon_max
     env.reset(seed=9)
     costs, final = np.zeros(s.num_clients), np.zeros(s.num_clients)
     while env.agents:
@@ -257,16 +261,20 @@ def test_the_costs_sum_to_tau_times_the_final_privacy_loss_over_the_budget():
             k = int(agent.split("_")[1])
             costs[k] += info["cost"]
             final[k] = info["rdp_cumulative"]
-            assert info["cost"] == pytest.approx(s.num_rounds * info["rdp_round"] / s.epsilon_max, rel=1e-12)
-    np.testing.assert_allclose(costs, s.num_rounds * final / s.epsilon_max, rtol=1e-12)
+            assert info["cost"] == pytest.approx(s.num_rounds * info["rdp_round"] / budget[k], rel=1e-12)
+    np.testing.assert_allclose(costs, s.num_rounds * final / budget, rtol=1e-12)
     np.testing.assert_array_equal(final, env.side.core.rdp_sum["sgm"][0])
 
 
 # --- leaving and the episode's end ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("accounting", ["sgm", "theorem1"])
-def test_a_device_leaves_when_its_privacy_loss_reaches_the_budget_and_then_transmits_nothing(accounting):
-    env = small_env(scenario_overrides={"accounting": accounting, "epsilon_max": 5.0 if accounting == "sgm" else 12.0})
+@pytest.mark.parametrize("accounting, budget_scale", [("sgm", 1.0), ("theorem1", 1.0), ("sgm", (0.4, 1.0, 0.6, 0.8))])
+def test_a_device_leaves_when_its_privacy_loss_reaches_the_budget_and_then_transmits_nothing(accounting, budget_scale):
+    """... its own budget, where the devices hold shares of eps-bar (``budget_scale``), and sees it in its
+    observation."""
+    env = small_env(scenario_overrides={"accounting": accounting, "epsilon_max": 5.0 if accounting == "sgm" else 12.0},
+                    budget_scale=budget_scale)
     s = env.side.scenario
+    budget = np.broadcast_to(budget_scale, (s.num_clients,)) * s.epsilon_max
     rounds = record_device_rounds(env)
     env.reset(seed=1)
     departed: dict[int, int] = {}
@@ -282,8 +290,12 @@ def test_a_device_leaves_when_its_privacy_loss_reaches_the_budget_and_then_trans
                 assert played.info["rdp_round"][k] == 0.0 and not played.info["reliable"][k]
                 assert agent not in obs and agent not in env.agents
                 continue
-            spent = played.info["rdp_cumulative"][k] >= s.epsilon_max
+            spent = played.info["rdp_cumulative"][k] >= budget[k]
             assert terminations[agent] == (spent or t == s.num_rounds) and not truncations[agent]
+            assert obs[agent][DEVICE_ENTRIES.index("privacy_used")] == np.float32(
+                min(played.info["rdp_cumulative"][k] / budget[k], OBS_BOUND))
+            if np.ndim(budget_scale):  # a device given its own budget sees it
+                assert obs[agent][-1] == np.float32(np.log10(budget_scale[k]))
             assert (agent in env.agents) == (not terminations[agent])
             if spent:
                 departed[k] = t
@@ -338,6 +350,8 @@ def test_the_state_is_the_servers_observation_and_every_devices(overrides):
     ({"max_cycles": 101}, ValueError, r"max_cycles must be an integer in \[1, 100\]"),
     ({"rho": 0.0}, ValueError, r"rho must be .*\(0, 1\]"),
     ({"reward": "selfish"}, ValueError, "reward must be one of"),
+    ({"budget_scale": 1.5}, ValueError, r"budget_scale must be a finite number in \(0, 1\]"),
+    ({"budget_scale": (0.5, 0.5)}, ValueError, r"budget_scale must be one value or num_clients=\d+ values; got 2"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_arguments_are_refused_naming_the_parameter(kwargs, error, match):
     with pytest.raises(error, match=match):
