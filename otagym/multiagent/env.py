@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from pettingzoo import ParallelEnv
 
 from otagym.schemes import SCHEMES, get_scheme
-from otagym.validation import Integer, bound, real_array, refuse_entries
+from otagym.validation import Flag, Integer, bound, real_array, refuse_entries
 
 __all__ = ["DevicesParallelEnv", "agent_name", "MULTIAGENT_SCHEMES"]
 
@@ -36,7 +36,8 @@ class DevicesParallelEnv(ParallelEnv):
     decision each round; the server's side (aggregation, its broadcast) and the physics and accounting are the
     scheme's single-agent ones. ``infos[agent]["cost"]`` is the device's share of its privacy budget in the round
     (an episode's sum is at most tau within it, Safety-Gymnasium's convention); a device whose budget is spent leaves
-    (``terminations[agent]`` True, removed from :attr:`agents`). The episode ends after the scenario's tau rounds
+    (``terminations[agent]`` True, removed from :attr:`agents`), or with ``keep_departed`` stays an agent until the
+    episode ends, silent. The episode ends after the scenario's tau rounds
     (every remaining agent terminated) or at ``max_cycles`` rounds (truncated). :meth:`state` is the global state
     for centralised critics. ``step`` takes an action for every live agent (an agent's action is checked against
     its space); actions of agents that have left are ignored, as PettingZoo's conversions do.
@@ -46,6 +47,10 @@ class DevicesParallelEnv(ParallelEnv):
         scenario: a preset name or a Scenario of the scheme (None: its default preset).
         scenario_overrides: validated field overrides of the scenario.
         max_cycles: rounds after which the episode is truncated (default: the scenario's tau), in [1, tau].
+        keep_departed: a device that spent its budget stays an agent until the episode ends: it transmits nothing,
+            its actions are ignored and it gets its reward as before (the team's, under ``reward="team"``), so that
+            every agent's return is the team's and leaving early is no escape from the rounds it makes worse (SMAC's
+            convention for the dead units of a team). Default False: it is terminated and removed.
         render_mode: None (no rendering).
         **kwargs: the scheme's device-side arguments (CDPB: :class:`~otagym.schemes.cdpb.devices.CDPBDevices`).
 
@@ -55,9 +60,12 @@ class DevicesParallelEnv(ParallelEnv):
     metadata = {"name": "otagym_devices_v0", "render_modes": [], "is_parallelizable": True}
     #: The ``reset`` options the env reads.
     RESET_OPTIONS: tuple[str, ...] = ("channel_gains",)
+    #: The arguments of this shell, not of the scheme's device side.
+    SHELL_ARGS: tuple[str, ...] = ("max_cycles", "keep_departed", "render_mode")
 
     def __init__(self, scheme: str = "cdpb", scenario: Any = None, *, scenario_overrides: dict | None = None,
-                 max_cycles: int | None = None, render_mode: str | None = None, **kwargs: Any) -> None:
+                 max_cycles: int | None = None, keep_departed: bool = False, render_mode: str | None = None,
+                 **kwargs: Any) -> None:
         info = get_scheme(scheme)
         if info.devices is None:
             raise ValueError(f"scheme={scheme!r} has no per-device decisions; the schemes whose devices act as agents: "
@@ -68,6 +76,7 @@ class DevicesParallelEnv(ParallelEnv):
         self.side = info.devices(info.scenario(scenario, **(scenario_overrides or {})), **kwargs)
         tau = self.side.scenario.num_rounds
         self.max_cycles = tau if max_cycles is None else Integer(1, tau)("max_cycles", max_cycles)
+        self.keep_departed = Flag()("keep_departed", keep_departed)
         self.possible_agents = [agent_name(k) for k in range(self.side.num_devices)]
         self.agents: list[str] = []
         self.observation_spaces = dict.fromkeys(self.possible_agents, self.side.observation_space())
@@ -110,7 +119,7 @@ class DevicesParallelEnv(ParallelEnv):
         stacked = self._stacked_actions(actions)[None]
         played = self.side.step(self.np_random, stacked)
         rewards_all, done = played.rewards[0], bool(played.done[0])
-        if not self.side.active.any() and not done:  # the last devices left: the rest is charged to them now
+        if not self.side.active.any() and not done and not self.keep_departed:  # the last left: charged to them now
             rewards_all, done = rewards_all + self.side.finish(self.np_random)[0], True
         self.cycles += 1
         truncate = self.cycles >= self.max_cycles and not done
@@ -118,7 +127,7 @@ class DevicesParallelEnv(ParallelEnv):
         live = [(k, a) for k, a in enumerate(self.possible_agents) if a in self.agents]
         observations = {a: obs[k] for k, a in live}
         rewards = {a: float(rewards_all[k]) for k, a in live}
-        terminations = {a: bool(done or played.left[0, k]) for k, a in live}
+        terminations = {a: bool(done or (played.left[0, k] and not self.keep_departed)) for k, a in live}
         truncations = {a: bool(truncate) for _, a in live}
         infos = {a: {"cost": float(played.costs[0, k]),
                      **{key: value[0, k] if np.ndim(value) == 2 else value[0] for key, value in played.info.items()}}

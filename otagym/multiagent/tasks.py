@@ -47,6 +47,8 @@ def device_side(task_id: str, num_envs: int = 1, **overrides: Any) -> Any:
     policy on many realisations at once."""
     info = get_scheme(_task(task_id).scheme)
     kwargs = device_task_kwargs(task_id, **overrides)
+    for shell in DevicesParallelEnv.SHELL_ARGS:  # the PettingZoo env's own arguments
+        kwargs.pop(shell, None)
     scenario = info.scenario(kwargs.pop("scenario", None), **kwargs.pop("scenario_overrides"))
     return info.devices(scenario, num_envs, **kwargs)
 

@@ -40,7 +40,7 @@ VARIANTS = {
     "mixed": {"scenario_overrides": {**SMALL, "strategy": "mixed", "portion": 0.25}},
     "csi_feedback": {"scenario_overrides": {**SMALL, "csi_feedback": True}},
     "client_sampling": {"scenario_overrides": {**SMALL, "client_sampling": 0.6}},
-    "budgets": {"scenario_overrides": SMALL, "budget_scale": (0.4, 1.0, 0.6, 0.8)},
+    "budgets": {"scenario_overrides": SMALL, "budget_scale": (0.4, 1.0, 0.6, 0.8), "keep_departed": True},
 }
 
 
@@ -302,6 +302,31 @@ def test_a_device_leaves_when_its_privacy_loss_reaches_the_budget_and_then_trans
     assert departed and min(departed.values()) < s.num_rounds - 1  # some device left with rounds to go
 
 
+def test_with_keep_departed_a_spent_device_stays_silent_and_shares_the_team_reward_to_the_end():
+    """Each round's team reward is the one of the env that removes departed devices (same seed and actions; that env
+    charges the rounds after its last device left at once); a device that spent its budget is not terminated,
+    transmits nothing and gets that reward every round until tau."""
+    removed, kept = small_env(), small_env(keep_departed=True)
+    s = kept.side.scenario
+    removed.reset(seed=1), kept.reset(seed=1)
+    rounds = record_device_rounds(kept)
+    team_removed, team_kept = [], []
+    while removed.agents:
+        team_removed.append(next(iter(removed.step(paper_rule(removed))[1].values())))
+    for t in range(1, s.num_rounds + 1):
+        obs, rewards, terminations, truncations, infos = kept.step(paper_rule(kept))
+        assert set(rewards) == set(kept.possible_agents) and not any(truncations.values())
+        assert all(terminations.values()) == (t == s.num_rounds) and len(set(rewards.values())) == 1
+        team_kept.append(rewards["client_0"])
+        gone = ~kept.side.active[0] & ~rounds[-1].left
+        assert (rounds[-1].info["transmit_power_w"][gone] == 0.0).all()
+    last = len(team_removed) - 1
+    assert last < s.num_rounds - 1  # every device left before tau
+    np.testing.assert_array_equal(team_removed[:last], team_kept[:last])
+    assert team_removed[last] == pytest.approx(sum(team_kept[last:]), rel=1e-12)
+    assert kept.agents == [] and not kept.side.active.any()
+
+
 def test_max_cycles_truncates_and_tau_terminates():
     env = small_env(max_cycles=5, scenario_overrides={"epsilon_max": NEVER_SPENT})
     env.reset(seed=0)
@@ -350,6 +375,7 @@ def test_the_state_is_the_servers_observation_and_every_devices(overrides):
     ({"max_cycles": 101}, ValueError, r"max_cycles must be an integer in \[1, 100\]"),
     ({"rho": 0.0}, ValueError, r"rho must be .*\(0, 1\]"),
     ({"reward": "selfish"}, ValueError, "reward must be one of"),
+    ({"keep_departed": "yes"}, TypeError, "keep_departed must be"),
     ({"budget_scale": 1.5}, ValueError, r"budget_scale must be a finite number in \(0, 1\]"),
     ({"budget_scale": (0.5, 0.5)}, ValueError, r"budget_scale must be one value or num_clients=\d+ values; got 2"),
 ], ids=lambda v: v if isinstance(v, str) else None)
