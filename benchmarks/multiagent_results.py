@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--task", choices=list(DEVICE_TASKS), default=DEFAULT_DEVICE_TASK,
                    help=f"the device task (default {DEFAULT_DEVICE_TASK})")
     p.add_argument("--seeds", type=int, default=5, help="training seeds of each team (default 5)")
-    p.add_argument("--steps", type=int, default=1_500_000, help="device steps per run (default 1.5M)")
+    p.add_argument("--steps", type=int, help="device steps per run (default: the task's train_steps, else 1.5M)")
     p.add_argument("--out", type=Path, default=Path("results/multiagent"), help="the task's folder goes in it")
     p.add_argument("--docs", action="store_true", help="put the task's section and numbers into docs/")
     p.add_argument("--search", action="store_true", help="run the search that chose the stored references again "
@@ -304,7 +304,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"references: {refs}", flush=True)
     if args.search:
         print(f"search: {search(args.task, out)}", flush=True)
-    teams = {algo.upper(): team_runs(args.task, out, algo, args.seeds, args.steps) for algo in args.teams}
+    steps = args.steps or DEVICE_TASKS[args.task].train_steps or 1_500_000
+    teams = {algo.upper(): team_runs(args.task, out, algo, args.seeds, steps) for algo in args.teams}
     summary = summarise(args.task, refs, evaluate_references(args.task), teams)
     write_json(out / "multiagent_results.json", summary)
     print(section(summary))

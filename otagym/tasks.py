@@ -211,6 +211,8 @@ class DeviceTask:
         anchors: the references whose returns on each realisation define the score's 0 and its 100
             (:func:`robust_score`): the paper's rule and the computed ceiling.
         floor: the reference a team must beat to have learned anything: the best action common to all devices.
+        train_steps: the device steps ``otagym train --algo ippo|mappo`` trains for on the task when ``--steps`` is
+            not given, where the task needs more than the algorithm's default (None: the algorithm's).
         eval_seeds / validation_seeds / training_seeds: the disjoint realisation seeds to report on, to select on and
             to train on (the benchmark suite's).
     """
@@ -225,6 +227,7 @@ class DeviceTask:
     budget: str = "epsilon_max"
     anchors: tuple[str, str] = ("PaperRule", "PerDeviceConstants")
     floor: str = "BestCommonConstant"
+    train_steps: int | None = None
     eval_seeds: tuple[int, ...] = BENCHMARK_EVALUATION_SEEDS
     validation_seeds: tuple[int, ...] = BENCHMARK_VALIDATION_SEEDS
     training_seeds: tuple[int, ...] = BENCHMARK_TRAINING_SEEDS

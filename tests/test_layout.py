@@ -203,6 +203,58 @@ def test_no_function_is_longer_than_the_limit_but_the_documented_kernels():
     assert not long, long
 
 
+#: The most parameters a function may take (``self``/``cls`` not counted), numba kernels aside (their arguments are
+#: arrays and scalars by design, not options that a struct could carry).
+MAX_PARAMETERS = 8
+#: The functions that still take more, and how many: each is to take its options as a struct; a count may only fall
+#: (lower it here when it does), and no other function may join.
+KNOWN_LONG_SIGNATURES = {
+    "agents/train/learn.py:train": 14,
+    "baselines/receive_scaling/evaluation.py:run_policy": 12,
+    "otagym/accounting/fractional.py:_sides": 12,
+    "otagym/schemes/receive_scaling/actions.py:budget_action_cost": 10,
+    "baselines/receive_scaling/compare.py:evaluate_cell": 10,
+    "baselines/receive_scaling/compare.py:compare": 11,
+    "otagym/training/fedsgd.py:__init__": 9,
+    "baselines/receive_scaling/compare.py:evaluate_cells": 9,
+}
+
+
+def long_signatures(source: str, where: str) -> dict[str, int]:
+    """The functions of ``source`` with more than :data:`MAX_PARAMETERS` parameters, numba kernels (decorated with
+    ``njit``/``jit``/``vectorize``) aside: ``{"<where>:<name>": count}``."""
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if any(word in ast.unparse(d) for d in node.decorator_list for word in ("njit", "jit(", "vectorize")):
+            continue
+        a = node.args
+        count = len([x for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")])
+        count += (a.vararg is not None) + (a.kwarg is not None)
+        if count > MAX_PARAMETERS:
+            found[f"{where}:{node.name}"] = count
+    return found
+
+
+def test_the_signature_scanner_counts_every_kind_of_parameter_and_skips_kernels():
+    source = ("def f(self, a, /, b, *c, d, e=1, **f): pass\n"
+              "def g(a, b, c, d, e, f, g, h, i): pass\n"
+              "@njit(cache=True)\ndef k(a, b, c, d, e, f, g, h, i): pass\n")
+    assert long_signatures(source, "m.py") == {"m.py:g": 9}
+    assert long_signatures(source.replace("d, e=1", "d, e=1, x, y, z"), "m.py") == {"m.py:f": 9, "m.py:g": 9}
+
+
+def test_no_new_function_takes_more_parameters_than_the_limit():
+    found = {}
+    for path in code_files():
+        found.update(long_signatures(path.read_text(), str(path.relative_to(ROOT))))
+    grown = {name: count for name, count in found.items() if count > KNOWN_LONG_SIGNATURES.get(name, MAX_PARAMETERS)}
+    assert not grown, f"over {MAX_PARAMETERS} parameters (take the options as a struct): {grown}"
+    fallen = {name: count for name, count in KNOWN_LONG_SIGNATURES.items() if found.get(name, 0) < count}
+    assert not fallen, f"lower these counts in KNOWN_LONG_SIGNATURES (or remove them): {fallen}"
+
+
 def scheme_name_tests(source: str) -> list[int]:
     """Lines of ``source`` that compare something with a registered scheme's name (``x == "cdpb"``,
     ``x in ("cdpb", ...)``): the branches that belong in a scheme's package or the registry."""

@@ -346,7 +346,8 @@ def _train_devices(args: argparse.Namespace) -> int:
               "--run-dir", file=sys.stderr)
         raise SystemExit(2)
     settings = algorithm.settings()
-    settings = settings if args.steps is None else replace(settings, total_timesteps=args.steps)
+    steps = args.steps if args.steps is not None else task.train_steps
+    settings = settings if steps is None else replace(settings, total_timesteps=steps)
     seed = task.training_seeds[0] + args.seed
     print(f"training {args.algo} on {args.task} for {settings.total_timesteps:,} device steps (seed {seed})")
     path = algorithm.train(args.task, seed, run_dir, settings, force=args.overwrite)

@@ -17,6 +17,33 @@ TASK = "otagym/CDPB-Devices-v0"
 def test_the_vec_env_has_a_slot_per_device_and_copy():
     venv = device_vec_env(TASK, 2, seed=3)
     assert venv.num_envs == 20 and venv.observation_space.shape == (5,)
+    venv = device_vec_env("otagym/CDPB-Devices50-v0", 1, seed=3)  # its devices see their channel and budget
+    assert venv.num_envs == 50 and venv.observation_space.shape == (7,)
+
+
+def test_otagym_train_trains_for_the_tasks_steps_unless_told(monkeypatch, tmp_path):
+    """Without ``--steps`` a task that needs more than the algorithm's default trains for its ``train_steps``."""
+    from agents import teams
+    from otagym.cli.commands import main
+
+    seen = []
+
+    class Recorder:
+        model_file = "model.zip"
+
+        def settings(self):
+            return IPPOSettings()
+
+        def train(self, task, seed, run_dir, settings, force):
+            seen.append((task, settings.total_timesteps))
+            return run_dir / "model.zip"
+
+    monkeypatch.setitem(teams.DEVICE_TRAINERS, "ippo", Recorder)
+    large = "otagym/CDPB-Devices50-v0"
+    for task, argv, steps in ((large, [], 6_000_000), (large, ["--steps", "7"], 7),
+                              (TASK, [], IPPOSettings().total_timesteps)):
+        assert main(["train", "--algo", "ippo", "--task", task, "--run-dir", str(tmp_path / "r"), *argv]) == 0
+        assert seen[-1] == (task, steps)
 
 
 @pytest.mark.slow
@@ -36,7 +63,7 @@ def test_otagym_train_refuses_a_task_its_algorithm_does_not_train_on(capsys):
     ones; an option the device trainer does not take is named too."""
     from otagym.cli.commands import main
 
-    for argv, said in ((["--algo", "ippo"], "devices-as-agents task, one of otagym/CDPB-Devices-v0; got None"),
+    for argv, said in ((["--algo", "ippo"], "devices-as-agents task, one of otagym/CDPB-Devices-v0, "),
                        (["--algo", "ippo", "--task", "otagym/ReceiveScalingCMDP-v1"], "devices-as-agents task"),
                        (["--algo", "ppo", "--task", TASK], "a benchmark task, one of otagym/AnonymousOTA-v0"),
                        (["--algo", "ippo", "--task", TASK, "--resume"], "argument --resume: not with --algo ippo")):

@@ -75,6 +75,7 @@ DEVICE_TASKS: tuple[dict[str, Any], ...] = (
          "CDPB-n at the server's rho = 0.3 P/W^2 to minimise gamma + 5e-3 max_k eps_k as a team; a device whose "
          "RDP reaches its budget leaves. The paper's rule spends every budget: the floor is the best common action.",
          anchors=("BestCommonConstant", "PerDeviceConstants"),
+         train_steps=6_000_000,
          reference_actions={"BestCommonConstant": (-0.7,), "PerDeviceConstants": (
              -1.0, -1.0, -1.0, -1.0, -1.0, -0.9, -1.0, -1.0, -0.8, -1.0, -0.8, -1.0, -0.9, -1.0, -0.6, -0.9, -0.9,
              -0.6, -1.0, -1.0, -0.7, -0.7, -1.0, -0.9, -1.0, -0.7, -1.0, -0.3, -0.4, -1.0, -0.4, -0.3, -1.0, -1.0,
