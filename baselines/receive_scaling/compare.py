@@ -23,8 +23,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from baselines.receive_scaling.core import Policy
-from baselines.receive_scaling.evaluation import (calibrate, leakage_score, reference_leakage, run_policy,
-                                                  sample_realisations, training_scenario)
+from baselines.receive_scaling.evaluation import (ANALYTIC, CellTraining, calibrate, leakage_score, reference_leakage,
+                                                  run_policy, sample_realisations, training_scenario)
 from baselines.receive_scaling.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone,
                                                 LyapunovDPBudget, LyapunovDPP, OfflineOptimal)
 from baselines.receive_scaling.references import AdaScaleTrained, BestConstant, OnlineOptimal
@@ -80,26 +80,22 @@ def evaluate_cell(
     seed: int,
     *,
     options: Mapping[str, float] | None = None,
-    fidelity: str = "analytic",
-    dataset: str = "digits",
-    data_dir: str | None = None,
+    training: CellTraining = ANALYTIC,
     accountant: str = "rdp",
-    training_args: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One cell of the comparison: ``spec``'s policy at ``nu`` on the channel realisation of ``seed``.
 
     The policy's tuned parameter is calibrated on this realisation (§VII) unless ``options`` sets it; the other
-    ``options`` are passed to the policy. ``fidelity="train"`` also trains the model (``scenario`` must then be
+    ``options`` are passed to the policy. ``training`` (:class:`~baselines.receive_scaling.evaluation.CellTraining`)
+    under the training fidelity also trains the model (``scenario`` must then be
     :func:`~baselines.receive_scaling.evaluation.training_scenario`'s; the model's randomness is seeded by ``seed``). Returns plain
     floats: ``rdp``, ``epsilon``, ``cost_mean``, ``leakage``, ``equal_alloc_leakage``, ``optimal_leakage``,
     ``score``, ``matched`` (meets nu by construction, or within 1%), ``param``, ``param_value``, ``calibrated``,
     ``wall_s``, and with the training fidelity ``accuracy``, ``accuracy_rounds`` and ``accuracy_curve``.
     ``accountant="pld"`` adds ``epsilon_pld`` (eps at delta from each device's privacy loss distribution, mean over
-    devices: :func:`otagym.accounting.pld_epsilon`) beside the RDP ledger's ``epsilon``. ``training_args``: the
-    training fidelity's further env arguments (:func:`~baselines.receive_scaling.evaluation.run_policy`).
+    devices: :func:`otagym.accounting.pld_epsilon`) beside the RDP ledger's ``epsilon``.
     """
-    return evaluate_cells(scenario, spec, [(nu, seed)], options=options, fidelity=fidelity, dataset=dataset,
-                          data_dir=data_dir, accountant=accountant, training_args=training_args)[0]
+    return evaluate_cells(scenario, spec, [(nu, seed)], options=options, training=training, accountant=accountant)[0]
 
 
 def evaluate_cells(
@@ -108,11 +104,8 @@ def evaluate_cells(
     cells: Sequence[tuple[float, int]],
     *,
     options: Mapping[str, float] | None = None,
-    fidelity: str = "analytic",
-    dataset: str = "digits",
-    data_dir: str | None = None,
+    training: CellTraining = ANALYTIC,
     accountant: str = "rdp",
-    training_args: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`evaluate_cell` for several (nu, seed) cells of one policy, batched in one vector env (analytic fidelity).
 
@@ -122,9 +115,8 @@ def evaluate_cells(
     the training fidelity each cell runs alone (the models' randomness comes from the env's generator, which a batch
     shares). Each result's ``wall_s`` is the batch's wall time divided by its cells.
     """
-    if fidelity == "train" and len(cells) > 1:
-        return [evaluate_cell(scenario, spec, nu, seed, options=options, fidelity=fidelity, dataset=dataset,
-                              data_dir=data_dir, accountant=accountant, training_args=training_args)
+    if training.fidelity == "train" and len(cells) > 1:
+        return [evaluate_cell(scenario, spec, nu, seed, options=options, training=training, accountant=accountant)
                 for nu, seed in cells]
     start = time.perf_counter()
     options = dict(options or {})
@@ -141,8 +133,7 @@ def evaluate_cells(
         value, _ = calibrate(lambda p, nu: spec.build(nu, p, **options), scenario, real, nu_arr, spec.bracket)
         calibrated = True
     result = run_policy(spec.build(nu_arr, value, **options), scenario, real, seed=seeds[0], nu=nu_arr,
-                        fidelity=fidelity, dataset=dataset, data_dir=data_dir, accountant=accountant,
-                        training_args=training_args)
+                        training=training, accountant=accountant)
     outs = []
     for i, (nu, seed) in enumerate(zip(nu_arr, seeds)):
         optimal = reference_leakage(scenario, float(nu), seed)
@@ -270,8 +261,8 @@ def compare(
         # the built-in policies' cells as one batch; extra ones (trained networks, whose forward pass over a batch may
         # round differently) one at a time, as the sweep runs them
         batches = [grid] if name in POLICIES and table[name] is POLICIES[name] else [[cell] for cell in grid]
-        results = [r for b in batches for r in evaluate_cells(scen, table[name], b, fidelity=fidelity,
-                                                               dataset=dataset, data_dir=data_dir,
+        training = CellTraining(fidelity, dataset, data_dir)
+        results = [r for b in batches for r in evaluate_cells(scen, table[name], b, training=training,
                                                                accountant=accountant)]
         cells += [{"policy": name, "nu": nu, "seed": seed, **result} for (nu, seed), result in zip(grid, results)]
     return summarize(cells)

@@ -25,8 +25,8 @@ from otagym.env import OTAPrivacyVectorEnv
 from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, RDPLedger, pld_epsilon
 from otagym.schemes.receive_scaling import ReceiveScalingModel, Scenario
 
-__all__ = ["Realisations", "EpisodeResult", "sample_realisations", "run_policy", "calibrate", "training_scenario",
-           "leakage_score", "reference_leakage"]
+__all__ = ["Realisations", "EpisodeResult", "CellTraining", "ANALYTIC", "sample_realisations", "run_policy",
+           "calibrate", "training_scenario", "leakage_score", "reference_leakage"]
 
 
 @dataclass(frozen=True)
@@ -97,30 +97,61 @@ class EpisodeResult:
     epsilon_pld: NDArray | None = None
 
 
+@dataclass(frozen=True)
+class CellTraining:
+    """Whether a cell also trains the model under its noise (``fidelity="train"``) and how: the env's training
+    arguments of a comparison cell, on top of :data:`baselines.sweep.CELL_TRAINING_ARGS`.
+
+    Attributes:
+        fidelity: ``"analytic"`` (no model: the default) or ``"train"``.
+        dataset: the data trained on (:data:`otagym.datasets.DATASET_NAMES`).
+        data_dir: the folder of its files (MNIST, CIFAR-10; None for the embedded ones).
+        eval_every: rounds between two test evaluations (None: T/20).
+        args: the env's further training arguments: the data subsets of :data:`otagym.fidelity.SUBSET_KEYS` and the
+            model update's ``momentum``/``weight_decay``.
+    """
+
+    fidelity: str = "analytic"
+    dataset: str = "digits"
+    data_dir: str | None = None
+    eval_every: int | None = None
+    args: Mapping[str, Any] | None = None
+
+    def every(self, num_rounds: int) -> int:
+        """The rounds between two test evaluations in an episode of ``num_rounds``."""
+        return self.eval_every or max(1, num_rounds // 20)
+
+    def env_kwargs(self, num_rounds: int) -> dict[str, Any]:
+        """The env's training arguments (none under the analytic fidelity)."""
+        if self.fidelity != "train":
+            return {}
+        return {"eval_every": self.every(num_rounds), "dataset": self.dataset, "data_dir": self.data_dir,
+                **CELL_TRAINING_ARGS, **(self.args or {})}
+
+
+#: The analytic fidelity: no model is trained.
+ANALYTIC = CellTraining()
+
+
 def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *, seed: int = 0,
-               dp: bool = True, nu: NDArray | None = None, fidelity: str = "analytic", eval_every: int | None = None,
-               dataset: str = "digits", data_dir: str | None = None, accountant: str = "rdp",
-               training_args: Mapping[str, Any] | None = None) -> EpisodeResult:
+               dp: bool = True, nu: NDArray | None = None, training: CellTraining = ANALYTIC,
+               accountant: str = "rdp") -> EpisodeResult:
     """One episode of ``policy`` on every realisation at once (vector env, ``action_type="x"``).
 
     ``nu`` (N,) is each env's budget as the env observes it (default: the scenario's); the policy is told its own nu
-    when it is built. ``fidelity="train"`` also trains the env's model (the scenario must be the training env's own,
-    whose d and n_m follow the model and data: :func:`training_scenario`) and reports its test accuracy after every
-    ``eval_every`` rounds (default: T/20) and at the end, on ``dataset`` (``data_dir`` for its files; ``training_args``:
-    the env's further training arguments: the data subsets of :data:`otagym.fidelity.SUBSET_KEYS` and the model
-    update's ``momentum``/``weight_decay``).
+    when it is built. Under ``training.fidelity="train"`` the env also trains its model (the scenario must be the
+    training env's own, whose d and n_m follow the model and data: :func:`training_scenario`) and the result has its
+    test accuracy after every ``training.eval_every`` rounds (default: T/20) and at the end (:class:`CellTraining`).
     ``accountant="pld"`` (with ``dp``) also reports ``epsilon_pld``, the same rounds composed by the PLD accountant
     (:data:`otagym.accounting.ACCOUNTANTS`); the RDP ``epsilon`` is reported either way.
     """
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}; got {accountant!r}")
-    n = realisations.num_envs
-    eval_every = eval_every or max(1, scenario.num_rounds // 20)
-    training = ({"eval_every": eval_every, "dataset": dataset, "data_dir": data_dir, **CELL_TRAINING_ARGS,
-                 **(training_args or {})}
-                if fidelity == "train" else {})
+    n, fidelity = realisations.num_envs, training.fidelity
+    eval_every = training.every(scenario.num_rounds)
     env = OTAPrivacyVectorEnv(n, scenario, reward_mode="cmdp", action_type="x", dp_orders=None, fidelity=fidelity,
-                              autoreset_mode=AutoresetMode.SAME_STEP, **training)  # reads info["final_info"]
+                              autoreset_mode=AutoresetMode.SAME_STEP,  # reads info["final_info"]
+                              **training.env_kwargs(scenario.num_rounds))
     if env.scenario != scenario:
         raise ValueError("scenario: with fidelity='train' pass training_scenario(scenario), whose model_dim and "
                          "dataset_size are the trained model's and data's")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES, PolicySpec, evaluate_cells, summarize
-from baselines.receive_scaling.evaluation import training_scenario
+from baselines.receive_scaling.evaluation import CellTraining, training_scenario
 from baselines.sweep import CellResult, SchemeSweep, cell_accountant, cell_subsets, cell_training_options
 from otagym.schemes.receive_scaling.core import ReceiveScalingCore
 from otagym.validation import POSITIVE, Spec
@@ -69,10 +69,10 @@ class ReceiveScalingSweep(SchemeSweep):
             spec = PolicySpec(lambda nu, p: trained(nu))
         else:
             spec, options = POLICIES[cell["policy"]["policy"]], dict(cell["policy"]["params"])
+        training = CellTraining(cell["fidelity"], cell.get("dataset") or "digits", cell.get("data_dir"),
+                                args={**subsets, **cell_training_options(cell)})
         results = evaluate_cells(scenario, spec, [(c["nu"], c["seed"]) for c in cells], options=options,
-                                 fidelity=cell["fidelity"], dataset=cell.get("dataset") or "digits",
-                                 data_dir=cell.get("data_dir"), accountant=cell_accountant(cell),
-                                 training_args={**subsets, **cell_training_options(cell)})
+                                 training=training, accountant=cell_accountant(cell))
         return [(result, scenario.to_dict()) for result in results]
 
     def summarize(self, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
