@@ -81,3 +81,29 @@ def test_torchrls_checks_pass_and_a_rollout_keeps_the_batch_in_step():
     with pytest.raises(ValueError, match="one seed per env"):
         DevicesTorchRLEnv(TASK, 2, realisations=SEEDS)
 
+
+
+def test_on_the_fifty_devices_task_departed_devices_stay_in_both_envs():
+    """``keep_departed``: the PettingZoo env keeps every agent to the end; the batched env masks the devices that
+    left; both give every device the same observations and the team's reward at every round."""
+    task = "otagym/CDPB-Devices50-v0"
+    seeds = DEVICE_TASKS[task].validation_seeds[:2]
+    env = DevicesTorchRLEnv(task, len(seeds), realisations=seeds)
+    td = env.reset()
+    pz = [make_device_env(task) for _ in seeds]
+    pz_obs = [e.reset(seed=0, options=device_evaluation_options(task, s))[0] for e, s in zip(pz, seeds)]
+    for t in range(env.side.scenario.num_rounds):
+        obs = td[GROUP, "observation"].numpy()
+        actions = np.clip(-0.7 + 0.2 * obs[..., 6:7] - 0.3 * obs[..., 4:5], -1.0, 1.0)  # budget and privacy used
+        td[GROUP, "action"] = torch.as_tensor(actions, dtype=torch.float32)
+        mask = td[GROUP, "mask"].numpy()
+        td = env.step(td)
+        for i, e in enumerate(pz):
+            assert len(e.agents) == 50
+            np.testing.assert_array_equal(mask[i], e.side.active[0])  # the devices still sending
+            np.testing.assert_array_equal(obs[i], np.stack([pz_obs[i][a] for a in e.possible_agents]))
+            pz_obs[i], rewards, *_ = e.step({a: actions[i, k] for k, a in enumerate(e.possible_agents)})
+            np.testing.assert_allclose(td["next", GROUP, "reward"][i, :, 0].numpy(), list(rewards.values()), rtol=1e-6)
+        td = td["next"]
+    assert td["done"].all() and all(not e.agents for e in pz)
+    assert (~env.side.active).any()  # devices left on the way
