@@ -196,7 +196,7 @@ def _rdp_frac_upper(q: NDArray, sigma: NDArray, alpha: NDArray) -> tuple[NDArray
         orders, col = np.unique(o, return_inverse=True)
         lc, dlc = _binomial_logs(alpha[orders, None], i, orders, log_c, d_c)
         sign_c, weight, at_head, used = _tail_weights(i, head[orders, None], col)
-        sides = _sides(split, sigma, alpha, e, o, orders, col, i, lc, dlc, sign_c, used)
+        sides = _sides(split, sigma, alpha, _Pass(e, o, orders, col, i), lc, dlc, sign_c, used)
         _accumulate(sums, active, sides, split.minus_first[e], weight, at_head, used)
         done = end[o] <= i0 + width
         _finish(sums, active[done], end, alpha)
@@ -295,11 +295,23 @@ class _Side(NamedTuple):
     log_tail: NDArray
 
 
-def _sides(split: _SplitPoint, sigma: NDArray, alpha: NDArray, e: NDArray, o: NDArray, orders: NDArray, col: NDArray,
-           i: NDArray, lc: NDArray, dlc: NDArray, sign_c: NDArray, used: NDArray) -> list[_Side]:
+class _Pass(NamedTuple):
+    """The entries a pass of :func:`_rdp_frac_upper` sums and where: each entry's element and order, the orders
+    among them (``orders``, each entry's row in it ``col``), and the series' indices of the pass."""
+
+    e: NDArray
+    o: NDArray
+    orders: NDArray
+    col: NDArray
+    i: NDArray
+
+
+def _sides(split: _SplitPoint, sigma: NDArray, alpha: NDArray, entries: _Pass, lc: NDArray, dlc: NDArray,
+           sign_c: NDArray, used: NDArray) -> list[_Side]:
     """The terms of both sides of the series (A0: t = i, integrated below z0; A1: t = alpha - i, above it) of the
-    entries (elements ``e``, orders ``o``) at this pass's indices ``i``, from the binomials' logs ``lc`` (orders x
-    indices, ``col`` each entry's row) and their errors ``dlc``."""
+    ``entries`` of a pass (elements ``e``, orders ``o``) at its indices ``i``, from the binomials' logs ``lc``
+    (orders x indices, ``col`` each entry's row) and their errors ``dlc``."""
+    e, o, orders, col, i = entries
     width = i.size
     elems, row = np.unique(e, return_inverse=True)
     a_o = alpha[orders, None]
