@@ -212,7 +212,6 @@ KNOWN_LONG_SIGNATURES = {
     "agents/train/learn.py:train": 14,
     "otagym/schemes/receive_scaling/actions.py:budget_action_cost": 10,
     "baselines/receive_scaling/compare.py:compare": 11,
-    "otagym/training/fedsgd.py:__init__": 9,
 }
 
 

@@ -27,11 +27,11 @@ from otagym._moved import renamed
 from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition, read_idx
 from otagym.training.engine import Engine, full_gradient_norm2, mean_loss_and_accuracy
 from otagym.training.federation import DATASETS, Federation, make_federation
-from otagym.training.fedsgd import (FedSGD, clipped_gradient_sum, clipped_gradient_sum_and_loss, ota_aggregate,
-                                    poisson_sample, receiver_noise_std)
+from otagym.training.fedsgd import (FedSGD, UpdateRule, clipped_gradient_sum, clipped_gradient_sum_and_loss,
+                                    ota_aggregate, poisson_sample, receiver_noise_std)
 from otagym.training.models import CifarResNet, DigitsCNN, MnistCNN, num_parameters
 
-__all__ = ["Engine", "FedSGD", "Federation", "DATASETS", "make_federation", "clipped_gradient_sum",
+__all__ = ["Engine", "FedSGD", "UpdateRule", "Federation", "DATASETS", "make_federation", "clipped_gradient_sum",
            "clipped_gradient_sum_and_loss",
            "ota_aggregate", "poisson_sample", "receiver_noise_std", "full_gradient_norm2",
            "mean_loss_and_accuracy", "MnistCNN", "DigitsCNN", "CifarResNet", "num_parameters", "digits_dataset",

@@ -14,7 +14,7 @@ from torch import nn
 
 from otagym.datasets import data_folder
 from otagym.training.data import digits_dataset, load_cifar10, load_mnist, partition
-from otagym.training.fedsgd import FedSGD
+from otagym.training.fedsgd import FedSGD, UpdateRule
 from otagym.training.models import CifarResNet, DigitsCNN, MnistCNN, num_parameters
 from otagym.validation import Integer, OneOf
 
@@ -50,8 +50,9 @@ class Federation:
     def engine(self, rng: np.random.Generator, batch_sizes, clip_norm: float, learning_rate: float, *,
                momentum: float = 0.0, weight_decay: float = 0.0) -> FedSGD:
         """Model A's :class:`FedSGD` on :meth:`fresh_model`."""
-        return FedSGD(self.fresh_model(rng), self.device_data, batch_sizes, clip_norm, learning_rate,
-                      momentum=momentum, weight_decay=weight_decay, test_data=self.test_data, eval_data=self.eval_data)
+        return FedSGD(self.fresh_model(rng), self.device_data, batch_sizes,
+                      UpdateRule(clip_norm, learning_rate, momentum, weight_decay), test_data=self.test_data,
+                      eval_data=self.eval_data)
 
 
 #: The datasets of the training fidelity (:data:`otagym.datasets.DATASET_NAMES`) and their models: scikit-learn's 8x8

@@ -26,7 +26,7 @@ from otagym.training import stacked
 from otagym.training.engine import Engine, full_gradient_norm2
 
 __all__ = ["poisson_sample", "clipped_gradient_sum", "clipped_gradient_sum_and_loss", "receiver_noise_std",
-           "device_weights", "receiver_noise", "ota_aggregate", "full_gradient_norm2", "FedSGD"]
+           "device_weights", "receiver_noise", "ota_aggregate", "full_gradient_norm2", "UpdateRule", "FedSGD"]
 
 
 def poisson_sample(rng: np.random.Generator, num_samples: int, rate: float) -> np.ndarray:
@@ -88,6 +88,17 @@ class RoundMetrics:
     batch_sizes: np.ndarray
 
 
+@dataclass(frozen=True)
+class UpdateRule:
+    """The model update of §IV-A: per-sample gradients clipped to ``clip_norm`` (G) and a step of ``learning_rate``
+    (lambda of (12)), with heavy-ball ``momentum`` and L2 ``weight_decay`` (both 0 in the paper's MNIST setup)."""
+
+    clip_norm: float
+    learning_rate: float
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+
 class FedSGD(Engine):
     """Model A's training fidelity: the update rule of §IV-A on an :class:`~otagym.training.engine.Engine`.
 
@@ -95,17 +106,14 @@ class FedSGD(Engine):
         model: a torch module without batch norm (per-sample clipping).
         device_data: per device, ``(x, y)`` tensors of its local dataset (n_m samples).
         batch_sizes: B_m, expected batch size per device (q_m = B_m / n_m).
-        clip_norm: G.
-        learning_rate: lambda of (12).
-        momentum: heavy-ball momentum of the update (0 = the paper's MNIST setup).
-        weight_decay: L2 weight decay of the update (0 = the paper's MNIST setup).
+        update: the clipping norm G, the learning rate lambda of (12), the momentum and the weight decay.
         test_data: ``(x, y)`` of the held-out set for :meth:`evaluate`.
         eval_data: ``(x, y)`` of the devices' data that f(w) and its gradient are evaluated on (None: all of it).
     """
 
     def __init__(self, model: nn.Module, device_data: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                 batch_sizes: Sequence[float], clip_norm: float, learning_rate: float, *, momentum: float = 0.0,
-                 weight_decay: float = 0.0, test_data: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 batch_sizes: Sequence[float], update: UpdateRule, *,
+                 test_data: tuple[torch.Tensor, torch.Tensor] | None = None,
                  eval_data: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         if len(batch_sizes) != len(device_data):
             raise ValueError(f"batch_sizes must have one entry per device ({len(device_data)}); got {len(batch_sizes)}")
@@ -114,8 +122,8 @@ class FedSGD(Engine):
         self.rates = self.batch_sizes / np.array([len(y) for _, y in self.device_data])
         if not np.all((self.rates > 0) & (self.rates <= 1)):
             raise ValueError(f"batch_sizes must lie in (0, n_m] (q_m = B_m / n_m in (0, 1]); got q = {self.rates}")
-        self.clip_norm, self.learning_rate = float(clip_norm), float(learning_rate)
-        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.clip_norm, self.learning_rate = float(update.clip_norm), float(update.learning_rate)
+        self.momentum, self.weight_decay = float(update.momentum), float(update.weight_decay)
         self._velocity = torch.zeros(self.dim)
         self._last = RoundMetrics(train_loss=float("nan"), batch_sizes=np.zeros(0))
 

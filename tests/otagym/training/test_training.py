@@ -9,8 +9,8 @@ from scipy import stats
 
 torch = pytest.importorskip("torch")
 
-from otagym.training import (DigitsCNN, FedSGD, MnistCNN, clipped_gradient_sum, digits_dataset,  # noqa: E402
-                             num_parameters, ota_aggregate, partition, poisson_sample)
+from otagym.training import (DigitsCNN, FedSGD, MnistCNN, UpdateRule, clipped_gradient_sum,  # noqa: E402
+                             digits_dataset, num_parameters, ota_aggregate, partition, poisson_sample)
 from otagym.training.fedsgd import receiver_noise_std  # noqa: E402
 
 
@@ -84,7 +84,7 @@ def _digits_engine(seed: int) -> FedSGD:
     rng = np.random.default_rng(seed)
     x, y, x_test, y_test = digits_dataset(rng)
     parts = partition(y.numpy(), 10, rng)
-    return FedSGD(DigitsCNN(), [(x[p], y[p]) for p in parts], [20.0] * 10, clip_norm=1.0, learning_rate=0.5,
+    return FedSGD(DigitsCNN(), [(x[p], y[p]) for p in parts], [20.0] * 10, UpdateRule(clip_norm=1.0, learning_rate=0.5),
                   test_data=(x_test, y_test))
 
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from otagym.training import FedSGD, make_federation, stacked  # noqa: E402
+from otagym.training import FedSGD, UpdateRule, make_federation, stacked  # noqa: E402
 
 TOL = dict(rtol=0, atol=1e-6)  # "equal to its sequential run to 1e-6"
 
@@ -174,7 +174,7 @@ def test_engines_of_other_data_or_architecture_compute_apart():
     same = _fedsgd_engines(2)
     other_data = make_federation("digits", 5, np.random.default_rng(1)).engine(np.random.default_rng(0), [20.0] * 5,
                                                                                  1.0, 0.5)
-    other_model = FedSGD(_Tiny(), same[0].device_data, [20.0] * 5, 1.0, 0.5, test_data=same[0].test_data)
+    other_model = FedSGD(_Tiny(), same[0].device_data, [20.0] * 5, UpdateRule(1.0, 0.5), test_data=same[0].test_data)
     assert Engine.groups([same[0], other_data, same[1], other_model]) == [[0, 2], [1], [3]]
     with pytest.raises(ValueError, match="one non-empty group of FedSGD"):
         FedSGD.evaluate_all([same[0], other_data])
