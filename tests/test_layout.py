@@ -210,7 +210,6 @@ MAX_PARAMETERS = 8
 #: (lower it here when it does), and no other function may join.
 KNOWN_LONG_SIGNATURES = {
     "agents/train/learn.py:train": 14,
-    "otagym/schemes/receive_scaling/actions.py:budget_action_cost": 10,
     "baselines/receive_scaling/compare.py:compare": 11,
 }
 

@@ -9,7 +9,7 @@ from scipy import stats
 
 from otagym import OTAPrivacyEnv, OTAPrivacyVectorEnv, get_scenario
 from otagym.schemes.receive_scaling import OBS_BOUND
-from otagym.schemes.receive_scaling import ReceiveScalingModel, budget_action_cost
+from otagym.schemes.receive_scaling import ACTION_CODES, ActionSettings, ReceiveScalingModel, budget_action_cost
 
 
 def _episode(venv, actions_fn, seed=0, options=None):
@@ -43,8 +43,8 @@ def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy, a
 
 def share_cost(a, remaining, rounds_left, multiplier_max):
     model = ReceiveScalingModel(get_scenario("paper-mnist"))
-    return budget_action_cost(model, "share", a, 1e-9, remaining, rounds_left, mean_h_min2=1e-9,
-                              multiplier_max=multiplier_max, price_decades=2.0)
+    settings = ActionSettings(ACTION_CODES["share"], 1e-3, multiplier_max, price_decades=2.0, price_buffer_sd=1.0)
+    return budget_action_cost(model, settings, a, 1e-9, remaining, rounds_left, mean_h_min2=1e-9)
 
 
 def test_share_cost_closed_form():

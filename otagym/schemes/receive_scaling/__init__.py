@@ -26,8 +26,8 @@ _EXPORTS = {
     "model": ("ReceiveScalingModel",),
     "formulas": ("ModelArrays", "X_FLOOR_RATIO"),
     "solver": ("minimize_round", "solve_increasing"),
-    "actions": ("ActionType", "RewardMode", "BUDGET_ACTIONS", "UNIT_ACTIONS", "ActionSettings", "normalized_x",
-                "spend_cost", "budget_action_cost", "decode_actions", "constrained"),
+    "actions": ("ActionType", "RewardMode", "BUDGET_ACTIONS", "UNIT_ACTIONS", "ACTION_CODES", "ActionSettings",
+                "normalized_x", "spend_cost", "budget_action_cost", "decode_actions", "constrained"),
     "observation": ("OBS_BOUND", "LAYOUT_VERSION", "ObservationOffsets"),
     "core": ("ReceiveScalingCore", "sample_realisation"),
 }

@@ -134,28 +134,32 @@ def _budget_action_cost_many(share: bool, action: NDArray, h_min2: NDArray, rema
     return out
 
 
-def budget_action_cost(model: ReceiveScalingModel, action_type: str, action: ArrayLike, h_min2: ArrayLike,
-                       remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike,
-                       multiplier_max: float, price_decades: float, buffer_sd: float = 1.0) -> NDArray:
-    """c_t of a budget-mode action a in [-1, 1] (the round's decoder, :func:`decide`, spends the same).
+def budget_action_cost(model: ReceiveScalingModel, settings: ActionSettings, action: ArrayLike, h_min2: ArrayLike,
+                       remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike) -> NDArray:
+    """c_t of a budget-mode action a in [-1, 1] of type ``settings.code`` (:data:`ACTION_PRICE` or
+    :data:`ACTION_SHARE`; the round's decoder, :func:`decide`, spends the same).
 
     R_t = nu T - sum_{tau<t} c_tau (``remaining``) is the budget of constraint (28b) left before round t and
     k = T - t >= 1 (``rounds_left``) the rounds left including this one. The round spends
 
     * ``"price"``: :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.price_spend` at mu_t = mu_ref,t 10^(price_decades a),
       mu_ref,t the :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price` of R_t and k on the channel law of
-      ``mean_h_min2`` with its safety stock of ``buffer_sd`` standard deviations;
-    * ``"share"``: m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc);
+      ``mean_h_min2`` with its safety stock of ``settings.price_buffer_sd`` standard deviations, price_decades
+      ``settings.price_decades``;
+    * ``"share"``: m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc), multiplier_max
+      ``settings.budget_multiplier_max``;
 
     capped at R_t, and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any
     sequence of actions.
     """
-    if action_type not in BUDGET_ACTIONS:
-        raise ValueError(f"budget action_type must be one of {BUDGET_ACTIONS}; got {action_type!r}")
+    if settings.code not in (ACTION_PRICE, ACTION_SHARE):
+        names = {code: name for name, code in ACTION_CODES.items()}
+        raise ValueError(f"settings.code must be a budget action type's ({', '.join(BUDGET_ACTIONS)}); got "
+                         f"{names.get(settings.code, settings.code)!r}")
     (action, h, remaining, rounds_left, mean), shape = _flat((action, h_min2, remaining, rounds_left, mean_h_min2))
-    return _shaped(_budget_action_cost_many(action_type == "share", action, h, remaining, rounds_left, mean,
-                                            float(multiplier_max), float(price_decades), float(buffer_sd),
-                                            model.arrays, np.empty_like(h)), shape)
+    return _shaped(_budget_action_cost_many(settings.code == ACTION_SHARE, action, h, remaining, rounds_left, mean,
+                                            float(settings.budget_multiplier_max), float(settings.price_decades),
+                                            float(settings.price_buffer_sd), model.arrays, np.empty_like(h)), shape)
 
 
 @njit(inline="always", **JIT_NO_ALLOC)
