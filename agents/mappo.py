@@ -29,14 +29,15 @@ ALGORITHM = "MAPPO (TorchRL: shared actor, centralised critic)"
 
 @dataclass(frozen=True)
 class MAPPOSettings(TeamSettings):
-    """MAPPO's run: ``num_envs`` episodes a batch, ``epochs`` passes over it in minibatches of ``minibatch_rounds``
-    rounds, GAE's ``lmbda``, PPO's clip and the entropy bonus. The defaults give IPPO's update budget
-    (:class:`agents.multiagent.IPPOSettings`): a batch of 4,000 device steps (IPPO's 5,120), minibatches of 1,280
-    (IPPO's), 5 epochs, so as many gradient steps for the same device steps."""
+    """MAPPO's run: ``num_envs`` episodes a batch, ``epochs`` passes over it in minibatches of about
+    ``minibatch_device_steps`` device steps (whole rounds: that many over K, at least one), GAE's ``lmbda``, PPO's clip
+    and the entropy bonus. The defaults give IPPO's update budget (:class:`agents.multiagent.IPPOSettings`) whatever
+    K: minibatches of 1,280 device steps (IPPO's), 5 epochs, so as many gradient steps for the same device steps
+    (a batch: 4 episodes, 4,000 device steps with ten devices; IPPO's 5,120)."""
 
     num_envs: int = 4
     epochs: int = 5
-    minibatch_rounds: int = 128
+    minibatch_device_steps: int = 1280
     lmbda: float = 0.95
     clip_epsilon: float = 0.2
     entropy_coef: float = 1e-3
@@ -81,8 +82,9 @@ def _loss(actor: Any, critic: Any, settings: MAPPOSettings) -> Any:
     return loss
 
 
-def _update(loss: Any, optimiser: Any, batch: Any, settings: MAPPOSettings) -> None:
-    """PPO's update on one batch: GAE with the critic, then ``epochs`` passes in minibatches of rounds."""
+def _update(loss: Any, optimiser: Any, batch: Any, settings: MAPPOSettings, k: int) -> None:
+    """PPO's update on one batch of rounds of ``k`` devices: GAE with the critic, then ``epochs`` passes in
+    minibatches of rounds."""
     import torch
 
     with torch.no_grad():
@@ -91,7 +93,7 @@ def _update(loss: Any, optimiser: Any, batch: Any, settings: MAPPOSettings) -> N
     with warnings.catch_warnings():  # normalising the advantages across the devices too is meant
         warnings.filterwarnings("ignore", "You requested advantage normalization", UserWarning)
         for _ in range(settings.epochs):
-            for part in torch.randperm(flat.shape[0]).split(settings.minibatch_rounds):
+            for part in torch.randperm(flat.shape[0]).split(max(1, settings.minibatch_device_steps // k)):
                 terms = loss(flat[part])
                 optimiser.zero_grad()
                 (terms["loss_objective"] + terms["loss_critic"] + terms["loss_entropy"]).backward()
@@ -126,7 +128,7 @@ def train_mappo(task_id: str, seed: int, out_dir: str | Path, settings: MAPPOSet
     played = 0
     for batch in collector:
         played += rounds * k
-        _update(loss, optimiser, batch, settings)
+        _update(loss, optimiser, batch, settings, k)
         collector.update_policy_weights_()
     collector.shutdown()
     out.mkdir(parents=True, exist_ok=True)
@@ -165,7 +167,7 @@ def load_mappo_policy(path: str | Path) -> MAPPOPolicy:
     from otagym.multiagent.torchrl_env import DevicesTorchRLEnv
 
     record = json.loads((Path(path).parent / "run.json").read_text())
-    settings = MAPPOSettings(**{**record["settings"], "net_arch": tuple(record["settings"]["net_arch"])})
+    settings = MAPPOSettings(net_arch=tuple(record["settings"]["net_arch"]))  # the actor's shape: all it needs
     actor, _ = _modules(DevicesTorchRLEnv(record["task"], 1), settings)
     actor.load_state_dict(torch.load(path, weights_only=True))
     return MAPPOPolicy(actor)
