@@ -214,22 +214,22 @@ def main(argv: list[str] | None = None) -> int:
         args.check(args.command_parser, args)
     try:
         return int(args.func(args))
-    except (KeyboardInterrupt, SystemError) as err:
-        if not _interrupted(err):
-            raise
-        print(f"\notagym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'what was written is kept')}",
-              file=sys.stderr)
-        return 130
-    except OSError as err:  # a full disk, a read-only folder: one line naming the file; what was written is kept
-        if err.filename is None:
-            raise
-        print(f"otagym {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
-        return 1
+    except (KeyboardInterrupt, Exception) as err:
+        if _interrupted(err):
+            print(f"\notagym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'what was written is kept')}",
+                  file=sys.stderr)
+            return 130
+        if isinstance(err, OSError) and err.filename is not None:  # a full disk, a read-only folder: one line
+            print(f"otagym {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+            return 1
+        raise
 
 
 def _interrupted(err: BaseException | None) -> bool:
     """Whether ``err`` is Ctrl-C's KeyboardInterrupt, or an error it caused: a compiled (numba) kernel interrupted
-    mid-call raises SystemError ("returned a result with an exception set") from the KeyboardInterrupt."""
+    mid-call raises SystemError ("returned a result with an exception set") from the KeyboardInterrupt, and a file
+    being written when it came may fail on closing (torch's zip writer: RuntimeError "unexpected pos") while the
+    KeyboardInterrupt is handled."""
     while err is not None:
         if isinstance(err, KeyboardInterrupt):
             return True
