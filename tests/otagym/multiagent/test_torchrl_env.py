@@ -88,6 +88,7 @@ def test_on_the_fifty_devices_task_departed_devices_stay_in_both_envs():
     left; both give every device the same observations and the team's reward at every round."""
     task = "otagym/CDPB-Devices50-v0"
     seeds = DEVICE_TASKS[task].validation_seeds[:2]
+    check_env_specs(DevicesTorchRLEnv(task, 2, seed=0), seed=0)
     env = DevicesTorchRLEnv(task, len(seeds), realisations=seeds)
     td = env.reset()
     pz = [make_device_env(task) for _ in seeds]
