@@ -97,7 +97,7 @@ class DeviceRound(NamedTuple):
 
     rewards: NDArray
     costs: NDArray  # tau Delta E_k / eps-bar_k: a device's share of its budget (an episode's sum <= tau within it)
-    left: NDArray  # bool: the devices that reached eps-bar this round and leave
+    left: NDArray  # bool: the devices that reached their budget this round and leave
     done: NDArray  # bool: the episode's last round (tau) was played
     info: dict[str, NDArray]  # per device (N, K) entries and the round's server-side entries ``server_*`` (N,)
 
