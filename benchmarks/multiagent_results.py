@@ -1,34 +1,38 @@
-"""Devices as agents: the room on ``otagym/CDPB-Devices-v0`` and the learned teams (IPPO, MAPPO) against its references.
+"""Devices as agents: the room on a device task (``--task``, :data:`otagym.tasks.DEVICE_TASKS`) and the learned
+teams (IPPO, MAPPO) against its references.
 
 1. The references (:func:`baselines.cdpb.devices.device_references`): the paper's rule for every device, the
    paper's planner per device (the threshold of its Stage-II rho at the task's tau, where above the server's), uniform
    random, and at the actions the task stores (:attr:`otagym.tasks.DeviceTask.reference_actions`) the best action
    common to all devices (the floor) and the best action of each device (the computed ceiling), which a search on the
    validation realisations (32) chose (:func:`~baselines.cdpb.devices.best_common_constant`, then
-   :func:`~baselines.cdpb.devices.best_per_device_constants` from it: ``--search`` runs it again, 8 minutes, and says
-   whether it finds the stored actions); beside them an upper bound no policy can beat, even with every channel known
-   (:func:`~baselines.cdpb.devices.full_csi_bound`: the paper's rule, nobody leaving, no privacy charged).
+   :func:`~baselines.cdpb.devices.best_per_device_constants` from it: ``--search`` runs it again, 6 to 8 minutes, and
+   says whether it finds the stored actions); beside them an upper bound no policy can beat, even with every channel
+   known (:func:`~baselines.cdpb.devices.full_csi_bound`: the paper's rule, nobody leaving, no privacy charged).
 2. IPPO (SB3 PPO through SuperSuit, parameters shared by the devices, :func:`agents.multiagent.train_ippo`) and
    MAPPO (TorchRL's recipe, a shared actor and a centralised critic, :func:`agents.mappo.train_mappo`), each trained
-   with ``--seeds`` training seeds (the task's training seeds) for ``--steps`` device steps each, one at a time, one
-   torch thread; the final model of each run (no checkpoint selection; its validation score is reported).
+   with ``--seeds`` training seeds (the task's training seeds) for ``--steps`` device steps each (default: the task's
+   ``train_steps``, else 1.5M), one at a time, one torch thread; the final model of each run (no checkpoint
+   selection; its validation score is reported).
 3. Everything played on the task's 128 evaluation realisations, never used above. Score
-   (:func:`otagym.tasks.robust_score`, what ``otagym evaluate`` gives): 0 = the paper's rule, 100 = the per-device
-   constants on the typical realisation: 100 (R - R_paper) / IQM(R_ceiling - R_paper), paired per realisation over
-   the interquartile mean of the rooms (one realisation's room can be near 0, where a ratio per realisation would blow
-   up, and one where every device leaves under the paper's rule is 30 times the typical room, which would move a
-   mean). rliable's IQM with
-   its stratified-bootstrap 95% CI, the probability of improvement over the best common constant, the mean, CVaR 10%
-   and the worst realisation; the share of episodes in which a device spent its budget (and left).
+   (:func:`otagym.tasks.robust_score`, what ``otagym evaluate`` gives): 0 and 100 the task's anchors
+   (:attr:`otagym.tasks.DeviceTask.anchors`: the paper's rule, or the floor where the paper's rule spends every
+   budget, and the per-device constants) on the typical realisation: 100 (R - R_0) / IQM(R_100 - R_0), paired per
+   realisation over the interquartile mean of the rooms (one realisation's room can be near 0, where a ratio per
+   realisation would blow up, and one where every device leaves under the paper's rule is 30 times the typical room,
+   which would move a mean). rliable's IQM with its stratified-bootstrap 95% CI, the probability of improvement over
+   the best common constant, the mean, CVaR 10% and the worst realisation; the share of episodes in which a device
+   spent its budget (and left); the room from the floor to the ceiling in points of the floor's |return|.
 
-``--zoo [DIR]`` ships each team's run with the best validation return to ``<DIR>/CDPB-Devices-v0/<algo>/`` (its model
+``--zoo [DIR]`` ships each team's run with the best validation return to ``<DIR>/<task name>/<algo>/`` (its model
 file and ``run.json``; DIR: default ``agents/zoo``; a model already there is replaced only with ``--force``).
 
 Writes ``references.json`` (``search.json`` with ``--search``), ``runs/<algo>/seed_<s>/`` (model, run record,
-scores) and ``multiagent_results.{json,md}`` to ``--out``; ``--docs`` copies the last two into docs/. Rerunning resumes:
-references, finished runs and their scores are read back.
+scores) and ``multiagent_results.json`` to ``--out/<task name>/``; ``--docs`` puts the task's summary into
+docs/multiagent_results.json (keyed by task) and rewrites docs/multiagent_results.md from every task's. Rerunning
+resumes: references, finished runs and their scores are read back.
 
-    python -m benchmarks.multiagent_results --docs --zoo --force   # the docs' numbers and the zoo's teams
+    python -m benchmarks.multiagent_results --task otagym/CDPB-Devices50-v0 --docs --zoo --force
     python -m benchmarks.multiagent_results --seeds 1 --steps 50000 --out /tmp/ma    # a quick look
 """
 
