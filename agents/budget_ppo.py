@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -47,8 +47,9 @@ from otagym.schemes.receive_scaling.observation import ObservationOffsets
 from otagym.tasks import BENCHMARK, BENCHMARK_TRAINING_SEEDS, BENCHMARK_VALIDATION_SEEDS, TASKS
 from otagym.wrappers import PotentialShapingVector, RelativeSpendVector, relative_action, relative_spend
 
-__all__ = ["SPEND_TASKS", "BudgetPPOSettings", "FairShareValue", "RelativeSpendPolicy", "env_actions", "new_model",
-           "train_budget_ppo", "training_iterations", "validation_score"]
+__all__ = ["SPEND_TASKS", "BudgetPPOSettings", "FairShareValue", "RelativeSpendPolicy", "SpendTrainer",
+           "check_settings", "check_spend_task", "env_actions", "new_model", "train_budget_ppo", "train_spend_agent",
+           "training_iterations", "validation_score"]
 
 
 #: The benchmark tasks whose action is the round's spend, which the trainer takes.
@@ -113,29 +114,43 @@ class BudgetPPOSettings:
     eval_every: int = 500_000
 
     def __post_init__(self) -> None:
-        for name in ("num_envs", "rollout_steps", "epochs", "minibatches", "eval_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+        check_settings(self, integers=("num_envs", "rollout_steps", "epochs", "minibatches", "eval_every"),
+                       shares=("gamma", "gae_lambda", "reward_gamma", "reserve", "floor"),
+                       positive=("learning_rate", "clip_range", "max_grad_norm"))
         if (self.num_envs * self.rollout_steps) % self.minibatches:
             raise ValueError(f"minibatches must divide num_envs * rollout_steps = "
                              f"{self.num_envs * self.rollout_steps}; got {self.minibatches}")
-        for name, low, high in (("gamma", 0, 1), ("gae_lambda", 0, 1), ("reward_gamma", 0, 1), ("reserve", 0, 1),
-                                ("floor", 0, 1)):
-            if not low <= getattr(self, name) <= high:
-                raise ValueError(f"{name} must lie in [{low}, {high}]; got {getattr(self, name)!r}")
         if self.shaping and (self.reward_gamma > 0 or self.reward_floor is not None):
             raise ValueError("shaping adds Phi in the reward's own units: not with reward_gamma > 0 or a reward_floor, "
                              f"which rescale or clip it first; got reward_gamma={self.reward_gamma}, "
                              f"reward_floor={self.reward_floor}")
-        for name in ("learning_rate", "clip_range", "max_grad_norm"):
-            if not (np.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ValueError(f"{name} must be finite and > 0; got {getattr(self, name)!r}")
 
     @property
     def batch_size(self) -> int:
         """Env steps per rollout."""
         return self.num_envs * self.rollout_steps
+
+
+def check_settings(settings: Any, *, integers: tuple[str, ...], shares: tuple[str, ...],
+                   positive: tuple[str, ...]) -> None:
+    """``ValueError`` naming the first field of ``settings`` that is not an integer >= 1 (``integers``), not in
+    [0, 1] (``shares``) or not finite and > 0 (``positive``)."""
+    for name in integers:
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    for name in shares:
+        if not 0 <= getattr(settings, name) <= 1:
+            raise ValueError(f"{name} must lie in [0, 1]; got {getattr(settings, name)!r}")
+    for name in positive:
+        if not (np.isfinite(getattr(settings, name)) and getattr(settings, name) > 0):
+            raise ValueError(f"{name} must be finite and > 0; got {getattr(settings, name)!r}")
+
+
+def check_spend_task(task_id: str) -> None:
+    """``ValueError`` unless ``task_id`` is a spend task of the suite (:data:`SPEND_TASKS`)."""
+    if task_id not in SPEND_TASKS:
+        raise ValueError(f"task_id must be one of the spend tasks {SPEND_TASKS}; got {task_id!r}")
 
 
 class FairShareValue:
@@ -355,6 +370,25 @@ def _update(policy: RelativeSpendPolicy, buf: _Rollout, adv: torch.Tensor, setti
     return stats
 
 
+class SpendTrainer(NamedTuple):
+    """A trainer of the spend tasks, as :func:`train_spend_agent` runs it.
+
+    Attributes:
+        algo: its name in ``run.json`` (``otagym train --algo``).
+        settings: its hyperparameters (a frozen dataclass with ``eval_every``), saved in ``run.json``.
+        batch_size: env steps per iteration.
+        iterations: ``(model, task_id, settings, seed, iterations)`` -> the loop, yielding the env steps so far and
+            the iteration's statistics after each iteration.
+        model: ``(task_id, settings, seed)`` -> a new SB3 model holding a :class:`RelativeSpendPolicy`.
+    """
+
+    algo: str
+    settings: Any
+    batch_size: int
+    iterations: Callable[[PPO, str, Any, int, int], Iterator[tuple[int, dict[str, float]]]]
+    model: Callable[[str, Any, int], PPO]
+
+
 def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_timesteps: int = 4_000_000,
                      settings: BudgetPPOSettings | None = None, overwrite: bool = False,
                      log: Callable[[str], None] | None = print, torch_threads: int | None = 1) -> Path:
@@ -372,8 +406,18 @@ def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
         torch_threads: ``torch.set_num_threads`` before training (process-wide, not restored; None: as it is).
     """
     settings = settings or BudgetPPOSettings()
-    if task_id not in SPEND_TASKS:
-        raise ValueError(f"task_id must be one of the spend tasks {SPEND_TASKS}; got {task_id!r}")
+    trainer = SpendTrainer("budget_ppo", settings, settings.batch_size, training_iterations, new_model)
+    return train_spend_agent(trainer, task_id, run_dir, seed=seed, total_timesteps=total_timesteps,
+                             overwrite=overwrite, log=log, torch_threads=torch_threads)
+
+
+def train_spend_agent(trainer: SpendTrainer, task_id: str, run_dir: str | Path, *, seed: int, total_timesteps: int,
+                      overwrite: bool, log: Callable[[str], None] | None, torch_threads: int | None) -> Path:
+    """Run ``trainer`` on a spend task (the arguments of :func:`train_budget_ppo`): every ``eval_every`` env steps
+    the model plays the validation realisations and the best is kept as ``model.zip``; ``run.json`` and
+    ``progress.csv`` are written beside it."""
+    settings = trainer.settings
+    check_spend_task(task_id)
     if not (isinstance(total_timesteps, int) and total_timesteps >= 1):
         raise ValueError(f"total_timesteps must be an integer >= 1; got {total_timesteps!r}")
     run = Path(run_dir)
@@ -382,17 +426,17 @@ def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
     run.mkdir(parents=True, exist_ok=True)
     if torch_threads is not None:
         torch.set_num_threads(int(torch_threads))
-    model = new_model(task_id, settings, seed)
-    iterations = -(-total_timesteps // settings.batch_size)
-    meta: dict[str, Any] = {"algo": "budget_ppo", "task": task_id, "env_id": task_id, "seed": seed,
+    model = trainer.model(task_id, settings, seed)
+    iterations = -(-total_timesteps // trainer.batch_size)
+    meta: dict[str, Any] = {"algo": trainer.algo, "task": task_id, "env_id": task_id, "seed": seed,
                             "env_kwargs": dict(TASKS[task_id].kwargs), "settings": asdict(settings),
-                            "total_timesteps": iterations * settings.batch_size, "validation": [],
+                            "total_timesteps": iterations * trainer.batch_size, "validation": [],
                             "versions": package_versions(),
                             "observation_layout": SCHEMES[TASKS[task_id].scheme].observation_layout.version}
     best, clock, rows, next_eval = -np.inf, time.perf_counter(), [], settings.eval_every
-    for steps, stats in training_iterations(model, task_id, settings, seed, iterations):
+    for steps, stats in trainer.iterations(model, task_id, settings, seed, iterations):
         rows.append({"steps": steps, "wall_s": time.perf_counter() - clock, **stats})
-        if steps >= next_eval or steps == iterations * settings.batch_size:
+        if steps >= next_eval or steps == iterations * trainer.batch_size:
             next_eval = (steps // settings.eval_every + 1) * settings.eval_every
             score, per_nu = validation_score(model, task_id)
             meta["validation"].append({"steps": steps, "score": score, "per_nu": per_nu})

@@ -26,7 +26,8 @@ __all__ = ["AgentPolicy", "ALGO_CLASSES", "NoOptimizer", "load_model", "run_meta
 
 #: Algorithm classes by the names ``otagym train`` uses, and ARS: the class of the linear price policies that
 #: ``benchmarks/crn_search.py`` ships (:mod:`agents.linear`).
-ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "budget_ppo": PPO, "sac": SAC, "td3": TD3, "trpo": TRPO, "ars": ARS}
+ALGO_CLASSES = {"ppo": PPO, "ppo_lagrangian": PPO, "budget_ppo": PPO, "budget_apg": PPO,
+                "sac": SAC, "td3": TD3, "trpo": TRPO, "ars": ARS}
 
 
 def load_model(path: str | Path, *, act_only: bool = False):

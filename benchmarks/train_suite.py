@@ -13,11 +13,12 @@ DIR: default ``agents/zoo``; a model already there is replaced only with ``--for
 
     pip install -e ".[rl,results]"
     python -m benchmarks.train_suite --algo ppo_lagrangian --tasks otagym/ReceiveScalingCMDP-v1 --seeds 5
-    python -m benchmarks.train_suite --algo budget_ppo --steps 5000000 --out benchmarks/records \
+    python -m benchmarks.train_suite --algo budget_apg --steps 16000000 --out benchmarks/records \
         --tasks otagym/ReceiveScalingCMDP-v1 otagym/ReceiveScalingCMDPGaussMarkov-v0 otagym/ReceiveScalingCMDPBlock-v0
 
-``budget_ppo`` (:mod:`agents.budget_ppo`) selects its model on the validation realisations while it trains (every
-500,000 env steps) and keeps no checkpoints: an interrupted seed is trained again.
+The batched algorithms, ``budget_ppo`` (:mod:`agents.budget_ppo`) and ``budget_apg`` (:mod:`agents.budget_apg`),
+select their model on the validation realisations while they train and keep no checkpoints: an interrupted seed is
+trained again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from agents import BATCHED_ALGOS
+from agents import BATCHED_ALGOS, batched_trainer
 from agents.policy import AgentPolicy, load_model
 from agents.train import checkpoint_models, train
 from baselines.benchmark import ranked_scores, task_scores_and_costs
@@ -57,7 +58,7 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
     run = folder / f"seed{seed}"
     clock = time.perf_counter()
     if algo in BATCHED_ALGOS:
-        return batched_seed(task_id, seed, steps, run, clock)
+        return batched_seed(algo, task_id, seed, steps, run, clock)
     if not (run / "model.zip").is_file():
         resume = (run / "run.json").is_file() and (run / "checkpoints").is_dir()
         train(algo, config=config, run_dir=run, seed=seed, total_timesteps=steps, checkpoint_freq=every, task=task_id,
@@ -76,18 +77,16 @@ def one_seed(algo: str, task_id: str, seed: int, steps: int, every: int, folder:
             "test_cost_ratios": {nu: c for nu, (_, c) in test.items()}}
 
 
-def batched_seed(task_id: str, seed: int, steps: int, run: Path, clock: float) -> dict[str, Any]:
-    """One seed of :func:`agents.budget_ppo.train_budget_ppo`, which selects its model on the validation
-    realisations as it trains (every 500,000 env steps; an unfinished run is trained again), scored on the
-    evaluation set."""
-    from agents.budget_ppo import train_budget_ppo
-
+def batched_seed(algo: str, task_id: str, seed: int, steps: int, run: Path, clock: float) -> dict[str, Any]:
+    """One seed of a batched algorithm (:func:`agents.batched_trainer`), which selects its model on the validation
+    realisations as it trains (every ``eval_every`` env steps of its settings; an unfinished run is trained again),
+    scored on the evaluation set."""
     done = (run / "run.json").is_file() and json.loads((run / "run.json").read_text()).get("complete", True)
     if not (done and (run / "model.zip").is_file()):
-        train_budget_ppo(task_id, run, seed=seed, total_timesteps=steps, overwrite=True, log=print)
+        batched_trainer(algo)(task_id, run, seed=seed, total_timesteps=steps, overwrite=True, log=print)
     meta = json.loads((run / "run.json").read_text())
     test = play(run / "model.zip", task_id, TASKS[task_id].eval_seeds)
-    return {"task": task_id, "algo": "budget_ppo", "seed": seed, "steps": meta["total_timesteps"], "run": str(run),
+    return {"task": task_id, "algo": algo, "seed": seed, "steps": meta["total_timesteps"], "run": str(run),
             "selected": {"steps": meta["selected"]["steps"], "model": str(run / "model.zip"),
                          "validation": meta["selected"]["validation_mean_feasible_score"]},
             "checkpoints": [{"steps": v["steps"], "validation": v["score"]} for v in meta["validation"]],
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.algo in BATCHED_ALGOS and (args.config is not None or args.checkpoint_every != 250_000):
         parser.error(f"--config and --checkpoint-every are not for --algo {args.algo}: its settings are "
-                     "agents.budget_ppo.BudgetPPOSettings' and it selects on validation every 500,000 steps")
+                     "its module's (agents.budget_ppo, agents.budget_apg) and it selects on validation as it trains")
     if args.zoo is not None:
         refuse_shipped(parser, [zoo_folder(args.zoo, task_id, args.algo) for task_id in args.tasks], args.force)
     for task_id in args.tasks:

@@ -313,7 +313,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 #: ``otagym train`` options the batched trainer does not take, and why.
-_NOT_BATCHED = {"config": ("--config", "its hyperparameters are agents.budget_ppo.BudgetPPOSettings"),
+_NOT_BATCHED = {"config": ("--config", "its hyperparameters are its module's settings (agents.budget_ppo."
+                                       "BudgetPPOSettings, agents.budget_apg.BudgetAPGSettings)"),
                 "env": ("--env", "it trains on a benchmark task's settings exactly (--task)"),
                 "resume": ("--resume", ("it keeps no checkpoints to resume from (a run of 4M steps takes minutes): "
                                         "rerun with --overwrite")),
@@ -356,8 +357,10 @@ def _train_devices(args: argparse.Namespace) -> int:
 
 
 def _train_batched(args: argparse.Namespace) -> int:
-    """``otagym train --algo budget_ppo --task TASK``: :func:`agents.budget_ppo.train_budget_ppo`."""
-    from agents.budget_ppo import SPEND_TASKS, train_budget_ppo
+    """``otagym train --algo budget_ppo|budget_apg --task TASK``: the algorithm's trainer
+    (:func:`agents.batched_trainer`)."""
+    from agents import batched_trainer
+    from agents.budget_ppo import SPEND_TASKS
     from agents.train.summary import training_summary
 
     _refuse_not_batched(args)
@@ -366,9 +369,10 @@ def _train_batched(args: argparse.Namespace) -> int:
                      f"{', '.join(SPEND_TASKS)}; got {args.task!r}")
     run_dir = args.run_dir or f"runs/{args.algo}"
     try:
-        path = train_budget_ppo(args.task, run_dir, seed=args.seed, overwrite=args.overwrite,
-                                log=None if args.no_progress else print, torch_threads=args.torch_threads or None,
-                                **({} if args.steps is None else {"total_timesteps": args.steps}))
+        path = batched_trainer(args.algo)(args.task, run_dir, seed=args.seed, overwrite=args.overwrite,
+                                          log=None if args.no_progress else print,
+                                          torch_threads=args.torch_threads or None,
+                                          **({} if args.steps is None else {"total_timesteps": args.steps}))
     except FileExistsError as err:
         print(f"otagym train: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -440,7 +444,8 @@ def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
                        "monitor.csv and tb/.")
     p.add_argument("--algo", default="ppo", choices=ALGOS + BATCHED_ALGOS + DEVICE_ALGOS,
                    help="algorithm (budget_ppo: PPO batched over the native vector env with the action relative to "
-                   "the budget left, on a spend task of the benchmark suite: --task; ippo: PPO with one network "
+                   "the budget left, on a spend task of the benchmark suite: --task; budget_apg: the pathwise policy "
+                   "gradient through the episode's rounds, the same action and tasks; ippo: PPO with one network "
                    "shared by the devices of a devices-as-agents task: --task, the multiagent extra; mappo: its "
                    "shared actor with a centralised critic, TorchRL's recipe: the torchrl extra too)")
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")

@@ -27,4 +27,5 @@ class UnconstrainedLearner(gym.Wrapper):
             warnings.warn(f"{spec.id} is a constrained MDP and this learner optimises the reward alone: nothing "
                           "keeps an episode's summed info['cost'] within its limit (T), and an episode over it "
                           "scores below every feasible one on the benchmark suite; train with otagym train --algo "
-                          "ppo_lagrangian or budget_ppo, or wrap the env (otagym.wrappers)", UserWarning, stacklevel=2)
+                          "ppo_lagrangian, budget_ppo or budget_apg, or wrap the env (otagym.wrappers)", UserWarning,
+                          stacklevel=2)

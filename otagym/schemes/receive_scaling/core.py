@@ -374,6 +374,18 @@ class ReceiveScalingCore:
         self._set_gains()
         return reward, terminated, info
 
+    def reward_cost_slope(self, x: ArrayLike, h_min2: ArrayLike) -> NDArray:
+        """dr_t / d(c_t / nu) of the rounds just played (``info["x"]``, ``info["h_min2"]``), before any env starts a
+        new episode: how the round's reward moves with its cost in the units of ``info["cost"]``.
+
+        The reward is -(L_t - L_t^EA + lambda (c_t - nu)) / H (lambda = 0 but in ``reward_mode="lagrangian"``), L_t^EA
+        does not depend on the action and dL_t/dc_t = -:meth:`~.model.ReceiveScalingModel.cost_slope_of_leakage`
+        (the summand of (28a) through x(c_t), the inverse of (28b)'s summand), so the slope is
+        nu (-dL/dc - lambda) / H, per env (N,). Pathwise policy gradients (``agents.budget_apg``) read it.
+        """
+        slope = self.model.cost_slope_of_leakage(x, h_min2) - float(self.reward_lambda or 0.0)
+        return self.nu * slope / self.reward_scale
+
     def _round_info(self, out: RoundInfo) -> dict[str, NDArray]:
         """The info of the round just played, from the kernel's outputs."""
         x, eta, cost, leak, reward, cost_mean, cost_share, nu = out.per_env  # the rows of PER_ENV_ROWS, in order

@@ -1,0 +1,152 @@
+"""agents.budget_apg: the pathwise gradient of the return equals central differences of the env's own return, the
+reward's slope in the cost equals the env's rewards differenced, the elementwise derivative equals closed forms, the
+settings refused at the door, and (slow) a short run that `otagym train`/`evaluate` and SB3 play."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import otagym  # noqa: F401
+from agents.budget_apg import BudgetAPGSettings, _Elementwise, _episode_return, train_budget_apg
+from agents.budget_ppo import new_model
+from otagym.env import OTAPrivacyVectorEnv
+from otagym.tasks import TASKS
+from otagym.wrappers import RelativeSpendVector, relative_spend, spend_multiplier
+
+TASK = "otagym/ReceiveScalingCMDPGaussMarkov-v0"
+T = TASKS[TASK].max_episode_steps
+
+
+def _returns(policy, settings: BudgetAPGSettings, seed: int) -> torch.Tensor:
+    env = RelativeSpendVector(OTAPrivacyVectorEnv(settings.num_envs, **TASKS[TASK].kwargs), floor=settings.floor)
+    env.reset(seed=seed)
+    return _episode_return(policy, env, T, settings)
+
+
+def test_the_pathwise_gradient_is_the_env_returns_slope():
+    """d(sum of returns)/d(parameter) by backpropagation through the T rounds against central differences of the
+    env's returns, on the same channels, for the actor's output bias and three of its weights. The gradient leaves
+    out the cumulative RDP's part of the observation (the module says so): measured 1.5-2.5% here."""
+    torch.set_num_threads(1)
+    settings = BudgetAPGSettings(num_envs=8)
+    policy = new_model(TASK, settings.network(), 0).policy
+    bias, weight = policy.action_net.bias, policy.action_net.weight
+    with torch.no_grad():
+        bias.fill_(-0.2)  # an actor that spends below its share on average, so the caps bind on some rounds
+    _returns(policy, settings, 3).sum().backward()
+    analytic = [bias.grad[0].item()] + [weight.grad[0, j].item() for j in range(3)]
+    numeric = []
+    for tensor, index in [(bias, (0,)), (weight, (0, 0)), (weight, (0, 1)), (weight, (0, 2))]:
+        with torch.no_grad():
+            tensor[index] += 1e-3
+            up = _returns(policy, settings, 3).sum().item()
+            tensor[index] -= 2e-3
+            down = _returns(policy, settings, 3).sum().item()
+            tensor[index] += 1e-3
+        numeric.append((up - down) / 2e-3)
+    np.testing.assert_allclose(analytic, numeric, rtol=0.05)
+    assert abs(numeric[0]) > 10  # the bias matters: the comparison is not of two zeros
+
+
+def test_reward_cost_slope_is_the_env_rewards_differenced():
+    """core.reward_cost_slope against two env copies whose rounds spend c and c +- h (the same channel)."""
+    kwargs = TASKS[TASK].kwargs
+    envs = [OTAPrivacyVectorEnv(4, **kwargs) for _ in range(3)]
+    for env in envs:
+        env.reset(seed=11)
+    spend = np.array([0.3, 1.0, 2.0, 5.0])
+    h = 1e-4 * spend
+    rewards = []
+    for env, cost in zip(envs, (spend, spend + h, spend - h)):
+        action = np.log10(9.0 * cost + 1.0) - 1.0  # the spend action of c_t / nu = cost
+        _, reward, _, _, info = env.step(action[:, None])
+        rewards.append(reward)
+        if env is envs[0]:
+            slope = env.core.reward_cost_slope(info["x"], info["h_min2"])
+    np.testing.assert_allclose(slope, (rewards[1] - rewards[2]) / (2 * h), rtol=1e-3)
+    assert np.all(slope > 0)  # spending more leaks less
+
+
+def test_elementwise_derivatives_are_the_closed_forms():
+    """relative_spend's partial derivatives by the central differences of _Elementwise: m(a) / k in B_t and
+    ln(10) 10^(1 + a) / 9 x B_t / k in a where the cap does not bind; where the floor's cap B_t - floor (k - 1) binds, 0 in a and 1 in B_t."""
+    a = torch.tensor([0.0, -0.5, 0.3, 1.0], dtype=torch.float64, requires_grad=True)
+    budget = torch.tensor([100.0, 50.0, 200.0, 10.0], dtype=torch.float64, requires_grad=True)
+    k = torch.tensor([50.0, 100.0, 80.0, 20.0], dtype=torch.float64)
+
+    def f(x, b, r):
+        return relative_spend(x, b, r, 0.0, 0.5)
+
+    value = torch.as_tensor(f(a.detach().numpy(), budget.detach().numpy(), k.numpy()))
+    _Elementwise.apply(value, f, a, budget, k).sum().backward()
+    m = spend_multiplier(a.detach().numpy())
+    free = budget.detach().numpy() / k.numpy() * m <= budget.detach().numpy() - 0.5 * (k.numpy() - 1)
+    assert free[:3].all() and not free[3]  # the last is capped: 10 / 20 x 11 > 10 - 0.5 x 19
+    np.testing.assert_allclose(budget.grad.numpy()[:3], (m / k.numpy())[:3], rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy()[:3], (np.log(10) * 10 ** (1 + a.detach().numpy()) / 9
+                                                    * budget.detach().numpy() / k.numpy())[:3], rtol=1e-6)
+    assert a.grad[3].item() == pytest.approx(0.0, abs=1e-9) and budget.grad[3].item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("field,value", [("num_envs", 0), ("learning_rate", 0.0), ("floor", 1.5),
+                                         ("max_grad_norm", float("nan"))])
+def test_settings_refuse_bad_values_naming_them(field, value):
+    with pytest.raises(ValueError, match=field):
+        BudgetAPGSettings(**{field: value})
+
+
+def test_trainer_refuses_a_task_without_the_spend_action(tmp_path):
+    with pytest.raises(ValueError, match="spend tasks"):
+        train_budget_apg("otagym/ReceiveScalingCMDPLogX-v0", tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_a_short_run_trains_ships_and_plays_on_the_raw_task(tmp_path):
+    """Two gradient steps through `otagym train`; the model is an SB3 PPO zip that `otagym evaluate` scores on the
+    task's own env, feasible on every episode."""
+    run = tmp_path / "run"
+    cli = [sys.executable, "-m", "otagym.cli"]
+    done = subprocess.run(cli + ["train", "--algo", "budget_apg", "--task", TASK, "--steps", str(2 * 64 * T),
+                                 "--run-dir", str(run), "--no-progress"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["algo"] == "budget_apg" and meta["total_timesteps"] == 2 * 64 * T
+    assert meta["selected"]["steps"] == meta["total_timesteps"]
+    progress = (run / "progress.csv").read_text().splitlines()
+    assert progress[0].split(",") == ["steps", "wall_s", "mean_return", "worst_return", "grad_norm"]
+    assert len(progress) == 3
+    out = tmp_path / "e.json"
+    scored = subprocess.run(cli + ["evaluate", TASK, str(run / "model.zip"), "--seeds", "4", "--out", str(out)],
+                            capture_output=True, text=True, check=False)
+    assert scored.returncode == 0, scored.stderr
+    assert "cost" in json.dumps(json.loads(out.read_text()))
+    from stable_baselines3 import PPO
+
+    model = PPO.load(run / "model.zip", device="cpu")
+    env = gym.make(TASK)
+    obs, _ = env.reset(seed=1)
+    total, done = 0.0, False
+    while not done:
+        obs, _, terminated, truncated, info = env.step(model.predict(obs, deterministic=True)[0])
+        total += info["cost"]
+        done = terminated or truncated
+    assert total <= T * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("algo", ["budget_ppo", "budget_apg"])
+@pytest.mark.parametrize("extra,message", [(["--task", "otagym/ReceiveScalingCMDPLogX-v0"], "argument --task"),
+                                           (["--task", TASK, "--config", "x.yml"], "argument --config: not with")])
+def test_otagym_train_refuses_what_the_batched_trainers_do_not_take(algo, extra, message, tmp_path, capsys):
+    from otagym.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--algo", algo, "--run-dir", str(tmp_path / "run"), *extra])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
