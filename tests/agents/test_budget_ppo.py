@@ -1,5 +1,6 @@
 """agents.budget_ppo: the policy's mapping to the task's own action equals the wrapper's, the shaping potential's closed
-points, the settings refused at the door, and (slow) a short run that `otagym train`/`evaluate` and SB3 play."""
+points, the settings refused at the door, and (slow) a short run of each batched trainer that `otagym train`/`evaluate`
+and SB3 play."""
 
 from __future__ import annotations
 
@@ -94,17 +95,19 @@ def test_trainer_refuses_a_task_without_the_spend_action(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_short_run_trains_ships_and_plays_on_the_raw_task(tmp_path):
-    """One rollout through `otagym train`; the model is an SB3 PPO zip that `otagym evaluate` scores on the task's
-    own env, feasible on every episode (the action relative to the budget left cannot break the limit)."""
+@pytest.mark.parametrize("algo,steps", [("budget_ppo", 2), ("budget_apg", 2 * 64 * T)])
+def test_a_short_run_trains_ships_and_plays_on_the_raw_task(algo, steps, tmp_path):
+    """One iteration (a rollout; budget_apg: two gradient steps) through `otagym train`; the model is an SB3 PPO zip
+    that `otagym evaluate` scores on the task's own env, feasible on every episode (the action relative to the budget
+    left cannot break the limit)."""
     run = tmp_path / "run"
     cli = [sys.executable, "-m", "otagym.cli"]
-    done = subprocess.run(cli + ["train", "--algo", "budget_ppo", "--task", TASK, "--steps", "2", "--run-dir",
+    done = subprocess.run(cli + ["train", "--algo", algo, "--task", TASK, "--steps", str(steps), "--run-dir",
                                  str(run), "--no-progress"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     meta = json.loads((run / "run.json").read_text())
-    assert meta["algo"] == "budget_ppo" and meta["selected"]["steps"] == meta["total_timesteps"]
-    again = subprocess.run(cli + ["train", "--algo", "budget_ppo", "--task", TASK, "--run-dir", str(run),
+    assert meta["algo"] == algo and meta["selected"]["steps"] == meta["total_timesteps"] >= steps
+    again = subprocess.run(cli + ["train", "--algo", algo, "--task", TASK, "--run-dir", str(run),
                                   "--resume"], capture_output=True, text=True, check=False)
     assert again.returncode == 2 and "--resume" in again.stderr
     out = tmp_path / "e.json"
