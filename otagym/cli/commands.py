@@ -49,10 +49,10 @@ HELD_OUT_SEED = EVALUATION_SEEDS[0]
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "otagym": (
         "otagym compare                                        # the analytic policies on 16 channel realisations",
-        "otagym train --task otagym/ReceiveScalingCMDP-v1 --algo budget_ppo --steps 5000000 --run-dir runs/bppo",
+        "otagym train --task otagym/ReceiveScalingCMDP-v1 --algo budget_apg --steps 16000000 --run-dir runs/apg",
         ("otagym compare --policies OnlineOptimal BestConstant EqualAlloc PPO:runs/ppo/model.zip "
          f"--seed-start {HELD_OUT_SEED} --seeds 8"),
-        "otagym evaluate otagym/ReceiveScalingCMDP-v1 agents/zoo/ReceiveScalingCMDP-v1/budget_ppo/model.zip",
+        "otagym evaluate otagym/ReceiveScalingCMDP-v1 agents/zoo/ReceiveScalingCMDP-v1/budget_apg/model.zip",
     ),
     "rollout": (
         "otagym rollout",
@@ -82,6 +82,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "otagym train --algo ppo --steps 1000000 --run-dir runs/ppo",
         "otagym train --algo ppo --run-dir runs/ppo --resume          # continue from its newest checkpoint",
         "otagym train --algo ppo --task otagym/ReceiveScalingGaussMarkov-v0 --steps 1000000 --run-dir runs/ppo-gm",
+        "otagym train --algo budget_apg --task otagym/ReceiveScalingCMDPBlock-v0 --run-dir runs/apg-block",
         "otagym train --algo ppo_lagrangian --task otagym/CDPB-v1 --steps 200000 --run-dir runs/lag-cdpb",
         "otagym train --algo sac --env fading=gauss_markov correlation=0.9 --run-dir runs/sac-gm",
         "otagym train --algo ippo --task otagym/CDPB-Devices-v0 --run-dir runs/ippo   # devices as agents",
