@@ -118,18 +118,17 @@ def _episode_return(policy: RelativeSpendPolicy, env: RelativeSpendVector, horiz
     budget = torch.full((env.num_envs,), float(horizon), dtype=torch.float64)
     total = torch.zeros(env.num_envs, dtype=torch.float64)
     for t in range(horizon):
-        rounds_left = torch.full_like(budget, float(horizon - t))
         observed = torch.as_tensor(obs, dtype=torch.float32).clone()
         moved = {layout.budget_left: budget / horizon,
-                 layout.fair_share: torch.log1p(budget.clamp(min=0) / rounds_left)}
+                 layout.fair_share: torch.log1p(budget.clamp(min=0) / (horizon - t))}
         for column, entry in moved.items():  # the value observed, the derivative in B_t
             observed[:, column] = observed[:, column] + (entry - entry.detach()).float()
         mean = _mean_action(policy, observed)
         action = (mean + (mean.clamp(-1.0, 1.0) - mean).detach()).double()
         obs, reward, _, _, info = env.step(action.detach().numpy()[:, None])
-        cost = _Elementwise.apply(torch.as_tensor(info["cost"], dtype=torch.float64),
-                                  lambda a, b, k: relative_spend(a, b, k, settings.reserve, settings.floor),
-                                  action, budget, rounds_left)
+        cost = _Elementwise.apply(torch.as_tensor(info["cost"], dtype=torch.float64),  # in a_t and B_t; k_t bound now
+                                  lambda a, b, k=horizon - t: relative_spend(a, b, k, settings.reserve, settings.floor),
+                                  action, budget)
         slope = torch.as_tensor(core.reward_cost_slope(info["x"], info["h_min2"]), dtype=torch.float64)
         total = total + torch.as_tensor(reward, dtype=torch.float64) + slope * (cost - cost.detach())
         budget = budget - cost
