@@ -84,7 +84,8 @@ class BudgetAPGSettings:
 
 class _Elementwise(torch.autograd.Function):
     """y = f(x_1, ..., x_n) elementwise, its value given (the env's), its partial derivatives by central differences
-    of the numpy function f in float64 (steps of 1e-6 relative): a formula differentiated where it is written."""
+    of the numpy function f in float64 (steps of 1e-6 relative): a formula differentiated where it is written. The
+    2n shifted points go to f in one call (f is elementwise, so stacking them along a new leading axis is exact)."""
 
     @staticmethod
     def forward(ctx: Any, value: torch.Tensor, f: Callable[..., np.ndarray], *inputs: torch.Tensor) -> torch.Tensor:
@@ -93,14 +94,14 @@ class _Elementwise(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        partials = []
-        for i, x in enumerate(ctx.arrays):
-            h = 1e-6 * np.maximum(np.abs(x), 1.0)
-            up, down = list(ctx.arrays), list(ctx.arrays)
-            up[i], down[i] = x + h, x - h
-            slope = (ctx.f(*up) - ctx.f(*down)) / (2.0 * h)
-            partials.append(grad * torch.as_tensor(slope, dtype=grad.dtype))
-        return (None, None, *partials)
+        x = np.stack(ctx.arrays)  # (n, N)
+        n, h = len(x), 1e-6 * np.maximum(np.abs(x), 1.0)
+        points = np.repeat(x[None], 2 * n, axis=0)  # (2n, n, N); point 2i: x_i + h_i, point 2i + 1: x_i - h_i
+        points[2 * np.arange(n), np.arange(n)] += h
+        points[2 * np.arange(n) + 1, np.arange(n)] -= h
+        values = ctx.f(*points.transpose(1, 0, 2))
+        slopes = torch.as_tensor((values[0::2] - values[1::2]) / (2.0 * h), dtype=grad.dtype)
+        return (None, None, *(grad * slope for slope in slopes))
 
 
 def _mean_action(policy: RelativeSpendPolicy, obs: torch.Tensor) -> torch.Tensor:

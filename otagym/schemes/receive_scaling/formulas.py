@@ -253,7 +253,17 @@ def _flat(arrays: tuple[ArrayLike, ...]) -> tuple[list[NDArray], tuple[int, ...]
     views, whose writeable flag numpy is deprecating), and their broadcast shape."""
     arrays = [np.asarray(a, dtype=float) for a in arrays]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    return [np.array(np.broadcast_to(a, shape), order="C").reshape(-1) for a in arrays], shape
+    return [_vector(a, shape) for a in arrays], shape
+
+
+def _vector(a: NDArray, shape: tuple[int, ...]) -> NDArray:
+    """``a`` broadcast to ``shape`` as a contiguous writeable float64 vector: itself, flattened, when it already is
+    one of that shape (the formulas only read it), else a copy (a scalar filled in without a broadcast view)."""
+    if a.shape == shape and a.flags.c_contiguous and a.flags.writeable:
+        return a.reshape(-1)
+    if a.ndim == 0:
+        return np.full(math.prod(shape), a[()])
+    return np.array(np.broadcast_to(a, shape), order="C").reshape(-1)
 
 
 def _shaped(flat: NDArray, shape: tuple[int, ...]) -> NDArray:
