@@ -1,5 +1,5 @@
 """agents.budget_apg: the pathwise gradient of the return equals central differences of the env's own return, the
-reward's slope in the cost equals the env's rewards differenced, the elementwise derivative equals closed forms, the
+reward's slope in the cost equals the env's rewards differenced, the formula's central differences equal closed forms, the
 settings and the options `otagym train` does not take refused at the door, the same seed training the same policy (a
 short run through `otagym train`/`evaluate` is tests/agents/test_budget_ppo.py's, for both batched trainers)."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import otagym  # noqa: F401
-from agents.budget_apg import BudgetAPGSettings, _Elementwise, _episode_return, train_budget_apg
+from agents.budget_apg import BudgetAPGSettings, central_partials, episode_loss, play_episode, train_budget_apg
 from agents.budget_ppo import new_model
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.tasks import TASKS
@@ -20,15 +20,15 @@ TASK = "otagym/ReceiveScalingCMDPGaussMarkov-v0"
 T = TASKS[TASK].max_episode_steps
 
 
-def _returns(policy, settings: BudgetAPGSettings, seed: int) -> torch.Tensor:
+def _env(settings: BudgetAPGSettings, seed: int) -> RelativeSpendVector:
     env = RelativeSpendVector(OTAPrivacyVectorEnv(settings.num_envs, **TASKS[TASK].kwargs), floor=settings.floor)
     env.reset(seed=seed)
-    return _episode_return(policy, env, T, settings)
+    return env
 
 
 def test_the_pathwise_gradient_is_the_env_returns_slope():
-    """d(sum of returns)/d(parameter) by backpropagation through the T rounds against central differences of the
-    env's returns, on the same channels, for the actor's output bias and three of its weights. The gradient leaves
+    """d(sum of returns)/d(parameter) by the adjoint recursion through the T rounds against central differences of
+    the env's returns, on the same channels, for the actor's output bias and three of its weights. The gradient leaves
     out the cumulative RDP's part of the observation (the module says so): measured 1.5-2.5% here."""
     torch.set_num_threads(1)
     settings = BudgetAPGSettings(num_envs=8)
@@ -36,15 +36,16 @@ def test_the_pathwise_gradient_is_the_env_returns_slope():
     bias, weight = policy.action_net.bias, policy.action_net.weight
     with torch.no_grad():
         bias.fill_(-0.2)  # an actor that spends below its share on average, so the caps bind on some rounds
-    _returns(policy, settings, 3).sum().backward()
+    loss, _ = episode_loss(policy, _env(settings, 3), T, settings)
+    (-settings.num_envs * loss).backward()  # the loss is minus the mean return
     analytic = [bias.grad[0].item()] + [weight.grad[0, j].item() for j in range(3)]
     numeric = []
     for tensor, index in [(bias, (0,)), (weight, (0, 0)), (weight, (0, 1)), (weight, (0, 2))]:
         with torch.no_grad():
             tensor[index] += 1e-3
-            up = _returns(policy, settings, 3).sum().item()
+            up = play_episode(policy, _env(settings, 3), T).returns.sum()
             tensor[index] -= 2e-3
-            down = _returns(policy, settings, 3).sum().item()
+            down = play_episode(policy, _env(settings, 3), T).returns.sum()
             tensor[index] += 1e-3
         numeric.append((up - down) / 2e-3)
     np.testing.assert_allclose(analytic, numeric, rtol=0.05)
@@ -72,26 +73,22 @@ def test_reward_cost_slope_is_the_env_rewards_differenced(mode):
     assert np.all(slope > 0) or mode  # spending more leaks less
 
 
-def test_elementwise_derivatives_are_the_closed_forms():
-    """relative_spend's partial derivatives by the central differences of _Elementwise: m(a) / k in B_t and
-    ln(10) 10^(1 + a) / 9 x B_t / k in a where the cap does not bind; where the floor's cap B_t - floor (k - 1)
-    binds, 0 in a and 1 in B_t."""
-    a = torch.tensor([0.0, -0.5, 0.3, 1.0], dtype=torch.float64, requires_grad=True)
-    budget = torch.tensor([100.0, 50.0, 200.0, 10.0], dtype=torch.float64, requires_grad=True)
-    k = torch.tensor([50.0, 100.0, 80.0, 20.0], dtype=torch.float64)
-
-    def f(x, b, r):
-        return relative_spend(x, b, r, 0.0, 0.5)
-
-    value = torch.as_tensor(f(a.detach().numpy(), budget.detach().numpy(), k.numpy()))
-    _Elementwise.apply(value, f, a, budget, k).sum().backward()
-    m = spend_multiplier(a.detach().numpy())
-    free = budget.detach().numpy() / k.numpy() * m <= budget.detach().numpy() - 0.5 * (k.numpy() - 1)
+def test_central_partials_are_the_closed_forms():
+    """relative_spend's partial derivatives by central_partials: m(a) / k in B_t and ln(10) 10^(1 + a) / 9 x B_t / k
+    in a where the cap does not bind; where the floor's cap B_t - floor (k - 1) binds, 0 in a and 1 in B_t; a
+    broadcast argument held fixed."""
+    a = np.array([[0.0, -0.5, 0.3, 1.0]])
+    budget = np.array([[100.0, 50.0, 200.0, 10.0]])
+    k = np.array([50.0, 100.0, 80.0, 20.0])
+    in_a, in_budget = central_partials(lambda x, b: relative_spend(x, b, k, 0.0, 0.5), a, budget)
+    assert in_a.shape == in_budget.shape == (1, 4)
+    (in_a,), (in_budget,), (a,), (budget,) = in_a, in_budget, a, budget
+    m = spend_multiplier(a)
+    free = budget / k * m <= budget - 0.5 * (k - 1)
     assert free[:3].all() and not free[3]  # the last is capped: 10 / 20 x 11 > 10 - 0.5 x 19
-    np.testing.assert_allclose(budget.grad.numpy()[:3], (m / k.numpy())[:3], rtol=1e-6)
-    np.testing.assert_allclose(a.grad.numpy()[:3], (np.log(10) * 10 ** (1 + a.detach().numpy()) / 9
-                                                    * budget.detach().numpy() / k.numpy())[:3], rtol=1e-6)
-    assert a.grad[3].item() == pytest.approx(0.0, abs=1e-9) and budget.grad[3].item() == pytest.approx(1.0)
+    np.testing.assert_allclose(in_budget[:3], (m / k)[:3], rtol=1e-6)
+    np.testing.assert_allclose(in_a[:3], (np.log(10) * 10 ** (1 + a) / 9 * budget / k)[:3], rtol=1e-6)
+    assert in_a[3] == pytest.approx(0.0, abs=1e-9) and in_budget[3] == pytest.approx(1.0)
 
 
 def test_the_same_seed_trains_the_same_policy():
