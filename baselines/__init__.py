@@ -4,18 +4,19 @@ anonymous OTA's constant-sigma policies (:mod:`baselines.anonymous`); each packa
 tasks are scored. Scoring on any task, with rliable's statistics: :mod:`baselines.benchmark`; what every comparison
 reports: :mod:`baselines.report`."""
 
-from baselines.anonymous import BatchEpisodes, CalibratedSigma, ConstantSigma, PaperSetting, calibrate_sigma
-from baselines.cdpb import (CDPB, CDPB_POLICIES, CDPBPlan, GammaBased, HminBased, ISBased, MaxRho, NoiseFree, StageTwo,
-                            two_stage)
-from baselines.receive_scaling import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, ActionPolicy, AdaScale,
-                                       AdaScaleTrained, BestConstant, Budgeted, EqualAlloc, EstimFuture, FullPower,
-                                       LiuSimeone, LyapunovDPBudget, LyapunovDPP, OfflineOptimal, OnlineOptimal, Policy,
-                                       Realisations, UniformRandom, calibrate, minimize_round, run_policy,
-                                       sample_realisations)
+from otagym._exports import lazy_exports
 
-__all__ = ["Policy", "AdaScale", "LyapunovDPP", "LyapunovDPBudget", "EqualAlloc", "EstimFuture", "OfflineOptimal",
-           "LiuSimeone", "FullPower", "calibrate", "run_policy", "sample_realisations", "Realisations",
-           "minimize_round", "CDPB", "StageTwo", "MaxRho", "GammaBased", "HminBased", "ISBased", "NoiseFree",
-           "CDPB_POLICIES", "CDPBPlan", "two_stage", "ConstantSigma", "CalibratedSigma", "PaperSetting",
-           "calibrate_sigma", "BatchEpisodes", "ActionPolicy", "Budgeted", "UniformRandom", "BestConstant",
-           "AdaScaleTrained", "OnlineOptimal", "TRAIN_SEEDS", "VALIDATION_SEEDS", "TEST_SEEDS"]
+#: Each public name by the scheme package it lives in: imported on first use (:func:`otagym._exports.lazy_exports`),
+#: so that ``otagym compare --help`` and a script needing one scheme's policies load only that package.
+_EXPORTS = {
+    "anonymous": ("BatchEpisodes", "CalibratedSigma", "ConstantSigma", "PaperSetting", "calibrate_sigma"),
+    "cdpb": ("CDPB", "CDPB_POLICIES", "CDPBPlan", "GammaBased", "HminBased", "ISBased", "MaxRho", "NoiseFree",
+             "StageTwo", "two_stage"),
+    "receive_scaling": ("TEST_SEEDS", "TRAIN_SEEDS", "VALIDATION_SEEDS", "ActionPolicy", "AdaScale", "AdaScaleTrained",
+                        "BestConstant", "Budgeted", "EqualAlloc", "EstimFuture", "FullPower", "LiuSimeone",
+                        "LyapunovDPBudget", "LyapunovDPP", "OfflineOptimal", "OnlineOptimal", "Policy", "Realisations",
+                        "UniformRandom", "calibrate", "minimize_round", "run_policy", "sample_realisations"),
+}
+
+__all__ = [name for names in _EXPORTS.values() for name in names]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("benchmark", "report", "sweep"))

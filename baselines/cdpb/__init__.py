@@ -3,8 +3,15 @@ Learning via Client-Driven Power Balancing*): the two-stage optimiser and the po
 (:mod:`~baselines.cdpb.policies`), the paper's comparison behind ``otagym compare --scheme cdpb``
 (:mod:`~baselines.cdpb.compare`) and how its tasks are scored (:mod:`~baselines.cdpb.benchmark`)."""
 
-from baselines.cdpb.compare import CDPB_TABLE_NOTES, DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
-from baselines.cdpb.policies import *  # noqa: F403 - the package's face is its policies
-from baselines.cdpb.policies import __all__ as _policies
+from otagym._exports import lazy_exports
 
-__all__ = [*_policies, "compare_cdpb", "format_cdpb_table", "save_cdpb", "DEFAULT_CDPB_POLICIES", "CDPB_TABLE_NOTES"]
+#: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
+_EXPORTS = {
+    "policies": ("CDPBPlan", "StageOne", "rho_gamma_lemma1", "rho_theorem3", "minimize_weighted", "stage_one",
+                 "two_stage", "CDPB", "StageTwo", "largest_private_rho", "GammaBased", "MaxRho", "HminBased", "ISBased",
+                 "NoiseFree", "CDPB_POLICIES"),
+    "compare": ("compare_cdpb", "format_cdpb_table", "save_cdpb", "DEFAULT_CDPB_POLICIES", "CDPB_TABLE_NOTES"),
+}
+
+__all__ = [name for names in _EXPORTS.values() for name in names]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("benchmark", "devices", "sweep", "command"))

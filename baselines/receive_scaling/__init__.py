@@ -5,14 +5,17 @@ and matched-nu calibration (:mod:`~baselines.receive_scaling.evaluation`), the c
 (:mod:`~baselines.receive_scaling.compare`) and how its tasks are scored
 (:mod:`~baselines.receive_scaling.benchmark`)."""
 
-from baselines.receive_scaling.core import Policy, minimize_round
-from baselines.receive_scaling.evaluation import Realisations, calibrate, run_policy, sample_realisations
-from baselines.receive_scaling.policies import (ActionPolicy, AdaScale, Budgeted, EqualAlloc, EstimFuture, FullPower,
-                                                LiuSimeone, LyapunovDPBudget, LyapunovDPP, OfflineOptimal)
-from baselines.receive_scaling.references import (TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, AdaScaleTrained,
-                                                  BestConstant, DualPrice, OnlineOptimal, UniformRandom)
+from otagym._exports import lazy_exports
 
-__all__ = ["Policy", "minimize_round", "Realisations", "calibrate", "run_policy", "sample_realisations",
-           "ActionPolicy", "AdaScale", "Budgeted", "EqualAlloc", "EstimFuture", "FullPower", "LiuSimeone",
-           "LyapunovDPBudget", "LyapunovDPP", "OfflineOptimal", "TEST_SEEDS", "TRAIN_SEEDS", "VALIDATION_SEEDS",
-           "AdaScaleTrained", "BestConstant", "DualPrice", "OnlineOptimal", "UniformRandom"]
+#: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`).
+_EXPORTS = {
+    "core": ("Policy", "minimize_round"),
+    "evaluation": ("Realisations", "calibrate", "run_policy", "sample_realisations"),
+    "policies": ("ActionPolicy", "AdaScale", "Budgeted", "EqualAlloc", "EstimFuture", "FullPower", "LiuSimeone",
+                 "LyapunovDPBudget", "LyapunovDPP", "OfflineOptimal"),
+    "references": ("TEST_SEEDS", "TRAIN_SEEDS", "VALIDATION_SEEDS", "AdaScaleTrained", "BestConstant", "DualPrice",
+                   "OnlineOptimal", "UniformRandom"),
+}
+
+__all__ = [name for names in _EXPORTS.values() for name in names]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("benchmark", "compare", "sweep", "command"))
