@@ -66,7 +66,13 @@ class BudgetAPGSettings:
         max_grad_norm: gradient-norm clip.
         net_arch: hidden layers of the actor (tanh; the critic's are the same and unused).
         reserve: the safety layer's reserve (:func:`otagym.wrappers.spend_cap`).
-        floor: the safety layer's floor (:func:`otagym.wrappers.spend_cap`; ``budget_ppo``'s 0.5).
+        floor: the safety layer's floor (:func:`otagym.wrappers.spend_cap`): every later round keeps at least
+            ``floor`` times its share of the limit. Measured with seed 0 and 16M env steps (validation mean feasible
+            score, i.i.d. / Gauss-Markov / block): 0.5: 96.0 / 93.4 / 91.6; 0.7: 97.1 / 95.2 / 92.0; 0.8: 97.2 /
+            95.3 / 91.8; and the same models' CVaR 10% at nu = 0.04 on training realisations 90128-90255 (neither
+            validation nor evaluation): 0.5: 91.9 / 87.6 / 33.0; 0.7: 93.2 / 89.3 / 76.2; 0.8: 93.9 / 91.1 / 81.6
+            (block's worst realisation -159, 55, 76). A floor keeps a run of good channels early from spending the
+            budget that bad ones late need.
         eval_every: env steps between validation plays.
     """
 
@@ -76,7 +82,7 @@ class BudgetAPGSettings:
     max_grad_norm: float = 1.0
     net_arch: tuple[int, ...] = (64, 64)
     reserve: float = 0.0
-    floor: float = 0.5
+    floor: float = 0.8
     eval_every: int = 1_600_000
 
     def __post_init__(self) -> None:
@@ -207,7 +213,7 @@ def training_iterations(model: PPO, task_id: str, settings: BudgetAPGSettings, s
         env.close()
 
 
-def train_budget_apg(task_id: str, run_dir: str | Path, *, seed: int = 0, total_timesteps: int = 16_000_000,
+def train_budget_apg(task_id: str, run_dir: str | Path, *, seed: int = 0, total_timesteps: int = 24_000_000,
                      settings: BudgetAPGSettings | None = None, overwrite: bool = False,
                      log: Callable[[str], None] | None = print, torch_threads: int | None = 1) -> Path:
     """Train on a spend task of the suite and return the path of the selected ``model.zip``: the run folder of

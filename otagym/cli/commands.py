@@ -49,7 +49,7 @@ HELD_OUT_SEED = EVALUATION_SEEDS[0]
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "otagym": (
         "otagym compare                                        # the analytic policies on 16 channel realisations",
-        "otagym train --task otagym/ReceiveScalingCMDP-v1 --algo budget_apg --steps 16000000 --run-dir runs/apg",
+        "otagym train --task otagym/ReceiveScalingCMDP-v1 --algo budget_apg --steps 24000000 --run-dir runs/apg",
         ("otagym compare --policies OnlineOptimal BestConstant EqualAlloc PPO:runs/ppo/model.zip "
          f"--seed-start {HELD_OUT_SEED} --seeds 8"),
         "otagym evaluate otagym/ReceiveScalingCMDP-v1 agents/zoo/ReceiveScalingCMDP-v1/budget_apg/model.zip",
