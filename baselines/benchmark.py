@@ -206,6 +206,24 @@ class SchemeBenchmark:
         played = play_episodes(policy, task_id, seeds, **env_overrides)
         return normalized_score(task_id, nu, seeds, played.returns).tolist(), played.cost_ratios.tolist()
 
+    def evaluate(self, spec: Any, task_id: str, seeds: Sequence[int]
+                 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        """The normalised scores and cost ratios per budget (keyed ``str(nu)``) of a policy as ``otagym evaluate``
+        resolves it (here ``(factory, env overrides)``) on the realisation of each seed: every budget's episodes in
+        one vector env (:func:`play_episodes`), scored against the anchors on the same realisations
+        (:func:`normalized_score`: stored for the frozen set, computed and cached elsewhere)."""
+        task, (factory, overrides) = TASKS[task_id], spec
+        seeds = tuple(int(s) for s in seeds)
+        nus = task.eval_nus if task.budget == "nu" else (None,)
+        played = play_episodes(factory(), task_id, seeds * len(nus),
+                               None if nus == (None,) else np.repeat(nus, len(seeds)), **overrides)
+        scores, costs = {}, {}
+        for i, nu in enumerate(task.eval_nus):
+            part = slice(i * len(seeds), (i + 1) * len(seeds)) if task.budget == "nu" else slice(None)
+            scores[str(float(nu))] = normalized_score(task_id, nu, seeds, played.returns[part]).tolist()
+            costs[str(float(nu))] = played.cost_ratios[part].tolist()
+        return scores, costs
+
     def device_references(self, task_id: str) -> dict[str, Any]:
         """A devices-as-agents task's references by name, floor to ceiling (:attr:`otagym.tasks.DeviceTask.anchors`
         among them): device policies, ``act(observations (N, K, entries)) -> actions (N, K, A)``."""

@@ -13,7 +13,7 @@ DIR: default ``agents/zoo``; a model already there is replaced only with ``--for
 
     pip install -e ".[rl,results]"
     python -m benchmarks.train_suite --algo ppo_lagrangian --tasks otagym/ReceiveScalingCMDP-v1 --seeds 5
-    python -m benchmarks.train_suite --algo budget_apg --steps 16000000 --out benchmarks/records \
+    python -m benchmarks.train_suite --algo budget_apg --steps 24000000 --out benchmarks/records \
         --tasks otagym/ReceiveScalingCMDP-v1 otagym/ReceiveScalingCMDPGaussMarkov-v0 otagym/ReceiveScalingCMDPBlock-v0
 
 The batched algorithms, ``budget_ppo`` (:mod:`agents.budget_ppo`) and ``budget_apg`` (:mod:`agents.budget_apg`),

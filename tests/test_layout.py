@@ -337,7 +337,6 @@ KNOWN_SCHEME_REFERENCES = {
     "otagym/__init__.py": 3,
     "otagym/cli/commands.py": 1,
     "otagym/cli/compare.py": 7,
-    "otagym/cli/evaluate.py": 1,
     "otagym/wrappers/budget.py": 1,
 }
 

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from baselines.benchmark import SchemeBenchmark, best_constant_action, task_scores_and_costs
-from baselines.receive_scaling.compare import POLICIES, PolicySpec
+from baselines.receive_scaling.compare import POLICIES, PolicySpec, evaluate_cells
 from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
 from baselines.receive_scaling.policies import ACTION_KEYS, EqualAlloc
 from baselines.receive_scaling.references import BestConstant, DualPrice, UniformRandom
@@ -51,6 +51,20 @@ class ReceiveScalingBenchmark(SchemeBenchmark):
     def analytic_policies(self, task_id: str) -> dict[str, PolicySpec]:
         """``otagym compare``'s analytic policies and the task's references."""
         return {**POLICIES, **self.references(task_id)}
+
+    def evaluate(self, spec: Any, task_id: str, seeds: Sequence[int]
+                 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        """An analytic policy (a :class:`~baselines.receive_scaling.compare.PolicySpec`) as ``otagym compare``'s
+        cells (:func:`~baselines.receive_scaling.compare.evaluate_cells`: calibrated, scored from its leakage), any
+        other as :meth:`SchemeBenchmark.evaluate` plays it."""
+        if not isinstance(spec, PolicySpec):
+            return super().evaluate(spec, task_id, seeds)
+        scores, costs = {}, {}
+        for nu in TASKS[task_id].eval_nus:
+            results = evaluate_cells(task_scenario(task_id), spec, [(nu, s) for s in seeds])
+            scores[str(float(nu))] = [r["score"] for r in results]
+            costs[str(float(nu))] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
+        return scores, costs
 
     def formulation(self, env_kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """(scenario, reward mode, action type, fading, correlation, coherence rounds), defaults filled in."""

@@ -32,7 +32,7 @@ from otagym.cli.argtypes import (CALLABLE, add_torch_threads_argument, import_ca
                                  writable_file)
 from otagym.cli.report import SCHEMA, interval, pooled_table, submission_gaps, task_score
 from otagym._io import remove_stale_temporaries, write_json
-from otagym.tasks import BENCHMARK, COST_TOLERANCE, DEVICE_TASKS, TASKS, feasible_score, registered_task, task_scenario
+from otagym.tasks import BENCHMARK, COST_TOLERANCE, DEVICE_TASKS, TASKS, feasible_score, registered_task
 
 __all__ = ["resolve_policy", "evaluate", "add_evaluate_parser"]
 
@@ -105,30 +105,12 @@ def evaluate(task_id: str, spec: Any, seeds: Sequence[int] | None = None
     """The normalised score of ``spec``'s policy (:func:`resolve_policy`'s) on the realisation of each seed (default:
     the task's frozen evaluation set; any seeds), per budget (keyed ``str(nu)``), and on the constrained tasks each
     episode's cost over the task's cost limit (at most 1 where the constraint holds; receive scaling's budget mode
-    meets it by construction: None). All realisations of a budget play in one vector env: a receive-scaling analytic
-    policy (a :class:`~baselines.receive_scaling.compare.PolicySpec`) as ``otagym compare``'s cells, any other policy in the task's
-    env (:func:`~baselines.benchmark.play_episodes`), scored against the anchors on the same realisations
-    (:func:`baselines.benchmark.normalized_score`: stored for the frozen set, computed and cached elsewhere)."""
-    from baselines.benchmark import normalized_score, play_episodes
-    from baselines.receive_scaling.compare import PolicySpec, evaluate_cells
+    meets it by construction: None): :meth:`baselines.benchmark.SchemeBenchmark.evaluate` of the task's scheme."""
+    from baselines.benchmark import scheme_benchmark
 
     task = TASKS[task_id]
     seeds = task.eval_seeds if seeds is None else tuple(seeds)
-    scores, costs = {}, {}
-    if isinstance(spec, PolicySpec):
-        for nu in task.eval_nus:
-            results = evaluate_cells(task_scenario(task_id), spec, [(nu, s) for s in seeds])
-            scores[str(float(nu))] = [r["score"] for r in results]
-            costs[str(float(nu))] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
-        return scores, costs if task.constrained else None
-    factory, overrides = spec
-    nus = task.eval_nus if task.budget == "nu" else (None,)  # every budget's episodes in one vector env
-    played = play_episodes(factory(), task_id, seeds * len(nus), None if nus == (None,) else np.repeat(nus, len(seeds)),
-                           **overrides)
-    for i, nu in enumerate(task.eval_nus):
-        part = slice(i * len(seeds), (i + 1) * len(seeds)) if task.budget == "nu" else slice(None)
-        scores[str(float(nu))] = normalized_score(task_id, nu, seeds, played.returns[part]).tolist()
-        costs[str(float(nu))] = played.cost_ratios[part].tolist()
+    scores, costs = scheme_benchmark(task.scheme).evaluate(spec, task_id, seeds)
     return scores, costs if task.constrained else None
 
 
