@@ -27,6 +27,8 @@ CASES: dict[str, tuple[str, ...]] = {
     "otagym --version": ("-m", "otagym.cli", "--version"),
     "otagym bogus (an argument error)": ("-m", "otagym.cli", "bogus"),
     "otagym evaluate --help": ("-m", "otagym.cli", "evaluate", "--help"),
+    "otagym compare --help": ("-m", "otagym.cli", "compare", "--help"),
+    "otagym sweep --help": ("-m", "otagym.cli", "sweep", "--help"),
     "otagym evaluate BADTASK (an error)": ("-m", "otagym.cli", "evaluate", "otagym/NoSuchTask-v0", "EqualAlloc"),
 }
 #: The modules none of the commands above may import.

@@ -336,7 +336,6 @@ KNOWN_SCHEME_REFERENCES = {
     "benchmarks/rl_results.py": 2,
     "otagym/__init__.py": 3,
     "otagym/cli/commands.py": 1,
-    "otagym/cli/compare.py": 7,
     "otagym/wrappers/budget.py": 1,
 }
 

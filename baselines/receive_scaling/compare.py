@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from baselines.receive_scaling.command import DEFAULT_POLICIES
 from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.evaluation import (ANALYTIC, CellTraining, calibrate, leakage_score, reference_leakage,
                                                   run_policy, sample_realisations, training_scenario)
@@ -69,8 +70,6 @@ POLICIES: dict[str, PolicySpec] = {
     "AdaScaleTrained": PolicySpec(lambda nu, p: AdaScaleTrained(nu=nu)),
     "OnlineOptimal": PolicySpec(lambda nu, p: OnlineOptimal(nu=nu)),
 }
-DEFAULT_POLICIES = ("OfflineOptimal", "AdaScale", "EstimFuture", "EqualAlloc", "LiuSimeone", "LyapunovDPBudget",
-                    "LyapunovDPP")
 
 
 def evaluate_cell(

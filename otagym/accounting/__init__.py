@@ -24,31 +24,22 @@ Modules (each module's docstring cites the equations it implements):
 * :mod:`~otagym.accounting.episode`: :class:`EpisodeEpsilon`, a core's end-of-episode report from both.
 """
 
-from otagym.accounting.conversion import rdp_to_dp
-from otagym.accounting.curve import SGMCurve
-from otagym.accounting.episode import EpisodeEpsilon
-from otagym.accounting.ledger import RDPLedger
-from otagym.accounting.orders import DEFAULT_ORDERS, DP_ORDERS, OPACUS_ORDERS, ORDERS
-from otagym.accounting.pld import ACCOUNTANTS, PLDAccount, PLDLedger, pld_account, pld_epsilon
-from otagym.accounting.sgm import rdp_sgm
-from otagym.accounting.tail_bound import tail_bound_budget, tail_bound_c_inverse, tail_bound_epsilon
+from otagym._exports import lazy_exports
 
-__all__ = [
-    "DEFAULT_ORDERS",
-    "OPACUS_ORDERS",
-    "ORDERS",
-    "DP_ORDERS",
-    "SGMCurve",
-    "RDPLedger",
-    "rdp_sgm",
-    "rdp_to_dp",
-    "tail_bound_budget",
-    "tail_bound_epsilon",
-    "tail_bound_c_inverse",
-    "ACCOUNTANTS",
-    "PLDLedger",
-    "pld_epsilon",
-    "pld_account",
-    "PLDAccount",
-    "EpisodeEpsilon",
-]
+#: Each public name by the module it lives in: imported on first use (:func:`otagym._exports.lazy_exports`), so that
+#: a command's parser reads the names of the accountants without loading scipy or compiling a kernel.
+_EXPORTS = {
+    "orders": ("DEFAULT_ORDERS", "OPACUS_ORDERS", "ORDERS", "DP_ORDERS", "ACCOUNTANTS"),
+    "curve": ("SGMCurve",),
+    "ledger": ("RDPLedger",),
+    "sgm": ("rdp_sgm",),
+    "conversion": ("rdp_to_dp",),
+    "tail_bound": ("tail_bound_budget", "tail_bound_epsilon", "tail_bound_c_inverse"),
+    "pld": ("PLDLedger", "pld_epsilon", "pld_account", "PLDAccount"),
+    "episode": ("EpisodeEpsilon",),
+}
+
+__all__ = [name for names in _EXPORTS.values() for name in names]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=(
+    "conversion", "curve", "episode", "fractional", "integer", "interpolation", "ledger", "loss_distribution",
+    "orders", "pld", "rounding", "sgm", "spectra", "tables", "tail_bound"))

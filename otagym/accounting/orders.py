@@ -1,4 +1,5 @@
-"""The grids of RDP orders otagym's ledgers use, the spec of an ``orders`` argument, and the checks of the SGM's
+"""The grids of RDP orders otagym's ledgers use, the spec of an ``orders`` argument, the accountants' names, and the
+checks of the SGM's
 inputs (sampling rate q, noise multiplier sigma, orders) that every accounting function applies."""
 
 from __future__ import annotations
@@ -8,7 +9,11 @@ from numpy.typing import NDArray
 
 from otagym.validation import Many, Real
 
-__all__ = ["DEFAULT_ORDERS", "OPACUS_ORDERS", "ORDERS", "DP_ORDERS"]
+__all__ = ["DEFAULT_ORDERS", "OPACUS_ORDERS", "ORDERS", "DP_ORDERS", "ACCOUNTANTS"]
+
+#: The accountants of an episode's end-of-episode (eps, delta): the RDP ledger, and the PLD beside it
+#: (:mod:`otagym.accounting.pld`). Here, with the other argument specs, so that a parser reads it without scipy.
+ACCOUNTANTS = ("rdp", "pld")
 
 #: Integer order grid of otagym's ledgers for the final (eps, delta) conversion, roughly geometric from 2 to 256
 #: (one set of at most 255 exponentials per element and round serves all of them). Every order gives a valid bound;

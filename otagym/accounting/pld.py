@@ -52,7 +52,7 @@ from scipy import sparse
 
 from otagym.accounting.conversion import rdp_to_dp
 from otagym.accounting.loss_distribution import loss_range, loss_sd, round_pld
-from otagym.accounting.orders import DEFAULT_ORDERS, _validate_q_sigma
+from otagym.accounting.orders import ACCOUNTANTS, DEFAULT_ORDERS, _validate_q_sigma
 from otagym.accounting.sgm import rdp_sgm
 from otagym.accounting.spectra import BLOCK, log_mgfs, multiply_powers
 from otagym.validation import Real
@@ -70,8 +70,6 @@ __all__ = [
     "pld_epsilon",
 ]
 
-#: The accountants of an episode's end-of-episode (eps, delta): the RDP ledger, and this module's PLD beside it.
-ACCOUNTANTS = ("rdp", "pld")
 #: The default width of the privacy-loss grid, as a share of the rounds' root-mean-square per-round privacy-loss
 #: standard deviation: every width is pessimistic, a finer one is tighter and slower. Measured against dp_accounting
 #: at 1e-4 on constant schedules (q 0.001 ... 1, sigma 0.5 ... 5, 10 ... 10,000 rounds): at most 0.5% above it

@@ -396,10 +396,10 @@ def next_steps(algo: str, model_path: Any) -> str:
 
     env_kwargs = run_metadata(Path(model_path)).get("env_kwargs") or {}
     task_id = _task_trained_on(model_path)
-    from otagym.cli.compare import COMMANDS
+    from baselines.comparison import scheme_comparisons
 
     lines = [f"saved {model_path}"]
-    command = COMMANDS.get(env_kwargs.get("scheme", DEFAULT_SCHEME))
+    command = scheme_comparisons().get(env_kwargs.get("scheme", DEFAULT_SCHEME))
     if command is not None and command.policies is None and task_id not in BENCHMARK:
         # a comparison that plays trained models (NAME:PATH) scores budget-mode episodes; a constrained task's
         # episodes are scored by evaluate (feasible score)

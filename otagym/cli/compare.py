@@ -1,12 +1,13 @@
 """``otagym compare``: the command line of the schemes' comparisons, over their computations in :mod:`baselines`.
 
-``--scheme`` offers the schemes of the registry (:data:`otagym.schemes.SCHEMES`) that have a comparison here
-(:data:`COMMANDS`): model A's matched-nu comparison and CDPB's (:func:`baselines.cdpb.compare.compare_cdpb`);
-``--scenario`` offers their presets. An option that only another scheme reads is refused, argparse style.
+``--scheme`` offers the registered schemes (:data:`otagym.schemes.SCHEMES`) whose baselines package declares a
+comparison (:func:`baselines.comparison.scheme_comparisons`: model A's matched-nu comparison, CDPB's paper
+comparison); ``--scenario`` offers their presets. An option that only another scheme reads is refused, argparse
+style. The parser reads the declarations only; a comparison's computations load when it runs.
 
-Model A's comparison is a sweep (:mod:`otagym.cli.sweep`) named ``compare`` with a fixed table and plot on top: its
-cells are kept in ``OUT/compare/cells/`` (so a rerun resumes, and ``--workers``/``--ray`` run them in parallel) and
-``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, the JSON last with the
+A sweep's comparison (model A's) is a sweep (:mod:`otagym.cli.sweep`) named ``compare`` with a fixed table and plot
+on top: its cells are kept in ``OUT/compare/cells/`` (so a rerun resumes, and ``--workers``/``--ray`` run them in
+parallel) and ``compare.csv``/``.json``/``.png`` are rebuilt from them. Every output is written atomically, the JSON last with the
 hashes of the others (one generation: :func:`baselines.report.mismatched_outputs` finds files of another run); a run
 killed while writing them is finished by the same command (``OUT/compare/sweep.json`` names its cells). A
 comparison of another configuration in the same folder is replaced when its cells are all stored (its command
@@ -20,14 +21,9 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
-from baselines.cdpb.policies import CDPB_POLICIES
-from baselines.cdpb.compare import DEFAULT_CDPB_POLICIES, compare_cdpb, format_cdpb_table, save_cdpb
-from baselines.receive_scaling.compare import DEFAULT_POLICIES, POLICIES, format_table, save, summarize
-from baselines.receive_scaling.evaluation import training_scenario
+from baselines.comparison import SchemeComparison, scheme_comparisons
 from baselines.report import mismatched_outputs
 from otagym.cli import sweep
 from otagym.cli.sweep.cells import scenario_of
@@ -36,11 +32,11 @@ from otagym._io import remove_stale_temporaries
 from otagym.accounting import ACCOUNTANTS
 from otagym.channel import FadingFields
 from otagym.datasets import DATA_PACKAGES, DATASET_NAMES, FASHION_MNIST_DIR
-from otagym.fidelity import SUBSET_KEYS, TRAINING_ARGS
-from otagym.schemes import SCHEMES
+from otagym.fidelity import TRAINING_ARGS
+from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 from otagym.tasks import EVALUATION_SEEDS
 
-__all__ = ["SchemeCommand", "COMMANDS", "add_compare_parser"]
+__all__ = ["add_compare_parser"]
 
 
 def _error(message: str) -> None:
@@ -106,39 +102,17 @@ def _refuse_to_overwrite(out: Path, stem: str, keys: list[str] | None, overwrite
     return False
 
 
-def _run_cdpb(args: argparse.Namespace) -> int:
+def _run_direct(comparison: SchemeComparison, args: argparse.Namespace) -> int:
     out = Path(args.out)
-    _refuse_to_overwrite(out, "compare_cdpb", None, args.overwrite)
-    scen = SCHEMES["cdpb"].scenario(args.scenario, **({"accounting": args.accounting} if args.accounting else {}))
+    _refuse_to_overwrite(out, comparison.stem, None, args.overwrite)
     start = time.perf_counter()
-    rows, curves = compare_cdpb(scen, tuple(args.policies or DEFAULT_CDPB_POLICIES), episodes=args.seeds,
-                                progress=not args.no_progress)
-    print(format_cdpb_table(rows, scen))
-    paths = save_cdpb(rows, curves, scen, out)
-    print(f"wrote {', '.join(str(p) for p in paths)} in {time.perf_counter() - start:.1f} s")
+    made = comparison.run(args, out)
+    print(made.table)
+    print(f"wrote {', '.join(str(p) for p in made.paths)} in {time.perf_counter() - start:.1f} s")
     return 0
 
 
-def _sweep_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The sweep that model A's ``otagym compare`` runs, from its options."""
-    scenario: dict[str, Any] = {"preset": args.scenario or SCHEMES["receive_scaling"].default_preset}
-    if getattr(args, "fading", None):
-        scenario.update(fading=args.fading, correlation=args.correlation or 0.0,
-                        coherence_rounds=args.coherence_rounds or 1)
-    config = {"name": "compare", "scheme": "receive_scaling", "scenarios": [scenario],
-              "policies": list(args.policies or DEFAULT_POLICIES), "nu": list(args.nu or (0.01, 0.04, 0.16)),
-              "seeds": {"start": args.seed_start, "count": args.seeds}, "fidelity": args.fidelity}
-    if args.rounds:
-        config["rounds"] = args.rounds
-    if args.accountant != "rdp":
-        config["accountant"] = args.accountant
-    if args.fidelity == "train":
-        config.update(dataset=args.dataset, data_dir=args.data_dir)
-        config.update({k: getattr(args, k) for k in SUBSET_KEYS if getattr(args, k) is not None})
-    return config
-
-
-#: The options behind each field of the sweep config that :func:`_sweep_config` builds (to name them in errors).
+#: The options behind each field of a comparison's sweep config (to name them in errors).
 _CONFIG_OPTIONS = {"policies": "--policies", "nu": "--nu", "seeds": "--seeds/--seed-start", "rounds": "--rounds",
                    "scenarios": "--scenario/--fading", "dataset": "--dataset", "data_dir": "--data-dir",
                    "fidelity": "--fidelity", "accountant": "--accountant", "train_samples": "--train-samples",
@@ -151,74 +125,46 @@ def _config_error(err: sweep.ConfigError) -> str:
     return (f"argument {_CONFIG_OPTIONS[field]}: " if field in _CONFIG_OPTIONS else "") + str(err)
 
 
-def _run_receive_scaling(args: argparse.Namespace) -> int:
+def _run_sweep(comparison: SchemeComparison, args: argparse.Namespace) -> int:
     try:
-        p = sweep.plan(_sweep_config(args))
+        p = sweep.plan(comparison.sweep_config(args))
     except sweep.ConfigError as err:
         _error(_config_error(err))
     out = Path(args.out)
-    if _refuse_to_overwrite(out, "compare", list(p.keys), args.overwrite):
+    if _refuse_to_overwrite(out, comparison.stem, list(p.keys), args.overwrite):
         print(f"{out} holds this comparison already: its finished cells are reused")
     outcome = sweep.run(p, out / "compare", workers=args.workers, ray=args.ray, progress=not args.no_progress)
     if not outcome.complete:
         print(sweep.report(outcome, out / "compare"))
-        print(f"compare.csv/.json/.png are written once every cell is done; {out} is unchanged")
+        print(f"{comparison.stem}.csv/.json/.png are written once every cell is done; {out} is unchanged")
         return sweep.exit_code(outcome)
     cells = [{"policy": c["policy"]["name"], "nu": c["nu"], "seed": c["seed"], **outcome.records[k]["result"]}
              for k, c in zip(p.keys, p.cells)]
-    rows = summarize(cells)
-    first = p.cells[0]
-    scen = scenario_of(first)
-    if args.fidelity == "train":
-        scen = training_scenario(scen, args.dataset, args.data_dir)
-    print(format_table(rows, scen))
-    paths = save(rows, scen, out, extra={"cells": list(p.keys), "sweep": str(out / "compare")})
-    print(f"{outcome.computed} cells computed, {outcome.skipped} reused; wrote {', '.join(str(x) for x in paths)} "
+    made = comparison.finish(cells, scenario_of(p.cells[0]), args, out,
+                             {"cells": list(p.keys), "sweep": str(out / "compare")})
+    print(made.table)
+    print(f"{outcome.computed} cells computed, {outcome.skipped} reused; wrote {', '.join(str(x) for x in made.paths)} "
           f"in {outcome.wall_s:.1f} s")
     return 0
 
 
-@dataclass(frozen=True)
-class SchemeCommand:
-    """A scheme's ``otagym compare``: what it runs, its line of ``--scheme`` help, and the options only it reads
-    (with their defaults; another scheme refuses them when given)."""
-
-    run: Callable[[argparse.Namespace], int]
-    help: str
-    options: dict[str, Any] = field(default_factory=dict)
-    #: The policy names ``--policies`` may give; None: the sweep's analytic policies or NAME:PATH (its plan checks).
-    policies: tuple[str, ...] | None = None
-    #: ``--seeds``'s default: realisations (episodes for cdpb) enough for a stable line at the command's speed.
-    seeds: int = 3
-
-
-#: The comparison of every registered scheme that has one, in the registry's order.
-COMMANDS: dict[str, SchemeCommand] = {
-    "receive_scaling": SchemeCommand(
-        _run_receive_scaling, "matched-nu comparison (AdaScale paper)",
-        {"nu": None, "rounds": None, "fading": None, "correlation": None, "coherence_rounds": None, "seed_start": 0,
-         "fidelity": "analytic", "accountant": "rdp",
-         "dataset": "digits", "data_dir": None, "train_samples": None, "eval_samples": None, "workers": None,
-         "ray": None}, seeds=16),
-    "cdpb": SchemeCommand(_run_cdpb, "CDPB paper (Figs. 3, 5)", {"accounting": None}, tuple(CDPB_POLICIES)),
-}
-
-
 def _schemes() -> list[str]:
     """The schemes ``--scheme`` offers: the registered ones with a comparison, in the registry's order."""
-    return [name for name in SCHEMES if name in COMMANDS]
+    return list(scheme_comparisons())
 
 
 def _run(args: argparse.Namespace) -> int:
+    comparison = scheme_comparisons()[args.scheme]
     if args.seeds is None:
-        args.seeds = COMMANDS[args.scheme].seeds
-    return COMMANDS[args.scheme].run(args)
+        args.seeds = comparison.seeds
+    return (_run_sweep if comparison.sweep_config is not None else _run_direct)(comparison, args)
 
 
 def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, argparse style, options that the chosen scheme would silently ignore."""
-    own = COMMANDS[args.scheme].options
-    unused = {k: v for name in _schemes() if name != args.scheme for k, v in COMMANDS[name].options.items()
+    comparisons = scheme_comparisons()
+    own = comparisons[args.scheme].options
+    unused = {k: v for name, c in comparisons.items() if name != args.scheme for k, v in c.options.items()
               if k not in own}
     given = [k for k, default in unused.items() if getattr(args, k) != default]
     if given:
@@ -236,7 +182,7 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
     if args.scenario is not None and args.scenario not in presets:
         parser.error(f"argument --scenario: {args.scenario!r} is not a preset of --scheme {args.scheme}; "
                      f"choose from {presets}")
-    if own_policies := COMMANDS[args.scheme].policies:
+    if own_policies := comparisons[args.scheme].policies:
         unknown = [name for name in args.policies or () if name not in own_policies]
         if unknown:
             parser.error(f"argument --policies: --scheme {args.scheme} plays {sorted(own_policies)}; got {unknown}")
@@ -244,7 +190,9 @@ def _check_scheme_options(parser: argparse.ArgumentParser, args: argparse.Namesp
 
 
 def add_compare_parser(sub: argparse._SubParsersAction, help: str) -> None:
-    schemes, default = _schemes(), "receive_scaling"
+    comparisons = scheme_comparisons()
+    schemes = list(comparisons)
+    default = DEFAULT_SCHEME
     defaults = [SCHEMES[n].default_preset + ("" if n == default else f" with --scheme {n}") for n in schemes]
     p = sub.add_parser("compare", help=help,
                        description="Play policies on the same channel realisations and compare them: a table (its "
@@ -252,7 +200,7 @@ def add_compare_parser(sub: argparse._SubParsersAction, help: str) -> None:
                        "model A (receive_scaling), every policy is calibrated to the same convergence budget nu, and "
                        "each realisation is scored against OfflineOptimal on the same channels.")
     p.add_argument("--scheme", default=default, choices=schemes,
-                   help="; ".join(f"{name}: {COMMANDS[name].help}" for name in schemes))
+                   help="; ".join(f"{name}: {c.help}" for name, c in comparisons.items()))
     p.add_argument("--scenario", default=None,
                    choices=[preset for name in schemes for preset in sorted(SCHEMES[name].presets)],
                    help="the scheme's preset (default: " + ", or ".join(defaults) + ")")
@@ -260,7 +208,7 @@ def add_compare_parser(sub: argparse._SubParsersAction, help: str) -> None:
     p.add_argument("--nu", type=field_type(scenario_type, "nu"), nargs="+", help="nu values (default: 0.01 0.04 0.16)")
     p.add_argument("--seeds", type=from_spec(sweep.SEED_COUNT), default=None,
                    help="channel realisations (seeds S..S+n-1; episodes for cdpb); default: "
-                   + ", ".join(f"{COMMANDS[n].seeds} ({n})" for n in schemes))
+                   + ", ".join(f"{c.seeds} ({name})" for name, c in comparisons.items()))
     p.add_argument("--seed-start", type=non_negative_int, default=0,
                    help=f"S, the first realisation seed (trained agents: held-out seeds from {EVALUATION_SEEDS[0]}, "
                    "as the benchmark's evaluation set)")
@@ -273,9 +221,7 @@ def add_compare_parser(sub: argparse._SubParsersAction, help: str) -> None:
     p.add_argument("--coherence-rounds", type=field_type(FadingFields, "coherence_rounds"), default=None,
                    help="rounds per fading block with --fading block (default: 1)")
     p.add_argument("--policies", nargs="+", default=None,
-                   help=f"analytic: {sorted(POLICIES)} (default: {' '.join(DEFAULT_POLICIES)}; cdpb: "
-                        f"{sorted(CDPB_POLICIES)}); a trained agent: NAME:PATH/TO/model.zip (e.g. "
-                        "PPO:runs/ppo/model.zip)")
+                   help="; ".join(f"{name}: {c.policy_help}" for name, c in comparisons.items()))
     p.add_argument("--accounting", choices=["sgm", "theorem1"], default=None,
                    help="cdpb: privacy accounting of the planner and the plot (default: the scenario's, sgm)")
     p.add_argument("--accountant", choices=list(ACCOUNTANTS), default="rdp",

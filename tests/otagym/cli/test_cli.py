@@ -46,10 +46,12 @@ def test_compare_reads_its_schemes_and_presets_from_the_registry():
     """``--scheme`` offers the registered schemes that have a comparison; ``--scenario`` their presets (issue 11)."""
     import argparse
 
-    from otagym.cli.compare import COMMANDS, add_compare_parser
+    from baselines.comparison import scheme_comparisons
+    from otagym.cli.compare import add_compare_parser
     from otagym.schemes import SCHEMES
 
-    assert set(COMMANDS) <= set(SCHEMES)
+    COMMANDS = scheme_comparisons()
+    assert set(COMMANDS) <= set(SCHEMES) and COMMANDS
     sub = argparse.ArgumentParser().add_subparsers()
     add_compare_parser(sub, "compare")
     actions = {a.dest: a for a in sub.choices["compare"]._actions}
@@ -114,7 +116,7 @@ def test_a_number_the_command_line_accepts_runs_and_any_other_is_refused_in_one_
 
 def test_the_training_fidelitys_data_subsets_reach_the_comparisons_cells():
     from otagym.cli import sweep
-    from otagym.cli.compare import _sweep_config
+    from baselines.receive_scaling.command import sweep_config as _sweep_config
 
     args = build_parser().parse_args(["compare", "--fidelity", "train", "--train-samples", "300", "--eval-samples",
                                       "50", "--rounds", "2"])

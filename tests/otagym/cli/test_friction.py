@@ -69,6 +69,24 @@ def test_help_version_and_argument_errors_import_no_command_nor_numba_scipy_or_t
     assert heavy_modules(argv) == []
 
 
+@pytest.mark.parametrize("argv", [["compare", "--help"], ["sweep", "--help"]])
+def test_the_comparisons_help_reads_their_declarations_only(argv):
+    """compare's and sweep's parsers read the schemes' declarations (``baselines/<scheme>/command.py``, the
+    accountants' names), not the computations: no numba, scipy or torch."""
+    from benchmarks.bench_cli import heavy_modules
+
+    assert set(heavy_modules(argv)) <= {"baselines"}
+
+
+def test_the_comparisons_declared_policy_names_are_their_computations():
+    from baselines.cdpb.command import POLICY_NAMES as CDPB_NAMES
+    from baselines.cdpb.policies import CDPB_POLICIES
+    from baselines.receive_scaling.command import POLICY_NAMES
+    from baselines.receive_scaling.compare import POLICIES
+
+    assert POLICY_NAMES == tuple(POLICIES) and CDPB_NAMES == tuple(CDPB_POLICIES)
+
+
 def test_the_top_level_help_lists_every_command_with_its_line():
     text = build_parser(()).format_help()
     for name, command in cli.COMMAND_TABLE.items():
