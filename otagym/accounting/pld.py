@@ -58,7 +58,6 @@ from otagym.accounting.spectra import BLOCK, log_mgfs, multiply_powers
 from otagym.validation import Real
 
 __all__ = [
-    "ACCOUNTANTS",
     "DISCRETIZATION_SD",
     "HUGE_SIGMA",
     "MAX_POINTS",
