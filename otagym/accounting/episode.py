@@ -37,6 +37,8 @@ class EpisodeEpsilon:
         self.ledger = None if fixed is None or dp_orders is None else RDPLedger(fixed, orders=dp_orders)
         self.rdp_sum = None if self.orders is None or fixed is not None else np.zeros((*shape, self.orders.size))
         self.pld = PLDLedger(np.ones(shape) if fixed is None else fixed) if accountant == "pld" else None
+        #: The ledgers' ``record`` that :meth:`record_gaussian` calls (bound once: it runs every round of every env)
+        self._gaussian_records = tuple(ledger.record for ledger in (self.ledger, self.pld) if ledger is not None)
 
     def reset(self, rows: ArrayLike | None = None) -> None:
         """Start new episodes in ``rows`` (a boolean mask), or in every row (None)."""
@@ -57,9 +59,8 @@ class EpisodeEpsilon:
     def record_gaussian(self, noise_multiplier: ArrayLike) -> None:
         """One round of every element's subsampled Gaussian mechanism at its ``sampling_rate``: its noise multipliers
         (``shape``)."""
-        for ledger in (self.ledger, self.pld):
-            if ledger is not None:
-                ledger.record(noise_multiplier)
+        for record in self._gaussian_records:
+            record(noise_multiplier)
 
     def report(self, delta: float, terminated: NDArray) -> dict[str, NDArray]:
         """``dp_epsilon``, ``dp_order``, and ``dp_epsilon_pld`` with ``dp_epsilon_pld_from_rdp`` (True where the RDP
