@@ -19,4 +19,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("benchmark", "report", "sweep"))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("anonymous", "cdpb", "receive_scaling", "benchmark", "comparison", "report", "sweep"))

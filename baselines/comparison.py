@@ -68,6 +68,6 @@ def scheme_comparisons() -> dict[str, SchemeComparison]:
     found = {}
     for name in SCHEMES:
         module = f"baselines.{name}.command"
-        if importlib.util.find_spec(module) is not None:
+        if importlib.util.find_spec(f"baselines.{name}") is not None and importlib.util.find_spec(module) is not None:
             found[name] = importlib.import_module(module).COMPARISON
     return found

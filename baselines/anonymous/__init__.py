@@ -7,4 +7,4 @@ from otagym._exports import lazy_exports
 _EXPORTS = {"policies": ("BatchEpisodes", "calibrate_sigma", "ConstantSigma", "CalibratedSigma", "PaperSetting")}
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("benchmark", "sweep"))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("policies", "benchmark", "sweep"))

@@ -14,4 +14,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("benchmark", "devices", "sweep", "command"))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("policies", "compare", "benchmark", "devices", "sweep", "command"))

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from baselines.comparison import ComparisonOutput, SchemeComparison
 
-__all__ = ["COMPARISON", "POLICY_NAMES"]
+__all__ = ["COMPARISON", "POLICY_NAMES", "DEFAULT_POLICIES"]
 
-#: The policies ``--policies`` may name, all compared by default: :data:`baselines.cdpb.policies.CDPB_POLICIES`' (a
-#: test checks that they are the same names), here so that ``--help`` needs no computation.
+#: The policies ``--policies`` may name: :data:`baselines.cdpb.policies.CDPB_POLICIES`' (a test checks that they are
+#: the same names), here so that ``--help`` needs no computation.
 POLICY_NAMES = ("CDPB-n", "CDPB-i", "CDPB-mixed", "gamma-based", "hmin-based", "IS-based", "noise-free")
+#: The policies compared when ``--policies`` is not given: all of them.
+DEFAULT_POLICIES = POLICY_NAMES
 
 
 def run(args: argparse.Namespace, out: Path) -> ComparisonOutput:
@@ -23,7 +25,7 @@ def run(args: argparse.Namespace, out: Path) -> ComparisonOutput:
     from otagym.schemes import SCHEMES
 
     scenario = SCHEMES["cdpb"].scenario(args.scenario, **({"accounting": args.accounting} if args.accounting else {}))
-    rows, curves = compare_cdpb(scenario, tuple(args.policies or POLICY_NAMES), episodes=args.seeds,
+    rows, curves = compare_cdpb(scenario, tuple(args.policies or DEFAULT_POLICIES), episodes=args.seeds,
                                 progress=not args.no_progress)
     return ComparisonOutput(format_cdpb_table(rows, scenario), save_cdpb(rows, curves, scenario, out))
 

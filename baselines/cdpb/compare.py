@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from baselines.cdpb.command import DEFAULT_POLICIES
 from baselines.cdpb.policies import CDPB_POLICIES, CDPB, HminBased
 from baselines.report import policy_colour, readable, write_rows
 from otagym._io import save_figure
@@ -24,7 +25,8 @@ from otagym.env import OTAPrivacyVectorEnv
 
 __all__ = ["compare_cdpb", "format_cdpb_table", "save_cdpb", "DEFAULT_CDPB_POLICIES", "CDPB_TABLE_NOTES"]
 
-DEFAULT_CDPB_POLICIES = tuple(CDPB_POLICIES)
+#: The policies compared by default (all of them): ``otagym compare``'s declaration's.
+DEFAULT_CDPB_POLICIES = DEFAULT_POLICIES
 _CURVES = ("gamma", "epsilon_sgm", "epsilon_theorem1", "num_reliable", "noise_var", "rho", "max_power")
 
 

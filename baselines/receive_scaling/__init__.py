@@ -18,4 +18,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("benchmark", "compare", "sweep", "command"))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("core", "evaluation", "policies", "references", "benchmark", "compare", "sweep", "command"))

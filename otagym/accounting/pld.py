@@ -52,7 +52,7 @@ from scipy import sparse
 
 from otagym.accounting.conversion import rdp_to_dp
 from otagym.accounting.loss_distribution import loss_range, loss_sd, round_pld
-from otagym.accounting.orders import ACCOUNTANTS, DEFAULT_ORDERS, _validate_q_sigma
+from otagym.accounting.orders import DEFAULT_ORDERS, _validate_q_sigma
 from otagym.accounting.sgm import rdp_sgm
 from otagym.accounting.spectra import BLOCK, log_mgfs, multiply_powers
 from otagym.validation import Real

@@ -1,5 +1,7 @@
 """The numbers a refactoring must not move: a fixed-seed play of every registered env, single and vector, of the
-device tasks and of the accountants, against the values stored in ``fingerprint.json`` beside this file.
+relative-spend wrapper, of the device tasks and of the accountants, against the values stored in ``fingerprint.json``
+beside this file. Each play runs through the end of its first episode (the end-of-episode privacy report, the
+truncation, the vector env's autoreset) and a few rounds of the next.
 
 A change that means to move them (a fixed bug, a new formula) writes them anew, and its commit says why:
 
@@ -27,9 +29,12 @@ from otagym.accounting import DEFAULT_ORDERS, pld_epsilon, rdp_sgm, rdp_to_dp
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.multiagent import DEVICE_TASKS, parallel_env
 from otagym.tasks import TASKS
+from otagym.wrappers import RelativeSpendVector
 
 STORED = Path(__file__).with_name("fingerprint.json")
-STEPS, SEED, BLOCKS = 12, 7, 32
+SEED, BLOCKS = 7, 32
+#: Rounds played after the first episode ends (a reset, or the vector env's autoreset step, then rounds of the next).
+AFTER_END = 3
 
 
 def _numbers(value: Any) -> list[float]:
@@ -52,44 +57,64 @@ def fingerprint(values: list[float]) -> list[list[float]]:
 
 
 def single_env(env_id: str) -> list[float]:
-    """``STEPS`` rounds of ``gym.make(env_id)`` from seed ``SEED``, actions sampled by the seeded action space."""
+    """``gym.make(env_id)`` from seed ``SEED`` through its first episode, a reset and ``AFTER_END`` rounds, actions
+    sampled by the seeded action space."""
     env = gym.make(env_id)
     obs, info = env.reset(seed=SEED)
     env.action_space.seed(SEED)
-    out = _numbers(obs) + _numbers(info)
-    for _ in range(STEPS):
+    out, left = _numbers(obs) + _numbers(info), None
+    while left is None or left > 0:
         obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
         out += _numbers(obs) + [float(reward), float(terminated), float(truncated)] + _numbers(info)
+        if left is not None:
+            left -= 1
+        elif terminated or truncated:
+            obs, info = env.reset()
+            out, left = out + _numbers(obs) + _numbers(info), AFTER_END
+    env.close()
+    return out
+
+
+def _vector_play(env: gym.vector.VectorEnv) -> list[float]:
+    """A vector env from seed ``SEED`` through the end of its first episodes and ``AFTER_END`` steps more (the
+    autoreset step among them)."""
+    obs, info = env.reset(seed=SEED)
+    env.action_space.seed(SEED)
+    out, left = _numbers(obs) + _numbers(info), None
+    while left is None or left > 0:
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        out += _numbers(obs) + _numbers(reward) + _numbers(terminated) + _numbers(truncated) + _numbers(info)
+        if left is not None:
+            left -= 1
+        elif np.any(terminated) or np.any(truncated):
+            left = AFTER_END
     env.close()
     return out
 
 
 def vector_env(task_id: str) -> list[float]:
-    """``STEPS`` rounds of the native vector env of a task, three envs, from seed ``SEED``."""
-    env = OTAPrivacyVectorEnv(3, **TASKS[task_id].kwargs)
-    obs, info = env.reset(seed=SEED)
-    env.action_space.seed(SEED)
-    out = _numbers(obs)
-    for _ in range(STEPS):
-        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-        out += _numbers(obs) + _numbers(reward) + _numbers(terminated) + _numbers(truncated) + _numbers(info)
-    env.close()
-    return out
+    """The native vector env of a task, three envs (:func:`_vector_play`)."""
+    return _vector_play(OTAPrivacyVectorEnv(3, **TASKS[task_id].kwargs))
+
+
+def relative_spend(task_id: str) -> list[float]:
+    """The relative-spend wrapper with a floor over a spend task's vector env, three envs (:func:`_vector_play`)."""
+    return _vector_play(RelativeSpendVector(OTAPrivacyVectorEnv(3, **TASKS[task_id].kwargs), reserve=0.2, floor=0.5))
 
 
 def device_env(task_id: str) -> list[float]:
-    """``STEPS`` rounds of a device task's PettingZoo parallel env from seed ``SEED``, each agent's action sampled by
-    its seeded space."""
+    """A device task's PettingZoo parallel env from seed ``SEED`` until every device is done, each agent's action
+    sampled by its seeded space."""
     env = parallel_env(task_id)
     obs, _ = env.reset(seed=SEED)
     out = [x for agent in sorted(obs) for x in _numbers(obs[agent])]
     for i, agent in enumerate(env.possible_agents):
         env.action_space(agent).seed(SEED + i)
-    for _ in range(STEPS):
-        if not env.agents:
-            break
-        obs, rewards, _, _, _ = env.step({agent: env.action_space(agent).sample() for agent in env.agents})
-        out += [x for agent in sorted(obs) for x in _numbers(obs[agent])] + [rewards[a] for a in sorted(rewards)]
+    while env.agents:
+        obs, rewards, terminations, truncations, _ = env.step(
+            {agent: env.action_space(agent).sample() for agent in env.agents})
+        out += ([x for agent in sorted(obs) for x in _numbers(obs[agent])] + [rewards[a] for a in sorted(rewards)]
+                + [float(terminations[a] or truncations[a]) for a in sorted(terminations)])
     env.close()
     return out
 
@@ -108,6 +133,8 @@ def cases() -> dict[str, Any]:
     """Every fingerprinted case, by name, as the function that computes it."""
     return {**{f"single {i}": (lambda i=i: single_env(i)) for i in gym.registry if i.startswith("otagym/")},
             **{f"vector {t}": (lambda t=t: vector_env(t)) for t in TASKS},
+            **{f"relative spend {t}": (lambda t=t: relative_spend(t)) for t in TASKS
+               if TASKS[t].kwargs.get("action_type") == "spend"},
             **{f"devices {t}": (lambda t=t: device_env(t)) for t in DEVICE_TASKS},
             "accountants": accountants}
 
