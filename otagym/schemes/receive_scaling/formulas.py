@@ -249,8 +249,9 @@ def _budget_action_cost(share: bool, action: float, h_min2: float, remaining: fl
 
 
 def _flat(arrays: tuple[ArrayLike, ...]) -> tuple[list[NDArray], tuple[int, ...]]:
-    """Arrays broadcast together, each as a contiguous float64 vector of its own (a copy: numba warns on broadcast
-    views, whose writeable flag numpy is deprecating), and their broadcast shape."""
+    """Arrays broadcast together, each as a contiguous writeable float64 vector (:func:`_vector`: never a broadcast
+    view, on which numba warns and whose writeable flag numpy is deprecating), and their broadcast shape. The
+    formulas only read them."""
     arrays = [np.asarray(a, dtype=float) for a in arrays]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     return [_vector(a, shape) for a in arrays], shape
