@@ -130,7 +130,7 @@ def offline_returns(task_id: str, nu: float, seeds: Sequence[int]) -> list[float
     optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
     env = OTAPrivacyVectorEnv(len(seeds), **TASKS[task_id].kwargs)
     env.reset(seed=0, options={"distances_m": real.distances_m, "channel_gains": real.channel_gains, "nu": per_env})
-    return ((equal_alloc - optimal) / env.core.reward_scale).tolist()
+    return ((equal_alloc - optimal) / env.core.state.reward_scale).tolist()
 
 
 BENCHMARK = ReceiveScalingBenchmark()

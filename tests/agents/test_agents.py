@@ -115,7 +115,7 @@ def test_lagrangian_multipliers_are_per_nu_bin_and_ascend_on_their_own_episodes(
     for venv in (env, plain):
         venv.seed(3)
         venv.reset()
-    nus = np.asarray(plain.venv.core.nu)
+    nus = np.asarray(plain.venv.core.state.nu)
     bins = np.searchsorted(edges, nus, side="right")
     assert len(set(bins)) >= 2
     actions = np.where(nus > 0.04, 1.0, -1.0)[:, None]  # 11 nu above 0.04, nothing below

@@ -27,10 +27,11 @@ def test_features_are_the_observation_entries_they_name():
     rng = np.random.default_rng(0)
     for _ in range(7):
         obs, *_ = env.step(rng.uniform(-0.3, 0.3, size=1).astype(np.float32))
-    r = env.core
-    big_t = r.scenario.num_rounds
+    core = env.core
+    r = core.state
+    big_t = core.scenario.num_rounds
     nu, t = r.nu[0], r.t[0]
-    z = np.log10(nu) - r.log10_nu_ref
+    z = np.log10(nu) - core.log10_nu_ref
     h = np.log10(r.h_min2[0] / r.mean_h_min2[0])
     p = np.log1p((nu * big_t - r.cost_sum[0]) / ((big_t - t) * nu))
     expected = [1.0, z, z * z, h, p, t / big_t, z * h, z * p, z * t / big_t]

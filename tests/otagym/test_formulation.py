@@ -88,7 +88,7 @@ def test_the_return_differs_between_policies_by_their_objectives_over_the_headro
         venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16),
                                    autoreset_mode=AutoresetMode.SAME_STEP)
         venv.reset(seed=11)
-        scale = venv.core.reward_scale.copy()  # the autoreset of the last step replaces it
+        scale = venv.core.state.reward_scale.copy()  # the autoreset of the last step replaces it
         total, final, _ = _episode(venv, policy, seed=11)
         returns.append(total)
         finals.append(final)
@@ -108,7 +108,7 @@ def test_reward_scale_is_the_expected_headroom_of_the_stationary_water_level():
     _, info = venv.reset(seed=2)
     model = venv.model
     for i in range(3):
-        nu, mean = float(info["nu"][i]), float(venv.core.mean_h_min2[i])
+        nu, mean = float(info["nu"][i]), float(venv.core.state.mean_h_min2[i])
         a = model.x_max * mean
 
         def expect(f):
@@ -123,7 +123,7 @@ def test_reward_scale_is_the_expected_headroom_of_the_stationary_water_level():
         water = expect(lambda e: float(model.leakage(min(np.exp(level), a * e), 1.0)))
         equal = expect(lambda e: float(model.leakage(model.x_for_cost(nu, mean * e), mean * e)) if e > 0 else 0.0)
         # 48-node Gauss-Laguerre for EqualAlloc's term: 3e-5 of the headroom here
-        np.testing.assert_allclose(venv.core.reward_scale[i], 50 * (equal - water), rtol=1e-4)
+        np.testing.assert_allclose(venv.core.state.reward_scale[i], 50 * (equal - water), rtol=1e-4)
 
 
 def test_stationary_water_level_pays_the_fair_share_on_average():

@@ -48,7 +48,7 @@ def test_record_episode_statistics_records_every_episode_right(env_id):
     expected, recorded = [], []
     envs.reset(seed=0)
     for actions in _actions(np.random.default_rng(1), n, steps):
-        scale = core.reward_scale.copy()  # this episode's S (the reset step replaces it)
+        scale = core.state.reward_scale.copy()  # this episode's S (the reset step replaces it)
         _, reward, terminated, truncated, info = envs.step(actions)
         assert not truncated.any()
         played = _played(info, n)  # none on a reset step, which returns the reset info

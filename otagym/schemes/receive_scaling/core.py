@@ -28,8 +28,8 @@ from otagym.schemes.receive_scaling.actions import (ACTION_ARGS, ACTION_CODES, A
 from otagym.schemes.receive_scaling.kernel import (PER_ENV_ROWS, ROW_ETA, ROW_REWARD, EpisodeState, RoundInfo,
                                                    RoundSettings, channel, play_round, play_round_parallel)
 from otagym.schemes.receive_scaling.model import ReceiveScalingModel
-from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationOffsets, block_rounds, log10_nu_ref,
-                                                        observe)
+from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationConstants, ObservationOffsets,
+                                                        block_rounds, log10_nu_ref, observe)
 from otagym.schemes.receive_scaling.scenario import Scenario
 from otagym.validation import (AppliesWith, Many, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, action_array,
                                arg, check_dataclass, field_conditions, field_specs, option_array, options_of,
@@ -187,6 +187,9 @@ class ReceiveScalingCore:
         self.obs_dim = self.layout.size
         #: Rounds per fading block (block fading's coherence; 1 otherwise): the last observation entry's period.
         self.block_rounds = block_rounds(scenario)
+        self.observation_constants = ObservationConstants(self.num_rounds, self.model.device_class,
+                                                          self.model.class_device, self.log10_nu_ref,
+                                                          self.block_rounds, self.layout)
 
     def _set_action_semantics(self, options: ReceiveScalingOptions) -> None:
         """What an action means (the action arguments) and the round kernel's :class:`RoundSettings`."""
@@ -205,25 +208,25 @@ class ReceiveScalingCore:
         self._observe: Callable[..., NDArray] | None = None
 
     def _allocate_episodes(self, dp_orders: Sequence[float] | None, accountant: str) -> None:
-        """The episodes' arrays, before the first reset."""
+        """The episodes' state (:attr:`state`), ledger and channel process, before the first reset."""
         n, m, c = self.num_envs, self.scenario.num_devices, self.model.class_q.size
-        self.t = np.zeros(n, dtype=np.int64)
-        self.nu = np.full(n, self.scenario.nu)
-        self.cost_sum = np.zeros(n)
-        self.class_rdp_sum = np.zeros((n, c))
-        self.leak_sum = np.zeros(n)
-        self.equal_alloc_sum = np.zeros(n)
+        #: The episodes' state, one struct (:class:`~otagym.schemes.receive_scaling.kernel.EpisodeState`).
+        self.state = EpisodeState(t=np.zeros(n, dtype=np.int64), nu=np.full(n, self.scenario.nu),
+                                  cost_sum=np.zeros(n), leak_sum=np.zeros(n), equal_alloc_sum=np.zeros(n),
+                                  class_rdp_sum=np.zeros((n, c)), gains=np.zeros((n, m)), h_min2=np.zeros(n),
+                                  mean_h_min2=np.ones(n), reward_scale=np.ones(n), mean_gain=np.zeros((n, m)),
+                                  log10_placement=np.zeros((n, m)))
         self.episode_epsilon = EpisodeEpsilon((n, c), dp_orders, accountant, sampling_rate=self.model.class_q)
+        #: The channel process: the placement (N, M) in metres, the fading and the replayed trace, if any.
         self.distances_m = np.zeros((n, m))
-        self.mean_gain = np.zeros((n, m))
-        self.mean_h_min2 = np.ones(n)
-        self.reward_scale = np.ones(n)
         self.fading: FadingState | None = None
-        self.gains = np.zeros((n, m))
-        self.h_min2 = np.zeros(n)
         self.trace: NDArray | None = None
         self._snr_scale = self.model.inv_k2 * self.model.x_max / self.model.cost_scale  # s_m = |h_m|^2 * this
-        self._log10_placement = np.zeros((n, m))
+
+    @property
+    def t(self) -> NDArray:
+        """(N,) rounds played in each episode (``state.t``)."""
+        return self.state.t
 
     # --- episode boundaries ----------------------------------------------------------------------------------
     def reset(
@@ -263,13 +266,13 @@ class ReceiveScalingCore:
             lo, hi = np.log(self.nu_range)
             nu = np.exp(rng.uniform(lo, hi, size=self.num_envs))
         if nu is not None:
-            self.nu = np.where(rows, nu, self.nu)
+            self.state = self.state._replace(nu=np.where(rows, nu, self.state.nu))
 
     def _place(self, rng: np.random.Generator, rows: NDArray, mask: NDArray | None, distances_m: NDArray | None,
                replay: bool) -> None:
         """The new episodes' placement (given, kept on a replay, else drawn), first fading state and the constants of
         the placement: mean gains, E[h_min^2] and the observed placement."""
-        n = self.num_envs
+        n, state = self.num_envs, self.state
         if distances_m is not None:
             dist = option_array("distances_m", distances_m, self.option_shapes()["distances_m"], DISTANCE_RANGE)
         else:
@@ -282,20 +285,19 @@ class ReceiveScalingCore:
             self.fading = self.fading.where(rows, fresh)
             self.distances_m = np.where(rows[:, None], dist, self.distances_m)
         mean_gain = mean_channel_gain(self.distances_m)  # device-major, as drawn: its sums over devices are numpy's
-        self.mean_h_min2 = self.model.expected_h_min2(mean_gain)
-        self.mean_gain = np.ascontiguousarray(mean_gain)  # the kernels take C-ordered arrays
-        self._log10_placement = np.log10(self.mean_gain * self._snr_scale * self.nu[:, None])  # log10(nu E[s_m])
+        contiguous = np.ascontiguousarray(mean_gain)  # the kernels take C-ordered arrays
+        self.state = state._replace(
+            mean_gain=contiguous, mean_h_min2=self.model.expected_h_min2(mean_gain),
+            log10_placement=np.log10(contiguous * self._snr_scale * state.nu[:, None]))  # log10(nu E[s_m])
 
     def _start_episodes(self, rng: np.random.Generator, rows: NDArray, mask: NDArray | None) -> None:
         """The new episodes' reward unit, running sums, ledger rows, first channel and (training fidelity) fresh
         models."""
-        self.reward_scale[rows] = self.num_rounds * self.model.stationary_headroom(self.nu[rows],
-                                                                                   self.mean_h_min2[rows])
-        self.t[rows] = 0
-        self.cost_sum[rows] = 0.0
-        self.leak_sum[rows] = 0.0
-        self.equal_alloc_sum[rows] = 0.0
-        self.class_rdp_sum[rows] = 0.0
+        state = self.state
+        state.reward_scale[rows] = self.num_rounds * self.model.stationary_headroom(state.nu[rows],
+                                                                                    state.mean_h_min2[rows])
+        for running in (state.t, state.cost_sum, state.leak_sum, state.equal_alloc_sum, state.class_rdp_sum):
+            running[rows] = 0
         self.episode_epsilon.reset(None if mask is None else rows)
         self._set_gains()
         if self.training is not None:  # a fresh model per new episode (FedSGD of §IV-A)
@@ -304,12 +306,13 @@ class ReceiveScalingCore:
                 child, s.batch_sizes, s.clip_norm, s.learning_rate, **self._train_args))
 
     def _set_gains(self) -> None:
-        """The channel of the round about to be played: new arrays (the last step's info keeps the old ones)."""
+        """The channel of the round about to be played, written into the state (the last step's info has copies)."""
+        state = self.state
         if self.trace is not None:
-            self.gains = self.trace[np.minimum(self.t, self.scenario.num_rounds - 1), np.arange(self.num_envs)]
-            self.h_min2 = self.model.h_min2(self.gains)
+            state.gains[:] = self.trace[np.minimum(self.t, self.scenario.num_rounds - 1), np.arange(self.num_envs)]
+            state.h_min2[:] = self.model.h_min2(state.gains)
         else:
-            self.gains, self.h_min2 = channel(self.fading.power, self.mean_gain, self.model.inv_k2)
+            channel(self.fading.power, state.mean_gain, self.model.inv_k2, state.gains, state.h_min2)
 
     # --- actions ---------------------------------------------------------------------------------------------
     def decide(self, action: ArrayLike) -> tuple[NDArray, NDArray]:
@@ -328,10 +331,10 @@ class ReceiveScalingCore:
         ``info["receive_scaling"]`` is the eta played. The round's kernel decides with the same compiled function
         (:func:`~otagym.schemes.receive_scaling.actions.decide`).
         """
-        a = self._checked_action(action)
-        return decode_actions(self.model, self.settings.action, a, self.h_min2, nu=self.nu,
-                              remaining=self.nu * self.settings.num_rounds - self.cost_sum,
-                              rounds_left=self.settings.num_rounds - self.t, mean_h_min2=self.mean_h_min2)
+        a, state = self._checked_action(action), self.state
+        return decode_actions(self.model, self.settings.action, a, state.h_min2, nu=state.nu,
+                              remaining=state.nu * self.settings.num_rounds - state.cost_sum,
+                              rounds_left=self.settings.num_rounds - state.t, mean_h_min2=state.mean_h_min2)
 
     def _checked_action(self, action: ArrayLike) -> NDArray:
         """The actions as a float vector (N,), each in its action type's range (else ValueError)."""
@@ -364,8 +367,8 @@ class ReceiveScalingCore:
             info.update(self.training.info())
         terminated = self.t >= s.num_rounds
         if ended:
-            info["leakage_total"] = self.leak_sum.copy()
-            info["equal_alloc_leakage"] = self.equal_alloc_sum.copy()
+            info["leakage_total"] = self.state.leak_sum.copy()
+            info["equal_alloc_leakage"] = self.state.equal_alloc_sum.copy()
             # each device class's report, given to every device of the class
             info.update({k: v[:, self.model.device_class]
                          for k, v in self.episode_epsilon.report(s.delta, terminated).items()})
@@ -384,7 +387,7 @@ class ReceiveScalingCore:
         nu (-dL/dc - lambda) / H, per env (N,). Pathwise policy gradients (``agents.budget_apg``) read it.
         """
         slope = self.model.cost_slope_of_leakage(x, h_min2) - float(self.reward_lambda or 0.0)
-        return self.nu * slope / self.reward_scale
+        return self.state.nu * slope / self.state.reward_scale
 
     def _round_info(self, out: RoundInfo) -> dict[str, NDArray]:
         """The info of the round just played, from the kernel's outputs."""
@@ -393,8 +396,8 @@ class ReceiveScalingCore:
             "round": self.t - 1,
             "x": x,
             "receive_scaling": eta,
-            "h_min2": self.h_min2,
-            "channel_gain": self.gains,
+            "h_min2": self.state.h_min2.copy(),
+            "channel_gain": self.state.gains.copy(),
             "noise_multiplier": out.per_device[0],
             "rdp_round": out.per_device[1],
             "rdp_cumulative": out.per_device[2],
@@ -415,9 +418,7 @@ class ReceiveScalingCore:
         """The arguments of the round's kernel (:func:`~otagym.schemes.receive_scaling.kernel.play_round`): of the
         same numba types at every step (float64 C-contiguous arrays made here, by :func:`action_array` and by the
         channel), as :func:`otagym.jit.specialised` requires."""
-        state = EpisodeState(self.t, self.nu, self.cost_sum, self.leak_sum, self.equal_alloc_sum, self.class_rdp_sum,
-                             self.gains, self.h_min2, self.mean_h_min2, self.reward_scale)
-        return actions, self.settings, self.model.arrays, self.model.device_class, state, out
+        return actions, self.settings, self.model.arrays, self.model.device_class, self.state, out
 
     def observation_space(self) -> spaces.Box:
         return spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(self.obs_dim,), dtype=np.float32)
@@ -436,11 +437,8 @@ class ReceiveScalingCore:
         """Observations (N, 3M + 6), float32, each entry clipped to [-10, 10], laid out as
         :class:`~otagym.schemes.receive_scaling.observation.ObservationOffsets` says (see
         :class:`otagym.env.OTAPrivacyEnv`)."""
-        args = (self.gains, self.mean_gain, self._log10_placement, self.h_min2, self.mean_h_min2, self.t,
-                self.num_rounds, self.nu, self.cost_sum, self.class_rdp_sum, self.model.device_class,
-                self.model.class_device, self.log10_nu_ref, self.block_rounds, self.layout,
-                np.empty((self.num_envs, self.obs_dim), dtype=np.float32))
-        if self._observe is None:  # numba's dispatch types its 16 arguments at every call: a fifth of a step
+        args = (self.state, self.observation_constants, np.empty((self.num_envs, self.obs_dim), dtype=np.float32))
+        if self._observe is None:  # numba's dispatch types its arguments at every call: a fifth of a step
             self._observe = jit.specialised(observe, args)
         return self._observe(*args)
 
@@ -448,7 +446,7 @@ class ReceiveScalingCore:
         """Constants of the new episodes that policies may use (nu, placement, mean gains) and the first channel;
         under the training fidelity, the initial model's metrics; and :meth:`blank_round_info`. Its keys are those of
         every ``step``'s info (less :attr:`EPISODE_END_KEYS`)."""
-        return {**self.blank_round_info(), "nu": self.nu.copy(), **self.next_channel_info(),
+        return {**self.blank_round_info(), "nu": self.state.nu.copy(), **self.next_channel_info(),
                 **(self.training.info() if self.training is not None else {})}
 
     def blank_round_info(self) -> dict[str, NDArray]:
@@ -465,8 +463,9 @@ class ReceiveScalingCore:
     def next_channel_info(self) -> dict[str, NDArray]:
         """The channel of the round the next action applies to, in float64 (the observation has it log-scaled), and
         the placement it comes from. Every ``reset`` info key is also a ``step`` info key (TorchRL relies on it)."""
-        return {"next_channel_gain": self.gains.copy(), "next_h_min2": self.h_min2.copy(),
-                "mean_channel_gain": self.mean_gain.copy(), "distances_m": self.distances_m.copy()}
+        state = self.state
+        return {"next_channel_gain": state.gains.copy(), "next_h_min2": state.h_min2.copy(),
+                "mean_channel_gain": state.mean_gain.copy(), "distances_m": self.distances_m.copy()}
 
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 from numba import njit, prange
 from numpy.typing import NDArray
 
-from otagym.jit import JIT, JIT_NO_ALLOC
+from otagym.jit import JIT_NO_ALLOC
 from otagym.accounting.curve import curve_log_a
 from otagym.schemes.receive_scaling.actions import ActionSettings, decide, valid_actions
 from otagym.schemes.receive_scaling.formulas import ModelArrays, _h_min2, _leakage, _x_for_cost
@@ -34,7 +33,11 @@ class RoundSettings(NamedTuple):
 
 
 class EpisodeState(NamedTuple):
-    """The N episodes' running arrays, which the round updates in place, and the round's channel."""
+    """The N episodes' state, the core's one struct of it: the running arrays the round updates in place, the
+    round's channel (written in place each round) and the placement's constants
+    (the placement itself, like the fading, is the channel process's, in numpy's order as drawn).
+    A reset replaces rows (:meth:`~otagym.schemes.receive_scaling.core.ReceiveScalingCore.reset`); every array is
+    float64 (``t`` int64) and C-ordered, as the compiled round and observation take them."""
 
     t: NDArray  # (N,) int64, rounds played
     nu: NDArray  # (N,) the budget per round
@@ -46,6 +49,8 @@ class EpisodeState(NamedTuple):
     h_min2: NDArray  # (N,) h_min,t^2 of the round
     mean_h_min2: NDArray  # (N,) E[h_min^2] of the placement
     reward_scale: NDArray  # (N,) the reward's unit (T times the stationary headroom)
+    mean_gain: NDArray  # (N, M) E|h_m|^2 of the placement
+    log10_placement: NDArray  # (N, M) log10(nu E[s_m]): the observation's placement entry
 
 
 #: The rows of :attr:`RoundInfo.per_env`, by name (compile-time constants in the kernel): x_t, eta_t, c_t, L_t, the
@@ -146,13 +151,11 @@ def _ended(t: NDArray, big_t: float) -> int:
     return ended
 
 
-@njit(**JIT)
-def channel(power: NDArray, mean_gain: NDArray, inv_k2: NDArray) -> tuple[NDArray, NDArray]:
-    """The gains |h_m|^2 = g_m E|h_m|^2 (N, M) of normalised fading powers ``power`` and h_min^2 (N,) of each env."""
-    gains = np.empty(mean_gain.shape)
-    h_min2 = np.empty(mean_gain.shape[0])
+@njit(**JIT_NO_ALLOC)
+def channel(power: NDArray, mean_gain: NDArray, inv_k2: NDArray, gains: NDArray, h_min2: NDArray) -> None:
+    """The gains |h_m|^2 = g_m E|h_m|^2 (N, M) of normalised fading powers ``power`` and h_min^2 (N,) of each env,
+    written into ``gains`` and ``h_min2``."""
     for i in range(gains.shape[0]):
         for m in range(gains.shape[1]):
             gains[i, m] = power[i, m] * mean_gain[i, m]
         h_min2[i] = _h_min2(gains[i], inv_k2)
-    return gains, h_min2

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from otagym.jit import JIT_NO_ALLOC
 
 __all__ = ["OBS_BOUND", "LAYOUT_VERSION", "ENTRIES", "entry_names", "ObservationOffsets", "log10_nu_ref",
-           "block_rounds", "observe"]
+           "block_rounds", "ObservationConstants", "observe"]
 
 #: Bounds of every observation entry (the observation space is ``Box(-OBS_BOUND, OBS_BOUND)``; values are clipped).
 OBS_BOUND = 10.0
@@ -112,13 +112,27 @@ def block_rounds(scenario: Any) -> int:
     return scenario.coherence_rounds if scenario.fading == "block" else 1
 
 
+class ObservationConstants(NamedTuple):
+    """What the observation of an env's episodes takes beside their state: constants of the env."""
+
+    num_rounds: int  # T
+    device_class: NDArray  # (M,) each device's class
+    class_device: NDArray  # (C,) each class's first device
+    log10_nu_ref: float  # the centre of the observed log10 nu (:func:`log10_nu_ref`)
+    block_rounds: int  # the block_phase entry's period (:func:`block_rounds`)
+    layout: ObservationOffsets  # where each entry starts
+
+
 @njit(**JIT_NO_ALLOC)
-def observe(gains: NDArray, mean_gain: NDArray, placement: NDArray, h_min2: NDArray, mean_h_min2: NDArray,
-            t: NDArray, big_t: int, nu: NDArray, cost_sum: NDArray, class_rdp_sum: NDArray, device_class: NDArray,
-            class_device: NDArray, log10_nu_ref: float, block_rounds: int, layout: ObservationOffsets,
-            out: NDArray) -> NDArray:
-    """The observations (N, 3M + 6) of N envs into ``out`` (float32), laid out by ``layout``: each entry computed in
-    float64 and clipped to [-10, 10] (no float32 overflow), then rounded to float32."""
+def observe(state: Any, constants: ObservationConstants, out: NDArray) -> NDArray:
+    """The observations (N, 3M + 6) of the N episodes of ``state`` (the core's
+    :class:`~otagym.schemes.receive_scaling.kernel.EpisodeState`) into ``out`` (float32), laid out by
+    ``constants.layout``: each entry computed in float64 and clipped to [-10, 10] (no float32 overflow), then rounded
+    to float32."""
+    gains, mean_gain, placement = state.gains, state.mean_gain, state.log10_placement
+    h_min2, mean_h_min2, t, nu = state.h_min2, state.mean_h_min2, state.t, state.nu
+    cost_sum, class_rdp_sum = state.cost_sum, state.class_rdp_sum
+    big_t, device_class, class_device, log10_nu_ref, block_rounds, layout = constants
     m = mean_gain.shape[1]
     for i in range(out.shape[0]):
         budget = nu[i] * big_t

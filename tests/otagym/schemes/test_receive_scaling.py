@@ -22,13 +22,14 @@ def test_the_env_decides_with_the_decoder(action_type):
     env = otagym.OTAPrivacyVectorEnv(4, action_type=action_type, num_rounds=6, dp_orders=None)
     env.reset(seed=2)
     core = env.core
+    state = core.state
     low, high = float(env.single_action_space.low[0]), min(float(env.single_action_space.high[0]), 1.0)
     actions = np.linspace(max(low, high * 1e-3 if low > 0 else low), high, 4)
     settings = ActionSettings(ACTION_CODES[action_type], core.x_min_ratio, core.budget_multiplier_max,
                               core.price_decades, core.price_buffer_sd)
-    x, cost = decode_actions(core.model, settings, actions, core.h_min2, nu=core.nu,
-                             remaining=core.nu * core.num_rounds - core.cost_sum,
-                             rounds_left=core.num_rounds - core.t, mean_h_min2=core.mean_h_min2)
+    x, cost = decode_actions(core.model, settings, actions, state.h_min2, nu=state.nu,
+                             remaining=state.nu * core.num_rounds - state.cost_sum,
+                             rounds_left=core.num_rounds - state.t, mean_h_min2=state.mean_h_min2)
     np.testing.assert_array_equal(np.stack(core.decide(actions)), np.stack([x, cost]))
     _, _, _, _, info = env.step(actions)
     np.testing.assert_array_equal(info["x"], x)
