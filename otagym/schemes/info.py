@@ -35,7 +35,10 @@ class Core(Protocol):
     scenario: Any
     num_envs: int
     num_rounds: int
-    t: NDArray
+    #: The N episodes' state, one struct of the scheme's (a reset restarts its rows with
+    #: :func:`otagym.schemes.episodes.restart_rows`).
+    state: Any
+    t: NDArray  # (N,) rounds played: ``state.t``
     fading: Any  # None until the first reset
 
     def reset(self, rng: np.random.Generator, mask: NDArray | None = None, **options: Any) -> None: ...

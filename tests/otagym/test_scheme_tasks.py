@@ -108,7 +108,7 @@ def test_a_replayed_realisation_plays_the_episode_it_was_recorded_from():
     cdpb.reset(seed=5)
     gains, rewards = [], []
     for t in range(100):
-        gains.append(cdpb.core.gains[0].copy())
+        gains.append(cdpb.core.state.gains[0].copy())
         rewards.append(cdpb.step(np.array([np.sin(t)], dtype=np.float32))[1])
     cdpb.reset(seed=99, options={"channel_gains": np.array(gains)})
     replayed = [cdpb.step(np.array([np.sin(t)], dtype=np.float32))[1] for t in range(100)]

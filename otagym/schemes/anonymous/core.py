@@ -27,10 +27,11 @@ from otagym.schemes.anonymous.formulas import (convergence_bound, convergence_te
                                                threshold_for_participation)
 from otagym.schemes.anonymous.observation import AnonymousObservation, observation_space, write_observation
 from otagym.schemes.anonymous.scenario import AnonymousScenario
+from otagym.schemes.episodes import restart_rows
 from otagym.validation import (NUM_ENVS, POSITIVE, AppliesWith, Many, OneOf, Real, Spec, arg, check_dataclass,
                                field_conditions, field_specs, option_array, options_of, refuse_entries)
 
-__all__ = ["AnonymousOptions", "AnonymousCore", "sample_realisation", "channel_model"]
+__all__ = ["AnonymousEpisodes", "AnonymousOptions", "AnonymousCore", "sample_realisation", "channel_model"]
 
 
 def channel_model(s: AnonymousScenario) -> ChannelModel:
@@ -93,6 +94,17 @@ class AnonymousOptions:
             raise ValueError(f"noise_multiplier_range must be (low, high) with low < high; got {(low, high)}")
 
 
+@dataclass
+class AnonymousEpisodes:
+    """The N episodes' state, the core's one struct of it: the running arrays a reset restarts."""
+
+    t: NDArray  # (N,) int64, rounds played
+    rdp_sum: dict[str, NDArray]  # (N,) cumulative RDP at alpha, by accounting ("sampled", "device")
+    nominal_rdp_sum: NDArray  # (N,) cumulative RDP at the nominal batch: the observation's public privacy entry
+    term_sum: NDArray  # (N,) sum of the convergence terms V_t
+    last_sigma: NDArray  # (N,) the last round's sigma (the observation's)
+
+
 class AnonymousCore:
     """N independent anonymous-OTA episodes as arrays; ``step`` plays one round of §III-IV in each.
 
@@ -149,15 +161,19 @@ class AnonymousCore:
         self.sigma_range = sigma_range(s, (low, high))
         self.threshold = float(threshold_for_participation(s.participation))
         self.channel = channel_model(s)
-        self.t = np.zeros(n, dtype=np.int64)
-        self.rdp_sum = {acc: np.zeros(n) for acc in ("sampled", "device")}
+        #: The episodes' state, one struct (:class:`AnonymousEpisodes`).
+        self.state = AnonymousEpisodes(t=np.zeros(n, dtype=np.int64),
+                                       rdp_sum={acc: np.zeros(n) for acc in ("sampled", "device")},
+                                       nominal_rdp_sum=np.zeros(n), term_sum=np.zeros(n), last_sigma=np.zeros(n))
         self.episode_epsilon = EpisodeEpsilon((n,), args.dp_orders, args.accountant)
-        self.nominal_rdp_sum = np.zeros(n)
-        self.term_sum = np.zeros(n)
-        self.last_sigma = np.zeros(n)
         self.fading: FadingState | None = None
         self.trace: NDArray | None = None
         self.batch_trace: NDArray | None = None
+
+    @property
+    def t(self) -> NDArray:
+        """(N,) rounds played in each episode (``state.t``)."""
+        return self.state.t
 
     # --- spaces ----------------------------------------------------------------------------------------------
     def observation_space(self) -> spaces.Box:
@@ -183,13 +199,9 @@ class AnonymousCore:
             self.trace = self.batch_trace = None
         fresh = self.channel.initial(rng, (self.num_envs,))
         self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
-        self.t[rows] = 0
-        for acc in self.rdp_sum.values():
-            acc[rows] = 0.0
+        state = self.state
+        restart_rows(rows, state.t, *state.rdp_sum.values(), state.nominal_rdp_sum, state.term_sum, state.last_sigma)
         self.episode_epsilon.reset(rows)
-        self.nominal_rdp_sum[rows] = 0.0
-        self.term_sum[rows] = 0.0
-        self.last_sigma[rows] = 0.0
 
     def _replay(self, mask: NDArray | None, channel_gains: NDArray | None, batch_sizes: NDArray | None) -> None:
         """Check and store a realisation to replay (see :meth:`reset`)."""
@@ -229,20 +241,20 @@ class AnonymousCore:
         gamma the SGD bound of :func:`~otagym.schemes.anonymous.formulas.convergence_bound`, E_T = sum_t e_t the
         episode's RDP (as CDPB's return is -G).
         """
-        s = self.scenario
+        s, state = self.scenario, self.state
         sigma = self.action_to_sigma(action)
         participating, b = self._participation(rng)
         a = participating.sum(axis=-1)
         rdp = self._account(sigma, b)
         term = convergence_term(s, sigma, a, b)
-        self.term_sum += term
+        state.term_sum += term
         big_t = s.num_rounds
         conv = 2.0 * s.initial_gap / (s.learning_rate * big_t**2) + s.learning_rate * s.smoothness * term / big_t
         reward = -(s.lambda_convergence * conv + s.lambda_privacy * rdp[s.accounting]) / self.reward_scale
-        self.t += 1
-        self.last_sigma = sigma.copy()  # info keeps sigma; an autoreset zeroes this one
+        state.t += 1
+        state.last_sigma = sigma.copy()  # info keeps sigma; an autoreset zeroes this one
         info = self._round_info(sigma, participating, b, term, rdp)
-        terminated = self.t >= big_t
+        terminated = state.t >= big_t
         info.update(self.episode_epsilon.report(s.delta, terminated))
         self.fading = self.channel.advance(rng, self.fading, self.t)
         return reward, terminated, info
@@ -265,17 +277,17 @@ class AnonymousCore:
         z = noise_multiplier(sigma, s.clip_norm, b)
         rdp = {acc: round_rdp(s, z, accounting=acc) for acc in ("sampled", "device")}
         for acc, r in rdp.items():
-            self.rdp_sum[acc] += r
+            self.state.rdp_sum[acc] += r
         self.episode_epsilon.record(lambda orders: round_rdp(s, z, orders=orders), s.inclusion_rate, z)
-        self.nominal_rdp_sum += round_rdp(s, noise_multiplier(sigma, s.clip_norm, s.nominal_batch))
+        self.state.nominal_rdp_sum += round_rdp(s, noise_multiplier(sigma, s.clip_norm, s.nominal_batch))
         return rdp
 
     def _round_info(self, sigma: NDArray, participating: NDArray, b: NDArray, term: NDArray,
                     rdp: dict[str, NDArray]) -> dict[str, NDArray]:
         """The info of the round just played (``self.t`` already counts it)."""
-        s = self.scenario
+        s, rdp_sum = self.scenario, self.state.rdp_sum
         a = participating.sum(axis=-1)
-        gamma = convergence_bound(s, self.term_sum / self.t, self.t)
+        gamma = convergence_bound(s, self.state.term_sum / self.t, self.t)
         info: dict[str, NDArray] = {
             "round": self.t - 1,
             "sigma": sigma,
@@ -288,10 +300,10 @@ class AnonymousCore:
             "convergence_term": term,
             "gamma": gamma,
             "rdp_round": rdp[s.accounting],
-            "rdp_cumulative": self.rdp_sum[s.accounting].copy(),
+            "rdp_cumulative": rdp_sum[s.accounting].copy(),
             "rdp_round_sampled": rdp["sampled"],
             "rdp_round_device": rdp["device"],
-            "utility": s.lambda_convergence * gamma + s.lambda_privacy * self.rdp_sum[s.accounting],
+            "utility": s.lambda_convergence * gamma + s.lambda_privacy * rdp_sum[s.accounting],
         }
         if self.rdp_budget is not None:
             info["cost"] = s.num_rounds * rdp[s.accounting] / self.rdp_budget
@@ -300,11 +312,11 @@ class AnonymousCore:
     def observation(self) -> NDArray:
         """Observations (N, 3), float32, public quantities only, in the layout of
         :mod:`otagym.schemes.anonymous.observation`."""
-        s = self.scenario
+        s, state = self.scenario, self.state
         with np.errstate(divide="ignore"):
-            last = np.where(self.last_sigma > 0, np.log10(self.last_sigma / s.sigma_unit), 0.0)
-        return write_observation(AnonymousObservation(round_fraction=self.t / s.num_rounds, log_sigma=last,
-                                                      log_rdp=np.log10(1.0 + self.nominal_rdp_sum)))
+            last = np.where(state.last_sigma > 0, np.log10(state.last_sigma / s.sigma_unit), 0.0)
+        return write_observation(AnonymousObservation(round_fraction=state.t / s.num_rounds, log_sigma=last,
+                                                      log_rdp=np.log10(1.0 + state.nominal_rdp_sum)))
 
     def reset_info(self) -> dict[str, NDArray]:
         """:meth:`blank_round_info` only (no per-episode constants: every episode of a scenario has the same law). Its

@@ -27,10 +27,11 @@ from otagym.schemes.cdpb.formulas import (RoundPowers, convergence_term, noise_m
                                           round_powers, round_rdp, round_reward)
 from otagym.schemes.cdpb.observation import CDPBObservation, entry_names, observation_space, write_observation
 from otagym.schemes.cdpb.scenario import CDPBScenario
+from otagym.schemes.episodes import restart_rows
 from otagym.validation import (AppliesWith, Integer, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, arg,
                                check_dataclass, field_conditions, field_specs, options_of, replayed_trace)
 
-__all__ = ["CDPBOptions", "CDPBCore", "sample_realisation", "channel_model"]
+__all__ = ["CDPBEpisodes", "CDPBOptions", "CDPBCore", "sample_realisation", "channel_model"]
 
 
 def channel_model(s: CDPBScenario) -> ChannelModel:
@@ -113,6 +114,21 @@ class CDPBOptions(TrainingOptions):
         check_dataclass(self, owner="")
 
 
+@dataclass
+class CDPBEpisodes:
+    """The N episodes' state, the core's one struct of it: the running arrays a reset restarts, the observed last
+    round, and the round's channel and sampled clients (new arrays each round: the last step's info keeps the old
+    ones)."""
+
+    t: NDArray  # (N,) int64, rounds played
+    term_sum: NDArray  # (N,) sum of the convergence terms B_t
+    rdp_sum: dict[str, NDArray]  # (N, K) each client's cumulative RDP at alpha, by accounting ("sgm", "theorem1")
+    last_reliable: NDArray  # (N,) the share of clients reliable in the last round
+    last_noise_var: NDArray  # (N,) the last round's received noise variance
+    gains: NDArray  # (N, K) the power gains h_k,t of the round about to be played
+    sampled: NDArray  # (N, K) bool, the clients sampled for it
+
+
 class CDPBCore:
     """N independent CDPB episodes as arrays; ``step`` plays one OTA-FL round (Algorithm 1) in each.
 
@@ -158,18 +174,21 @@ class CDPBCore:
         self._allocate_episodes(args.dp_orders, args.accountant)
 
     def _allocate_episodes(self, dp_orders: Sequence[float] | None, accountant: str) -> None:
-        """The N episodes' running arrays, at their zero (a reset fills them)."""
+        """The N episodes' state (:attr:`state`, at its zero: a reset fills it), ledger and channel process."""
         n, k = self.num_envs, self.scenario.num_clients
-        self.t = np.zeros(n, dtype=np.int64)
-        self.term_sum = np.zeros(n)
-        self.rdp_sum = {acc: np.zeros((n, k)) for acc in ("sgm", "theorem1")}
+        #: The episodes' state, one struct (:class:`CDPBEpisodes`).
+        self.state = CDPBEpisodes(t=np.zeros(n, dtype=np.int64), term_sum=np.zeros(n),
+                                  rdp_sum={acc: np.zeros((n, k)) for acc in ("sgm", "theorem1")},
+                                  last_reliable=np.zeros(n), last_noise_var=np.zeros(n), gains=np.zeros((n, k)),
+                                  sampled=np.ones((n, k), dtype=bool))
         self.episode_epsilon = EpisodeEpsilon((n, k), dp_orders, accountant)
-        self.last_reliable = np.zeros(n)
-        self.last_noise_var = np.zeros(n)
         self.fading: FadingState | None = None
-        self.gains = np.zeros((n, k))
         self.trace: NDArray | None = None
-        self.sampled = np.ones((n, k), dtype=bool)
+
+    @property
+    def t(self) -> NDArray:
+        """(N,) rounds played in each episode (``state.t``)."""
+        return self.state.t
 
     # --- spaces ----------------------------------------------------------------------------------------------
     def observation_space(self) -> spaces.Box:
@@ -193,13 +212,9 @@ class CDPBCore:
                                     mask)
         fresh = self.channel.initial(rng, (n,))
         self.fading = fresh if (self.fading is None or mask is None) else self.fading.where(rows, fresh)
-        self.t[rows] = 0
-        self.term_sum[rows] = 0.0
-        for acc in self.rdp_sum.values():
-            acc[rows] = 0.0
+        state = self.state
+        restart_rows(rows, state.t, state.term_sum, *state.rdp_sum.values(), state.last_reliable, state.last_noise_var)
         self.episode_epsilon.reset(rows)
-        self.last_reliable[rows] = 0.0
-        self.last_noise_var[rows] = 0.0
         self._draw_round_state(rng, rows)
         if self.training is not None:  # a fresh model per new episode (Algorithm 1)
             from otagym.schemes.cdpb.training import CDPBTraining
@@ -210,14 +225,16 @@ class CDPBCore:
                 test_data=fed.test_data, eval_data=fed.eval_data))
 
     def _draw_round_state(self, rng: np.random.Generator, rows: NDArray | None = None) -> None:
+        """The next round's channel (new arrays: the last step's info keeps the old ones) and sampled clients."""
+        state = self.state
         if self.trace is None:
-            self.gains = self.fading.power * self.mean_gain
+            state.gains = self.fading.power * self.mean_gain
         else:
-            self.gains = self.trace[np.minimum(self.t, self.num_rounds - 1), np.arange(self.num_envs)]
+            state.gains = self.trace[np.minimum(state.t, self.num_rounds - 1), np.arange(self.num_envs)]
         s = self.scenario
         if s.client_sampling < 1.0:
             fresh = rng.random((s.num_clients, self.num_envs)).T < s.client_sampling
-            self.sampled = fresh if rows is None else np.where(rows[:, None], fresh, self.sampled)
+            state.sampled = fresh if rows is None else np.where(rows[:, None], fresh, state.sampled)
 
     def sample_realisation(self, rng: np.random.Generator) -> dict[str, NDArray]:
         """:func:`sample_realisation` of the core's scenario."""
@@ -261,27 +278,26 @@ class CDPBCore:
         its own decisions (:class:`~otagym.schemes.cdpb.actions.DeviceDecisions`: its threshold, its noise portion,
         whether it is still in): the one round both the single env and the devices' env
         (:mod:`otagym.multiagent`) play."""
-        s = self.scenario
-        k = s.num_clients
+        s, state = self.scenario, self.state
         pw = self._powers(rng, rho, devices)
         k_t = pw.num_reliable
         term = convergence_term(s, k_t, pw.noise_var, rho)
         q = self.participation(rho, pw.reliable, devices)
         rdp, before, after = self._account(rho, pw, q, devices)
-        self.term_sum += term
+        state.term_sum += term
         if self.training is not None:  # the round of Algorithm 1 on the real model, with these channels and powers
-            gains = self.gains
-            self.training.round(self.t + 1, lambda i, engine, g: engine.round(g, s, float(rho[i]), gains[i],
-                                                                              pw.row(i)))
+            gains = state.gains
+            self.training.round(state.t + 1, lambda i, engine, g: engine.round(g, s, float(rho[i]), gains[i],
+                                                                               pw.row(i)))
         reward = round_reward(s, term, after - before, self.reward_scale)
-        self.t += 1
-        gamma = 6.0 * self.term_sum / (self.t * self.t)  # convergence error after t rounds (6 mean B / t)
+        state.t += 1
+        gamma = 6.0 * state.term_sum / (state.t * state.t)  # convergence error after t rounds (6 mean B / t)
         info = self._round_info(rho, pw, term, q, rdp, gamma, (before, after))
         if self.training is not None:
             info.update(self.training.info())
-        self.last_reliable = k_t / k
-        self.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
-        terminated = self.t >= s.num_rounds
+        state.last_reliable = k_t / s.num_clients
+        state.last_noise_var = pw.noise_var.copy()  # info keeps pw.noise_var; an autoreset zeroes this one
+        terminated = state.t >= s.num_rounds
         info.update(self.episode_epsilon.report(s.delta, terminated))
         self.fading = self.channel.advance(rng, self.fading, self.t)
         self._draw_round_state(rng)
@@ -297,10 +313,10 @@ class CDPBCore:
             coins = rng.random((s.num_clients, self.num_envs)).T < portion
         else:
             coins = np.full((self.num_envs, s.num_clients), s.strategy == "noisy")
-        sampled = None if s.client_sampling == 1.0 else self.sampled
+        sampled = None if s.client_sampling == 1.0 else self.state.sampled
         if devices is not None:
             sampled = devices.active if sampled is None else sampled & devices.active
-        return round_powers(s, rho, self.gains, coins, sampled, None if devices is None else devices.threshold_scale)
+        return round_powers(s, rho, self.state.gains, coins, sampled, None if devices is None else devices.threshold_scale)
 
     def _account(self, rho: NDArray, pw: RoundPowers, q: NDArray, devices: DeviceDecisions | None
                  ) -> tuple[dict[str, NDArray], NDArray, NDArray]:
@@ -312,10 +328,11 @@ class CDPBCore:
         rdp = {acc: round_rdp(s, rho, q, others, total, accounting=acc) for acc in ("sgm", "theorem1")}
         if devices is not None:  # a device that has left leaks nothing (Theorem 1 as printed charges p = 0 log 2/(a-1))
             rdp = {acc: np.where(devices.active, r, 0.0) for acc, r in rdp.items()}
-        before = self.rdp_sum[s.accounting].max(axis=-1)
+        rdp_sum = self.state.rdp_sum
+        before = rdp_sum[s.accounting].max(axis=-1)
         for acc, r in rdp.items():
-            self.rdp_sum[acc] += r
-        after = self.rdp_sum[s.accounting].max(axis=-1)
+            rdp_sum[acc] += r
+        after = rdp_sum[s.accounting].max(axis=-1)
         self.episode_epsilon.record(  # the mechanism of round_rdp's SGM accounting, per client
             lambda orders: round_rdp(s, rho, q, others, total, accounting="sgm", orders=orders), q,
             noise_multiplier(s, rho[:, None], others))
@@ -326,12 +343,12 @@ class CDPBCore:
         """``step``'s info about the round just played (``worst_rdp``: the worst client's cumulative RDP under the
         scenario's accounting before and after it)."""
         s, tau, (before, after) = self.scenario, self.scenario.num_rounds, worst_rdp
-        k_t = pw.num_reliable
+        k_t, rdp_sum = pw.num_reliable, self.state.rdp_sum
         return {
             "round": self.t - 1,
             "rho": rho,
             "h_threshold": rho * s.grad_bound**2 / s.power_max_w,
-            "channel_gain": self.gains,
+            "channel_gain": self.state.gains,
             "reliable": pw.reliable,
             "num_reliable": k_t,
             "sends_noise": pw.sends_noise,
@@ -344,11 +361,11 @@ class CDPBCore:
             "gamma": gamma,
             "participation": q,
             "rdp_round": rdp[s.accounting],
-            "rdp_cumulative": self.rdp_sum[s.accounting].copy(),
+            "rdp_cumulative": rdp_sum[s.accounting].copy(),
             "rdp_round_sgm": rdp["sgm"],
             "rdp_round_theorem1": rdp["theorem1"],
-            "epsilon_sgm": self.rdp_sum["sgm"].max(axis=-1),
-            "epsilon_theorem1": self.rdp_sum["theorem1"].max(axis=-1),
+            "epsilon_sgm": rdp_sum["sgm"].max(axis=-1),
+            "epsilon_theorem1": rdp_sum["theorem1"].max(axis=-1),
             "utility": s.lambda_convergence * gamma + s.lambda_privacy * after,
             "cost": tau * (after - before) / s.epsilon_max,
         }
@@ -356,20 +373,20 @@ class CDPBCore:
     def observation(self) -> NDArray:
         """Observations (N, entries), float32, in the layout of :mod:`otagym.schemes.cdpb.observation` (its entry
         names: :func:`~otagym.schemes.cdpb.observation.entry_names`)."""
-        s = self.scenario
+        s, state = self.scenario, self.state
         log_gain = sampled = None
         if s.csi_feedback:
             with np.errstate(divide="ignore"):  # a zero gain only from a replayed realisation; clipped when written
-                log_gain = np.log10(self.gains / self.mean_gain)
+                log_gain = np.log10(state.gains / self.mean_gain)
             if s.client_sampling < 1.0:
-                sampled = self.sampled.astype(float)
+                sampled = state.sampled.astype(float)
         return write_observation(CDPBObservation(
-            round_fraction=self.t / s.num_rounds,
-            reliable_share=self.last_reliable,
-            log_noise_var=np.where(self.last_noise_var > 0,
-                                   np.log10(np.maximum(self.last_noise_var / self._noise_ref, 1e-300)), 0.0),
-            log_convergence=np.log10(1.0 + 6.0 * self.term_sum / (s.num_rounds**2 * s.gamma_max)),
-            log_privacy=np.log10(1.0 + self.rdp_sum[s.accounting].max(axis=-1) / s.epsilon_max),
+            round_fraction=state.t / s.num_rounds,
+            reliable_share=state.last_reliable,
+            log_noise_var=np.where(state.last_noise_var > 0,
+                                   np.log10(np.maximum(state.last_noise_var / self._noise_ref, 1e-300)), 0.0),
+            log_convergence=np.log10(1.0 + 6.0 * state.term_sum / (s.num_rounds**2 * s.gamma_max)),
+            log_privacy=np.log10(1.0 + state.rdp_sum[s.accounting].max(axis=-1) / s.epsilon_max),
             log_channel_gain=log_gain, sampled=sampled))
 
     def reset_info(self) -> dict[str, NDArray]:
@@ -398,5 +415,5 @@ class CDPBCore:
         distribution) and, with ``csi_feedback``, their gains (and the sampled clients)."""
         info = {"mean_channel_gain": np.broadcast_to(self.mean_gain, (self.num_envs, self.mean_gain.size)).copy()}
         if self.scenario.csi_feedback:
-            info.update(next_channel_gain=self.gains.copy(), next_sampled=self.sampled.copy())
+            info.update(next_channel_gain=self.state.gains.copy(), next_sampled=self.state.sampled.copy())
         return info

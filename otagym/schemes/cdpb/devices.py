@@ -177,7 +177,7 @@ class CDPBDevices:
 
     def privacy_used(self) -> NDArray:
         """Each device's cumulative RDP (the scenario's accounting, at alpha) over its budget, (N, K)."""
-        return self.core.rdp_sum[self.scenario.accounting] / self.budgets
+        return self.core.state.rdp_sum[self.scenario.accounting] / self.budgets
 
     def observations(self) -> NDArray:
         """Every device's observation (N, K, entries), float32, clipped to [-OBS_BOUND, OBS_BOUND]."""
@@ -187,7 +187,7 @@ class CDPBDevices:
         cols += [np.broadcast_to(np.log10(s.mean_gain), shape), self.privacy_used()]
         if s.csi_feedback:
             with np.errstate(divide="ignore"):  # a zero gain only from a replayed realisation; clipped below
-                cols.append(np.log10(self.core.gains / s.mean_gain))
+                cols.append(np.log10(self.core.state.gains / s.mean_gain))
         if self.per_device_budgets:
             cols.append(np.broadcast_to(np.log10(self.budgets / s.epsilon_max), shape))
         return np.clip(np.stack(cols, axis=-1), -OBS_BOUND, OBS_BOUND).astype(np.float32)
@@ -202,9 +202,9 @@ class CDPBDevices:
         s = self.scenario
         a = np.asarray(actions, dtype=float).reshape(self.num_envs, s.num_clients, -1)
         decisions = device_decisions(s, np.where(self.active[..., None], a, -1.0), self.active.copy())
-        before = self.core.rdp_sum[s.accounting].copy()
+        before = self.core.state.rdp_sum[s.accounting].copy()
         team, done, info = self.core.play_round(rng, self.rho, decisions)
-        spent = self.core.rdp_sum[s.accounting] - before
+        spent = self.core.state.rdp_sum[s.accounting] - before
         left = self.active & (self.privacy_used() >= 1.0) if self.leave_when_spent else np.zeros_like(self.active)
         self.active &= ~left
         info = {**{key: info[key] for key in DEVICE_INFO}, "threshold_scale": decisions.threshold_scale,

@@ -31,6 +31,7 @@ from otagym.schemes.receive_scaling.model import ReceiveScalingModel
 from otagym.schemes.receive_scaling.observation import (OBS_BOUND, ObservationConstants, ObservationOffsets,
                                                         block_rounds, log10_nu_ref, observe)
 from otagym.schemes.receive_scaling.scenario import Scenario
+from otagym.schemes.episodes import restart_rows
 from otagym.validation import (AppliesWith, Many, NUM_ENVS, OneOf, PHYSICAL_RANGE, POSITIVE, Real, Spec, action_array,
                                arg, check_dataclass, field_conditions, field_specs, option_array, options_of,
                                replayed_trace)
@@ -296,8 +297,7 @@ class ReceiveScalingCore:
         state = self.state
         state.reward_scale[rows] = self.num_rounds * self.model.stationary_headroom(state.nu[rows],
                                                                                     state.mean_h_min2[rows])
-        for running in (state.t, state.cost_sum, state.leak_sum, state.equal_alloc_sum, state.class_rdp_sum):
-            running[rows] = 0
+        restart_rows(rows, state.t, state.cost_sum, state.leak_sum, state.equal_alloc_sum, state.class_rdp_sum)
         self.episode_epsilon.reset(None if mask is None else rows)
         self._set_gains()
         if self.training is not None:  # a fresh model per new episode (FedSGD of §IV-A)

@@ -139,7 +139,7 @@ def test_the_paper_rule_through_the_devices_is_the_single_agent_core_round_bit_f
         assert set(rewards.values()) == {reward[0]}
         assert all(terminations.values()) == terminated[0]
         for acc in ("sgm", "theorem1"):
-            np.testing.assert_array_equal(env.side.core.rdp_sum[acc], core.rdp_sum[acc])
+            np.testing.assert_array_equal(env.side.core.state.rdp_sum[acc], core.state.rdp_sum[acc])
         for key in ("channel_gain", "reliable", "sends_noise", "transmit_power_w", "participation", "rdp_round"):
             np.testing.assert_array_equal([infos[f"client_{k}"][key] for k in range(s.num_clients)], info[key][0])
         assert infos["client_0"]["server_utility"] == info["utility"][0]
@@ -263,7 +263,7 @@ def test_the_costs_sum_to_tau_times_the_final_privacy_loss_over_the_budget(budge
             final[k] = info["rdp_cumulative"]
             assert info["cost"] == pytest.approx(s.num_rounds * info["rdp_round"] / budget[k], rel=1e-12)
     np.testing.assert_allclose(costs, s.num_rounds * final / budget, rtol=1e-12)
-    np.testing.assert_array_equal(final, env.side.core.rdp_sum["sgm"][0])
+    np.testing.assert_array_equal(final, env.side.core.state.rdp_sum["sgm"][0])
 
 
 # --- leaving and the episode's end ----------------------------------------------------------------------------------

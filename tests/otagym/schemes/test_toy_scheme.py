@@ -19,6 +19,7 @@ from gymnasium.utils.env_checker import check_env
 
 from otagym.env import OTAPrivacyEnv, OTAPrivacyVectorEnv
 from otagym.schemes import SCHEMES, ObservationLayout, SchemeInfo, SchemeParts
+from otagym.schemes.episodes import restart_rows
 from otagym.validation import check_dataclass
 
 
@@ -46,6 +47,13 @@ class ToyOptions:
         check_dataclass(self)
 
 
+@dataclasses.dataclass
+class ToyEpisodes:
+    t: Any
+    level: Any
+    rdp: Any
+
+
 class ToyCore:
     OPTIONS: ClassVar[type] = ToyOptions
     ARGS: ClassVar[dict] = {}
@@ -55,29 +63,32 @@ class ToyCore:
 
     def __init__(self, scenario: ToyScenario, num_envs: int, **env_args: Any) -> None:
         self.scenario, self.num_envs, self.num_rounds = scenario, num_envs, scenario.num_rounds
-        self.t = np.zeros(num_envs, dtype=np.int64)
-        self.level = np.zeros(num_envs)
-        self.rdp = np.zeros(num_envs)
+        self.state = ToyEpisodes(np.zeros(num_envs, dtype=np.int64), np.zeros(num_envs), np.zeros(num_envs))
         self.fading = None
 
+    @property
+    def t(self) -> Any:
+        return self.state.t
+
     def reset(self, rng: np.random.Generator, mask: Any = None, **options: Any) -> None:
-        rows = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
-        self.t[rows], self.rdp[rows] = 0, 0.0
-        self.level[rows] = rng.random(rows.size)
+        rows = np.ones(self.num_envs, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        restart_rows(rows, self.state.t, self.state.rdp)
+        self.state.level[rows] = rng.random(int(rows.sum()))
         self.fading = True
 
     def step(self, rng: np.random.Generator, action: Any) -> tuple[Any, Any, dict[str, Any]]:
         guess = np.clip(np.asarray(action, dtype=float).reshape(self.num_envs), 0.0, 1.0)
-        reward = -((guess - self.level) ** 2)
-        self.t += 1
-        self.rdp += 0.1
-        info = {"round": self.t - 1, "guess": guess, "cost": np.full(self.num_envs, 0.5),
-                "rdp_cumulative": self.rdp[:, None].copy()}
-        self.level = rng.random(self.num_envs)
-        return reward, self.t >= self.num_rounds, info
+        state = self.state
+        reward = -((guess - state.level) ** 2)
+        state.t += 1
+        state.rdp += 0.1
+        info = {"round": state.t - 1, "guess": guess, "cost": np.full(self.num_envs, 0.5),
+                "rdp_cumulative": state.rdp[:, None].copy()}
+        state.level = rng.random(self.num_envs)
+        return reward, state.t >= self.num_rounds, info
 
     def observation(self) -> Any:
-        return np.stack([self.level, self.t / self.num_rounds], axis=1).astype(np.float32)
+        return np.stack([self.state.level, self.state.t / self.num_rounds], axis=1).astype(np.float32)
 
     def observation_space(self) -> spaces.Box:
         return spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
