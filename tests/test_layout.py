@@ -209,7 +209,6 @@ MAX_PARAMETERS = 8
 #: The functions that still take more, and how many: each is to take its options as a struct; a count may only fall
 #: (lower it here when it does), and no other function may join.
 KNOWN_LONG_SIGNATURES = {
-    "agents/train/learn.py:train": 14,
     "baselines/receive_scaling/compare.py:compare": 11,
 }
 

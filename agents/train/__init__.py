@@ -22,9 +22,9 @@ from agents.train.envs import MONITOR_KEYS
 from agents.train.errors import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError
 from agents.train.learn import train
 from agents.train.save import OFF_POLICY, checkpoint_files, checkpoint_models, latest_checkpoint, package_versions
-from agents.train.setup import (LOCK_NAME, RESUMABLE_KEYS, RUN_ENTRIES, ZOO_KEYS, config_entry, load_hyperparams,
-                                resume_conflicts)
+from agents.train.setup import (LOCK_NAME, RESUMABLE_KEYS, RUN_ENTRIES, ZOO_KEYS, TrainOptions, config_entry,
+                                load_hyperparams, resume_conflicts)
 
-__all__ = ["load_hyperparams", "config_entry", "train", "package_versions", "latest_checkpoint", "checkpoint_files",
+__all__ = ["load_hyperparams", "config_entry", "train", "TrainOptions", "package_versions", "latest_checkpoint", "checkpoint_files",
            "checkpoint_models", "resume_conflicts", "NoCheckpointError", "RunExistsError", "RunMismatchError",
            "SettingsError", "ZOO_KEYS", "MONITOR_KEYS", "LOCK_NAME", "RUN_ENTRIES", "OFF_POLICY", "RESUMABLE_KEYS"]

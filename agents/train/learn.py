@@ -17,28 +17,14 @@ from agents.policy import ALGO_CLASSES
 from agents.train.callbacks import AtomicCheckpoint, run_callbacks
 from agents.train.envs import TrainingEnv, training_env
 from agents.train.save import OFF_POLICY, checkpoint_files, kept_segments, record_end, save_final
-from agents.train.setup import (ZOO_KEYS, Claim, RunRequest, Settings, check_arguments, checked_settings, open_run,
+from agents import ALGOS
+from agents.train.setup import (ZOO_KEYS, Claim, RunRequest, Settings, TrainOptions, checked_settings, open_run,
                                 release_lock)
 from otagym._io import remove_stale_temporaries, write_json
+from otagym.validation import options_of
 
 
-def train(
-    algo: str = "ppo",
-    *,
-    config: str | Path | None = None,
-    run_dir: str | Path = "runs/ppo",
-    seed: int = 0,
-    total_timesteps: int | None = None,
-    checkpoint_freq: int = 100_000,
-    resume: bool = False,
-    overwrite: bool = False,
-    max_minutes: float | None = None,
-    env_overrides: dict[str, Any] | None = None,
-    task: str | None = None,
-    progress: bool = True,
-    verbose: int = 0,
-    torch_threads: int | None = 1,
-) -> Path:
+def train(algo: str = "ppo", options: TrainOptions | None = None, **kwargs: Any) -> Path:
     """Train ``algo`` on the native vector env and return the path of ``model.zip``.
 
     A run folder belongs to one run, and to one process at a time: ``train`` holds a lock on it from its checks to
@@ -55,42 +41,20 @@ def train(
 
     Args:
         algo: one of :data:`ALGOS`.
-        config: rl_zoo3-format YAML (default ``agents/configs/<algo>.yml``).
-        run_dir: where the model, checkpoints, monitor CSV and TensorBoard logs go.
-        seed: seeds the env's generator and the learner.
-        total_timesteps: env steps (default: the config's ``n_timesteps``); with ``resume``, the total including the
-            steps already done. Training stops there exactly (at the first multiple of ``n_envs`` at or above it),
-            also for on-policy algorithms whose rollouts would overshoot it.
-        checkpoint_freq: env steps between checkpoints (each at the first rollout boundary at or after a multiple
-            of it: PPO's every ``n_envs * n_steps`` steps, SAC's and TD3's every ``n_envs`` steps).
-        resume: continue from the newest complete checkpoint of ``run_dir``, exactly as the run would have gone on
-            (the checkpoint's :class:`~agents.train.save.RunState`), or from step 0 when the run stopped before its
-            first checkpoint (its ``run.json`` exists); raises :class:`NoCheckpointError` (a ``FileNotFoundError``)
-            before any work when the folder holds neither, and :class:`RunMismatchError` when the
-            algorithm, seed, env settings, hyperparameters (but ``n_timesteps``) or otagym version differ from
-            ``run.json``'s. The monitor file then loses the episodes that ended after that checkpoint.
-        overwrite: a fresh run may replace the run in ``run_dir`` (its files in :data:`RUN_ENTRIES` are removed).
-        max_minutes: stop after this many minutes of wall time (the model trained so far is saved).
-        env_overrides: env keyword arguments on top of the config's ``env_kwargs`` (e.g. ``fading``); not with
-            ``task``.
-        task: a benchmark task id (:data:`otagym.tasks.TASKS`): the run trains on exactly the task's env keyword
-            arguments (:attr:`~otagym.tasks.Task.kwargs`), with the config's entry of the task when it has one, else
-            its entry of :data:`otagym.ENV_ID` with the task's env arguments in place of its ``env_kwargs``
-            (:func:`config_entry`; ``run.json`` names the task, ``"task"``, and the entry, ``"config_entry"``).
-        progress: a tqdm progress bar on stderr: env steps out of ``total_timesteps`` or, with ``max_minutes``,
-            seconds out of the time budget with the env steps as a postfix; a resumed run says which checkpoint
-            it continues. False: silent.
-        verbose: SB3's verbosity (0: none, 1: training info).
-        torch_threads: ``torch.set_num_threads(torch_threads)`` before the model is built (>= 1; default 1). This is
-            process-wide and is not restored afterwards. None leaves torch's setting as it is. run.json records the
-            thread count in use as ``torch_threads``.
+        options: the run's options (:class:`~agents.train.setup.TrainOptions`: the config, run folder, seed, step
+            total, checkpoints, resume or overwrite, time budget, env settings or task, progress and threads); or
+            give its fields as keyword arguments (``train("ppo", task=..., total_timesteps=...)``), not both.
     """
-    check_arguments(algo, total_timesteps, checkpoint_freq, torch_threads, resume, overwrite)
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
+    opts = options_of(TrainOptions, options, kwargs)
     # every setting is checked (the env built) before the run folder is touched: a mistake leaves nothing behind
-    settings = checked_settings(algo, config, env_overrides, task)
-    total = int(total_timesteps if total_timesteps is not None else settings.hyperparams.get("n_timesteps", 1_000_000))
-    request = RunRequest(algo, config, Path(run_dir), task, seed, total, checkpoint_freq, resume, overwrite,
-                         max_minutes, progress, verbose, torch_threads)
+    settings = checked_settings(algo, opts.config, opts.env_overrides, opts.task)
+    total = int(opts.total_timesteps if opts.total_timesteps is not None
+                else settings.hyperparams.get("n_timesteps", 1_000_000))
+    request = RunRequest(algo, opts.config, Path(opts.run_dir), opts.task, opts.seed, total, opts.checkpoint_freq,
+                         opts.resume, opts.overwrite, opts.max_minutes, opts.progress, opts.verbose,
+                         opts.torch_threads)
     claim = open_run(request, settings)
     try:
         return _learn(request, settings, claim)

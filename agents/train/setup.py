@@ -83,18 +83,67 @@ def load_hyperparams(algo: str, config: str | Path | None = None, env_id: str = 
     return hp
 
 
-def check_arguments(algo: str, total_timesteps: int | None, checkpoint_freq: int, torch_threads: int | None,
-                    resume: bool, overwrite: bool) -> None:
-    """``ValueError`` for an argument of :func:`~agents.train.train` that no config can make valid."""
-    if algo not in ALGOS:
-        raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
-    if (total_timesteps is not None and total_timesteps < 1) or checkpoint_freq < 1:
-        raise ValueError(f"total_timesteps and checkpoint_freq must be >= 1; got {total_timesteps}, {checkpoint_freq}")
-    if torch_threads is not None and (not isinstance(torch_threads, (int, np.integer))
-                                      or isinstance(torch_threads, bool) or torch_threads < 1):
-        raise ValueError(f"torch_threads must be an integer >= 1 or None; got {torch_threads!r}")
-    if resume and overwrite:
-        raise ValueError("resume and overwrite exclude each other: continue the run, or replace it")
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+    """The options of a run of :func:`agents.train.train` beside the algorithm, checked once, when the struct is
+    made (``ValueError`` for a value no config can make valid). ``train`` takes one, or its fields as keyword
+    arguments.
+
+    Attributes:
+        config: rl_zoo3-format YAML (default ``agents/configs/<algo>.yml``).
+        run_dir: where the model, checkpoints, monitor CSV and TensorBoard logs go.
+        seed: seeds the env's generator and the learner.
+        total_timesteps: env steps (default: the config's ``n_timesteps``); with ``resume``, the total including the
+            steps already done. Training stops there exactly (at the first multiple of ``n_envs`` at or above it),
+            also for on-policy algorithms whose rollouts would overshoot it.
+        checkpoint_freq: env steps between checkpoints (each at the first rollout boundary at or after a multiple
+            of it: PPO's every ``n_envs * n_steps`` steps, SAC's and TD3's every ``n_envs`` steps).
+        resume: continue from the newest complete checkpoint of ``run_dir``, exactly as the run would have gone on
+            (the checkpoint's :class:`~agents.train.save.RunState`), or from step 0 when the run stopped before its
+            first checkpoint (its ``run.json`` exists); raises :class:`NoCheckpointError` (a ``FileNotFoundError``)
+            before any work when the folder holds neither, and :class:`RunMismatchError` when the
+            algorithm, seed, env settings, hyperparameters (but ``n_timesteps``) or otagym version differ from
+            ``run.json``'s. The monitor file then loses the episodes that ended after that checkpoint.
+        overwrite: a fresh run may replace the run in ``run_dir`` (its files in :data:`RUN_ENTRIES` are removed).
+        max_minutes: stop after this many minutes of wall time (the model trained so far is saved).
+        env_overrides: env keyword arguments on top of the config's ``env_kwargs`` (e.g. ``fading``); not with
+            ``task``.
+        task: a benchmark task id (:data:`otagym.tasks.TASKS`): the run trains on exactly the task's env keyword
+            arguments (:attr:`~otagym.tasks.Task.kwargs`), with the config's entry of the task when it has one, else
+            its entry of :data:`otagym.ENV_ID` with the task's env arguments in place of its ``env_kwargs``
+            (:func:`config_entry`; ``run.json`` names the task, ``"task"``, and the entry, ``"config_entry"``).
+        progress: a tqdm progress bar on stderr: env steps out of ``total_timesteps`` or, with ``max_minutes``,
+            seconds out of the time budget with the env steps as a postfix; a resumed run says which checkpoint
+            it continues. False: silent.
+        verbose: SB3's verbosity (0: none, 1: training info).
+        torch_threads: ``torch.set_num_threads(torch_threads)`` before the model is built (>= 1; default 1). This is
+            process-wide and is not restored afterwards. None leaves torch's setting as it is. run.json records the
+            thread count in use as ``torch_threads``.
+    """
+
+    config: str | Path | None = None
+    run_dir: str | Path = "runs/ppo"
+    seed: int = 0
+    total_timesteps: int | None = None
+    checkpoint_freq: int = 100_000
+    resume: bool = False
+    overwrite: bool = False
+    max_minutes: float | None = None
+    env_overrides: dict[str, Any] | None = None
+    task: str | None = None
+    progress: bool = True
+    verbose: int = 0
+    torch_threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        total, every, threads = self.total_timesteps, self.checkpoint_freq, self.torch_threads
+        if (total is not None and total < 1) or every < 1:
+            raise ValueError(f"total_timesteps and checkpoint_freq must be >= 1; got {total}, {every}")
+        if threads is not None and (not isinstance(threads, (int, np.integer)) or isinstance(threads, bool)
+                                    or threads < 1):
+            raise ValueError(f"torch_threads must be an integer >= 1 or None; got {threads!r}")
+        if self.resume and self.overwrite:
+            raise ValueError("resume and overwrite exclude each other: continue the run, or replace it")
 
 
 class Settings(NamedTuple):
