@@ -221,9 +221,7 @@ def compare(
     *,
     extra_policies: dict[str, PolicySpec] | None = None,
     progress: bool = True,
-    fidelity: str = "analytic",
-    dataset: str = "digits",
-    data_dir: str | None = None,
+    training: CellTraining = ANALYTIC,
     accountant: str = "rdp",
     **overrides: Any,
 ) -> list[dict[str, Any]]:
@@ -234,8 +232,9 @@ def compare(
     disk. Calibrated policies are tuned per cell.
     ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
     Every row also has the normalised score (:func:`leakage_score`), for which OfflineOptimal is solved on the
-    same realisations (once per (nu, seed); about 0.7 s each at T = 500). ``fidelity="train"`` also trains the model
-    of ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs analytically:
+    same realisations (once per (nu, seed); about 0.7 s each at T = 500). ``training`` (a
+    :class:`~baselines.receive_scaling.evaluation.CellTraining`) with ``fidelity="train"`` also trains the model
+    of its ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs analytically:
     the leakage and cost are the same) and adds the final test accuracy (``accuracy``) and the test accuracy every
     T/20 rounds (``accuracy_rounds``, ``accuracy_curve`` and its ``accuracy_curve_ci95``); the scenario's d and n_m
     then follow the model and data. ``accountant="pld"`` adds ``epsilon_pld`` and its CI beside the RDP ledger's
@@ -244,8 +243,8 @@ def compare(
     from tqdm.auto import tqdm
 
     scen = get_scenario(scenario, **overrides)
-    if fidelity == "train":
-        scen = training_scenario(scen, dataset, data_dir)
+    if training.fidelity == "train":
+        scen = training_scenario(scen, training.dataset, training.data_dir)
     nus = tuple(scen.nu_grid if nus is None else nus)
     table = {**POLICIES, **(extra_policies or {})}
     policies = tuple(policies) + tuple(k for k in (extra_policies or {}) if k not in policies)
@@ -260,7 +259,6 @@ def compare(
         # the built-in policies' cells as one batch; extra ones (trained networks, whose forward pass over a batch may
         # round differently) one at a time, as the sweep runs them
         batches = [grid] if name in POLICIES and table[name] is POLICIES[name] else [[cell] for cell in grid]
-        training = CellTraining(fidelity, dataset, data_dir)
         results = [r for b in batches for r in evaluate_cells(scen, table[name], b, training=training,
                                                                accountant=accountant)]
         cells += [{"policy": name, "nu": nu, "seed": seed, **result} for (nu, seed), result in zip(grid, results)]

@@ -229,12 +229,12 @@ def test_cifar10_loads_from_tiny_generated_pickle_batches(tmp_path):
 def test_compare_with_the_training_fidelity_adds_accuracy(tmp_path):
     """Leakage and cost columns are the analytic fidelity's (same channels, same actions); accuracy is added."""
     from baselines.receive_scaling.compare import compare, format_table, save
-    from baselines.receive_scaling.evaluation import training_scenario
+    from baselines.receive_scaling.evaluation import CellTraining, training_scenario
     from otagym import get_scenario
 
     scen = get_scenario("paper-mnist", num_rounds=6)
     kwargs = dict(nus=(0.04,), seeds=(0, 1), policies=("EqualAlloc", "FullPower"), progress=False)
-    trained = compare(scen, fidelity="train", **kwargs)
+    trained = compare(scen, training=CellTraining("train"), **kwargs)
     analytic = compare(training_scenario(scen), **kwargs)
     for t, a in zip(trained, analytic):
         assert t["rdp"] == a["rdp"] and t["cost_mean"] == a["cost_mean"]
