@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -73,6 +73,16 @@ class BudgetAPGSettings:
             validation nor evaluation): 0.5: 91.9 / 87.6 / 33.0; 0.7: 93.2 / 89.3 / 76.2; 0.8: 93.9 / 91.1 / 81.6
             (block's worst realisation -159, 55, 76). A floor keeps a run of good channels early from spending the
             budget that bad ones late need.
+        nu_widening: the training episodes draw nu log-uniformly from the task's range widened by this factor at
+            each end (2: (0.005, 0.32) for the suite's (0.01, 0.16)); the observed log nu keeps its centre, the
+            geometric middle of the range, so the model plays the task's own env. Why: at the range's ends a policy
+            learns from the episodes on one side only, and the suite scores it at both ends. Measured with seed 0,
+            24M env steps, against 1 (validation mean feasible score, i.i.d. / Gauss-Markov / block): 97.51 / 96.04 /
+            92.70 -> 97.68 / 96.19 / 92.97; on training realisations 90128-90255 (neither validation nor
+            evaluation), IQM and CVaR 10% at nu = 0.01 / 0.04 / 0.16: i.i.d. 99.1 / 98.1 / 97.0 and 90.9 / 93.8 /
+            87.9 -> 99.1 / 97.9 / 97.1 and 94.2 / 93.7 / 89.3; Gauss-Markov 98.4 / 96.8 / 95.9 and 88.4 / 91.8 /
+            84.2 -> 98.4 / 96.6 / 95.8 and 89.5 / 89.3 / 87.3; block 96.7 / 93.6 / 90.3 and 79.5 / 82.6 / 68.3 ->
+            96.9 / 94.3 / 91.1 and 86.1 / 80.8 / 61.9.
         eval_every: env steps between validation plays.
     """
 
@@ -83,11 +93,23 @@ class BudgetAPGSettings:
     net_arch: tuple[int, ...] = (64, 64)
     reserve: float = 0.0
     floor: float = 0.8
+    nu_widening: float = 2.0
     eval_every: int = 1_600_000
 
     def __post_init__(self) -> None:
         check_settings(self, integers=("num_envs", "eval_every"), shares=("reserve", "floor"),
                        positive=("learning_rate", "max_grad_norm"))
+        if not self.nu_widening >= 1 or not np.isfinite(self.nu_widening):
+            raise ValueError(f"nu_widening must be finite and >= 1 (1: the task's own nu range); got "
+                             f"{self.nu_widening!r}")
+
+    def training_env_kwargs(self, task_id: str) -> dict[str, Any]:
+        """The env keyword arguments of the training episodes: the task's, with its nu range widened by
+        ``nu_widening`` at each end."""
+        kwargs = dict(TASKS[task_id].kwargs)
+        low, high = kwargs["nu_range"]
+        kwargs["nu_range"] = (low / self.nu_widening, high * self.nu_widening)
+        return kwargs
 
     def network(self) -> BudgetPPOSettings:
         """The policy network's settings, as :func:`agents.budget_ppo.new_model` builds it."""
@@ -193,7 +215,7 @@ def training_iterations(model: PPO, task_id: str, settings: BudgetAPGSettings, s
     torch.manual_seed(seed)
     policy, horizon = model.policy, TASKS[task_id].max_episode_steps
     optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate)
-    env = RelativeSpendVector(OTAPrivacyVectorEnv(settings.num_envs, **TASKS[task_id].kwargs),
+    env = RelativeSpendVector(OTAPrivacyVectorEnv(settings.num_envs, **settings.training_env_kwargs(task_id)),
                               reserve=settings.reserve, floor=settings.floor)
     env.reset(seed=seed)
     try:

@@ -130,3 +130,20 @@ def test_otagym_train_refuses_what_the_batched_trainers_do_not_take(algo, extra,
         main(["train", "--algo", algo, "--run-dir", str(tmp_path / "run"), *extra])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_training_episodes_draw_nu_from_the_widened_range_and_observe_it_as_the_task_does():
+    task = "otagym/ReceiveScalingCMDP-v1"
+    kwargs = BudgetAPGSettings(nu_widening=2.0).training_env_kwargs(task)
+    assert kwargs["nu_range"] == pytest.approx((0.005, 0.32))
+    assert {k: v for k, v in kwargs.items() if k != "nu_range"} == {
+        k: v for k, v in TASKS[task].kwargs.items() if k != "nu_range"}
+    assert BudgetAPGSettings(nu_widening=1.0).training_env_kwargs(task) == dict(TASKS[task].kwargs)
+    wide, own = OTAPrivacyVectorEnv(2, **kwargs), OTAPrivacyVectorEnv(2, **TASKS[task].kwargs)
+    wide.reset(seed=0, options={"nu": 0.02})
+    own.reset(seed=0, options={"nu": 0.02})
+    assert wide.core.log10_nu_ref == pytest.approx(own.core.log10_nu_ref, rel=1e-15)  # the same centre
+    np.testing.assert_array_equal(wide.core.observation(), own.core.observation())  # float32: the task's own
+    for bad in (0.5, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="nu_widening"):
+            BudgetAPGSettings(nu_widening=bad)
