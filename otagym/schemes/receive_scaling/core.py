@@ -365,7 +365,8 @@ class ReceiveScalingCore:
         info, reward = self._round_info(out), out.per_env[ROW_REWARD]
         if self.training is not None:
             info.update(self.training.info())
-        terminated = self.t >= s.num_rounds
+        # the kernel counted the episodes that ended: most rounds none did, and zeros are made faster than compared
+        terminated = self.t >= s.num_rounds if ended else np.zeros(n, dtype=bool)
         if ended:
             info["leakage_total"] = self.state.leak_sum.copy()
             info["equal_alloc_leakage"] = self.state.equal_alloc_sum.copy()
