@@ -10,7 +10,8 @@ et al., "Brax", 2021; Xu et al., "Accelerated policy learning with parallel diff
 round, and the chain B_t+1 = B_t - c_t carries that to each of them, which PPO's critic had to learn from the sum of
 hundreds of rewards.
 
-Each iteration plays ``num_envs`` whole episodes of the real env (:func:`play_episode`), through
+Each iteration plays ``num_envs`` whole episodes of the real env, its nu drawn from the task's range widened 2x at
+each end (:attr:`BudgetAPGSettings.nu_widening`) (:func:`play_episode`), through
 :class:`otagym.wrappers.RelativeSpendVector` (a = 0 spends the fair share left; never over the limit), with the
 policy's deterministic action, and takes one gradient step on minus their mean return. Values are the env's; only
 their derivatives are added:
@@ -107,6 +108,9 @@ class BudgetAPGSettings:
         """The env keyword arguments of the training episodes: the task's, with its nu range widened by
         ``nu_widening`` at each end."""
         kwargs = dict(TASKS[task_id].kwargs)
+        if kwargs.get("nu_range") is None:
+            raise ValueError(f"task_id must draw nu per episode (a spend task of the suite); {task_id} has no "
+                             f"nu_range")
         low, high = kwargs["nu_range"]
         kwargs["nu_range"] = (low / self.nu_widening, high * self.nu_widening)
         return kwargs

@@ -407,13 +407,14 @@ def field_conditions(cls: type) -> dict[str, AppliesWith]:
             if f.metadata.get("applies_with") is not None}
 
 
-def options_of(cls: type, options: Any, env_args: Mapping[str, Any]) -> Any:
-    """A core's option struct: ``options`` (an instance of ``cls``, checked when it was made) or ``cls(**env_args)``
-    (the env's flat keyword arguments, checked once there); ``TypeError`` when both are given."""
+def options_of(cls: type, options: Any, env_args: Mapping[str, Any], owner: str = "the core") -> Any:
+    """An option struct: ``options`` (an instance of ``cls``, checked when it was made) or ``cls(**env_args)`` (the
+    flat keyword arguments, checked once there); ``TypeError`` when both are given, naming ``owner`` (who takes
+    them)."""
     if options is None:
         return cls(**env_args)
     if env_args:
-        raise TypeError(f"give the core a {cls.__name__} or its keyword arguments, not both; got options and "
+        raise TypeError(f"give {owner} a {cls.__name__} or its keyword arguments, not both; got options and "
                         f"{sorted(env_args)}")
     if not isinstance(options, cls):
         raise TypeError(f"options must be a {cls.__name__}; got {type(options).__name__}")

@@ -8,7 +8,7 @@ segments), ``checkpoints/`` (every ``checkpoint_freq`` steps at a rollout bounda
 off-policy algorithms and the run's state, :class:`~agents.train.save.RunState`),
 ``monitor.csv`` (one line per training episode: return, length, the episode's nu, its leakage and EqualAlloc's on the
 same channels, the run's step count at its end) and ``tb/`` (TensorBoard, when installed). ``resume=True`` continues
-from the newest complete checkpoint with the run's own settings (see :func:`train`). ``torch_threads``
+from the newest complete checkpoint with the run's own settings (see :class:`TrainOptions`). ``torch_threads``
 (default 1) sets torch's thread count: the small MLP policies train far faster on one thread than on torch's default
 on a busy machine.
 
@@ -25,6 +25,6 @@ from agents.train.save import OFF_POLICY, checkpoint_files, checkpoint_models, l
 from agents.train.setup import (LOCK_NAME, RESUMABLE_KEYS, RUN_ENTRIES, ZOO_KEYS, TrainOptions, config_entry,
                                 load_hyperparams, resume_conflicts)
 
-__all__ = ["load_hyperparams", "config_entry", "train", "TrainOptions", "package_versions", "latest_checkpoint", "checkpoint_files",
-           "checkpoint_models", "resume_conflicts", "NoCheckpointError", "RunExistsError", "RunMismatchError",
+__all__ = ["load_hyperparams", "config_entry", "train", "TrainOptions", "package_versions", "latest_checkpoint",
+           "checkpoint_files", "checkpoint_models", "resume_conflicts", "NoCheckpointError", "RunExistsError", "RunMismatchError",
            "SettingsError", "ZOO_KEYS", "MONITOR_KEYS", "LOCK_NAME", "RUN_ENTRIES", "OFF_POLICY", "RESUMABLE_KEYS"]

@@ -3,6 +3,7 @@ fresh or loaded from the run's checkpoint."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,7 +48,11 @@ def train(algo: str = "ppo", options: TrainOptions | None = None, **kwargs: Any)
     """
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}; got {algo!r}")
-    opts = options_of(TrainOptions, options, kwargs)
+    unknown = sorted(set(kwargs) - {f.name for f in dataclasses.fields(TrainOptions)})
+    if unknown:
+        raise TypeError(f"train() got an unexpected keyword argument {unknown[0]!r} (its options are the fields of "
+                        f"TrainOptions: {[f.name for f in dataclasses.fields(TrainOptions)]})")
+    opts = options_of(TrainOptions, options, kwargs, owner="train()")
     # every setting is checked (the env built) before the run folder is touched: a mistake leaves nothing behind
     settings = checked_settings(algo, opts.config, opts.env_overrides, opts.task)
     total = int(opts.total_timesteps if opts.total_timesteps is not None

@@ -236,12 +236,16 @@ def compare(
     :class:`~baselines.receive_scaling.evaluation.CellTraining`) with ``fidelity="train"`` also trains the model
     of its ``dataset`` (``data_dir`` for MNIST and CIFAR-10) under every policy's noise (calibration runs analytically:
     the leakage and cost are the same) and adds the final test accuracy (``accuracy``) and the test accuracy every
-    T/20 rounds (``accuracy_rounds``, ``accuracy_curve`` and its ``accuracy_curve_ci95``); the scenario's d and n_m
-    then follow the model and data. ``accountant="pld"`` adds ``epsilon_pld`` and its CI beside the RDP ledger's
+    ``training.eval_every`` rounds (default T/20: ``accuracy_rounds``, ``accuracy_curve`` and its
+    ``accuracy_curve_ci95``); the scenario's d and n_m then follow the model and data. ``accountant="pld"`` adds ``epsilon_pld`` and its CI beside the RDP ledger's
     ``epsilon`` (:func:`evaluate_cell`).
     """
     from tqdm.auto import tqdm
 
+    moved = sorted({"fidelity", "dataset", "data_dir"} & set(overrides))
+    if moved or not isinstance(training, CellTraining):
+        raise TypeError(f"the training fidelity is given as training=CellTraining(fidelity, dataset, data_dir); got "
+                        f"{moved or f'training={training!r}'}")
     scen = get_scenario(scenario, **overrides)
     if training.fidelity == "train":
         scen = training_scenario(scen, training.dataset, training.data_dir)

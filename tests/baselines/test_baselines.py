@@ -281,3 +281,11 @@ def test_a_budget_outside_what_the_calibration_can_reach_warns_naming_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert evaluate_cells(scenario, POLICIES["AdaScale"], [(0.04, 0)])[0]["matched"]
+
+
+def test_compare_points_the_old_fidelity_keywords_at_the_training_struct():
+    from baselines.receive_scaling.compare import compare
+
+    for kwargs in ({"fidelity": "train"}, {"dataset": "mnist"}, {"training": "train"}):
+        with pytest.raises(TypeError, match=r"training=CellTraining\(fidelity, dataset, data_dir\)"):
+            compare("paper-mnist", (0.04,), (0,), ("EqualAlloc",), progress=False, **kwargs)

@@ -417,8 +417,9 @@ class ReceiveScalingCore:
 
     def _round_args(self, actions: NDArray, out: RoundInfo) -> tuple:
         """The arguments of the round's kernel (:func:`~otagym.schemes.receive_scaling.kernel.play_round`): of the
-        same numba types at every step (float64 C-contiguous arrays made here, by :func:`action_array` and by the
-        channel), as :func:`otagym.jit.specialised` requires."""
+        same numba types at every step (float64 C-contiguous arrays: the outputs made by :meth:`step`, the actions by
+        :func:`action_array`, the state at construction and at each reset), as :func:`otagym.jit.specialised`
+        requires."""
         return actions, self.settings, self.model.arrays, self.model.device_class, self.state, out
 
     def observation_space(self) -> spaces.Box:

@@ -36,8 +36,10 @@ class EpisodeState(NamedTuple):
     """The N episodes' state, the core's one struct of it: the running arrays the round updates in place, the
     round's channel (written in place each round) and the placement's constants
     (the placement itself, like the fading, is the channel process's, in numpy's order as drawn).
-    A reset replaces rows (:meth:`~otagym.schemes.receive_scaling.core.ReceiveScalingCore.reset`); every array is
-    float64 (``t`` int64) and C-ordered, as the compiled round and observation take them."""
+    A reset (:meth:`~otagym.schemes.receive_scaling.core.ReceiveScalingCore.reset`) restarts the running arrays'
+    rows in place and puts new ``nu``, ``mean_gain``, ``mean_h_min2`` and ``log10_placement`` arrays in a new struct:
+    read the core's ``state`` after a reset, not one kept from before it. Every array is float64 (``t`` int64) and
+    C-ordered, as the compiled round and observation take them."""
 
     t: NDArray  # (N,) int64, rounds played
     nu: NDArray  # (N,) the budget per round

@@ -72,6 +72,21 @@ def test_torch_threads_are_set_and_recorded(tmp_path, small_ppo, torch_threads):
     assert not (tmp_path / "bad").exists()
 
 
+def test_train_takes_its_options_as_a_struct_or_as_keywords_and_names_itself_in_errors(tmp_path, small_ppo):
+    from agents.train import TrainOptions
+
+    with pytest.raises(TypeError, match=r"train\(\) got an unexpected keyword argument 'total_steps'"):
+        train("ppo", config=small_ppo, total_steps=512)
+    options = TrainOptions(config=small_ppo, run_dir=tmp_path / "run", total_timesteps=64, progress=False)
+    with pytest.raises(TypeError, match=r"give train\(\) a TrainOptions or its keyword arguments, not both"):
+        train("ppo", options, seed=1)
+    with pytest.raises(TypeError, match="options must be a TrainOptions; got str"):
+        train("ppo", "config.yml")
+    with pytest.raises(ValueError, match="resume and overwrite exclude each other"):
+        TrainOptions(resume=True, overwrite=True)
+    assert not (tmp_path / "run").exists()
+
+
 def test_cli_refuses_a_negative_thread_count(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["train", "--torch-threads", "-1"])
