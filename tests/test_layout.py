@@ -324,7 +324,6 @@ KNOWN_SCHEME_REFERENCES = {
     "agents/budget_ppo.py": 1,
     "agents/linear.py": 6,
     "agents/policy.py": 1,
-    "agents/train/setup.py": 1,
     "baselines/__init__.py": 1,
     "benchmarks/accuracy_under_privacy.py": 9,
     "benchmarks/bench_policies.py": 2,

@@ -20,7 +20,6 @@ from agents import ALGOS, CONFIG_DIR, CONSTRAINED_ALGOS
 from agents.lagrangian import nu_bin_edges
 from agents.train.errors import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError
 from agents.train.save import comparable, latest_checkpoint, package_versions, read_run_json
-from baselines.receive_scaling.policies import action_semantics
 from otagym import ENV_ID
 from otagym._io import remove_stale_temporaries
 from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
@@ -210,7 +209,7 @@ def checked_settings(algo: str, config: str | Path | None, env_overrides: dict[s
         if algo == "ppo_lagrangian" and "cost" not in native.info_keys:
             raise ValueError("ppo_lagrangian needs the env's info['cost'], which these env arguments do not report "
                              "(anonymous OTA: give a target_epsilon)")
-        semantics = action_semantics(native.venv.scenario, env_kwargs)
+        semantics = SCHEMES[native.native.scheme].action_semantics(env_kwargs)
     except (TypeError, ValueError) as err:
         native.close()
         raise SettingsError(blame, str(err)) from None

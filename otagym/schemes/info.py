@@ -70,6 +70,11 @@ def _always_constrained(env_kwargs: Mapping[str, Any]) -> bool:
     return True
 
 
+def _no_action_semantics(env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A scheme whose env arguments do not change what an action means."""
+    return {}
+
+
 @dataclass(frozen=True)
 class SchemeParts:
     """The parts of a scheme that load its compiled round, its accounting and scipy: what :class:`SchemeInfo` loads
@@ -88,6 +93,9 @@ class SchemeParts:
         devices: the scheme's device side, where its physics lets each device decide for itself (CDPB:
             :class:`otagym.schemes.cdpb.devices.CDPBDevices`), which :mod:`otagym.multiagent` makes a PettingZoo
             environment of; None where the devices follow the server.
+        action_semantics: ``action_semantics(env_kwargs)``, the env arguments that say what an action means, as the
+            env resolves them (defaults filled in, modes resolved): what a trained model's ``run.json`` records, so
+            that it is played with the actions it learned; {} where no env argument changes an action's meaning.
     """
 
     core: type
@@ -96,6 +104,7 @@ class SchemeParts:
     constrained: Callable[[Mapping[str, Any]], bool] = _always_constrained
     observation_layout: ObservationLayout | None = None
     devices: type | None = None
+    action_semantics: Callable[[Mapping[str, Any] | None], dict[str, Any]] = _no_action_semantics
 
 
 @dataclass(frozen=True)
@@ -173,6 +182,11 @@ class SchemeInfo:
     def devices(self) -> type | None:
         """The device side (:attr:`SchemeParts.devices`)."""
         return self._loaded.devices
+
+    @property
+    def action_semantics(self) -> Callable[[Mapping[str, Any] | None], dict[str, Any]]:
+        """The env arguments that say what an action means (:attr:`SchemeParts.action_semantics`)."""
+        return self._loaded.action_semantics
 
     @property
     def env_args(self) -> Mapping[str, Spec]:

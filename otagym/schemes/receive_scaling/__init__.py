@@ -39,7 +39,8 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=("observation
 def _parts() -> SchemeParts:
     from otagym.schemes.receive_scaling import actions, core, observation
     return SchemeParts(core.ReceiveScalingCore, core.sample_realisation, constrained=actions.constrained,
-                       observation_layout=ObservationLayout(observation.LAYOUT_VERSION, observation.entry_names))
+                       observation_layout=ObservationLayout(observation.LAYOUT_VERSION, observation.entry_names),
+                       action_semantics=actions.action_semantics)
 
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
