@@ -203,6 +203,21 @@ def test_no_function_is_longer_than_the_limit_but_the_documented_kernels():
     assert not long, long
 
 
+#: The longest a method of a scheme's core may be: a core is a shell of named steps around the scheme's formulas.
+MAX_CORE_METHOD_LINES = 40
+
+
+def test_no_core_method_is_longer_than_the_cores_limit():
+    long = {}
+    for path in sorted((ROOT / "otagym" / "schemes").glob("*/core.py")):
+        for cls in ast.parse(path.read_text()).body:
+            if isinstance(cls, ast.ClassDef):
+                long.update({f"{path.relative_to(ROOT)}:{cls.name}.{node.name}": node.end_lineno - node.lineno + 1
+                             for node in cls.body if isinstance(node, ast.FunctionDef)
+                             and node.end_lineno - node.lineno + 1 > MAX_CORE_METHOD_LINES})
+    assert len(list((ROOT / "otagym" / "schemes").glob("*/core.py"))) >= 3 and not long, long
+
+
 #: The most parameters a function may take (``self``/``cls`` not counted), numba kernels aside (their arguments are
 #: arrays and scalars by design, not options that a struct could carry).
 MAX_PARAMETERS = 8
