@@ -102,7 +102,9 @@ class DeviceRound(NamedTuple):
     info: dict[str, NDArray]  # per device (N, K) entries and the round's server-side entries ``server_*`` (N,)
 
 
-#: The core's info entries that are per device, and those of the server (prefixed ``server_`` in a round's info).
+#: The core's info entries that are per device, and those of the server (prefixed ``server_`` in a round's info); at
+#: an episode's end the core's (eps, delta) report is passed on too, per device (where the core keeps one:
+#: ``dp_orders``, ``accountant``).
 DEVICE_INFO = ("channel_gain", "reliable", "sends_noise", "transmit_power_w", "participation", "rdp_round",
                "rdp_cumulative")
 SERVER_INFO = ("round", "rho", "num_reliable", "convergence_term", "gamma", "utility", "cost")
@@ -208,7 +210,8 @@ class CDPBDevices:
         left = self.active & (self.privacy_used() >= 1.0) if self.leave_when_spent else np.zeros_like(self.active)
         self.active &= ~left
         info = {**{key: info[key] for key in DEVICE_INFO}, "threshold_scale": decisions.threshold_scale,
-                **{f"server_{key}": info[key] for key in SERVER_INFO}}
+                **{f"server_{key}": info[key] for key in SERVER_INFO},
+                **{key: info[key] for key in self.core.EPISODE_END_KEYS if key in info}}
         return DeviceRound(self._rewards(team, info["server_convergence_term"], spent),
                            s.num_rounds * spent / self.budgets, left, done, info)
 

@@ -27,7 +27,7 @@ DEVICE_TASK_SETTINGS: dict[str, Any] = {
     "scenario": "paper-cdpb",
     "scenario_overrides": {"num_clients": 10, "channel_scale": tuple(np.round(np.geomspace(0.1, 1.0, 10), 4)),
                            "strategy": "noisy", "lambda_privacy": 5e-3, "epsilon_max": 20.0},
-    "rho": 0.3, "reward_scale": 0.198,
+    "rho": 0.3, "reward_scale": 0.198, "dp_orders": None,
 }
 
 #: Each device's share of eps-bar on ``otagym/CDPB-Devices50-v0``: 0.1 to 1 geometrically (0.5 to 5 in RDP), assigned
@@ -52,6 +52,7 @@ LARGE_DEVICE_TASK_SETTINGS: dict[str, Any] = {
     "scenario_overrides": {"num_clients": 50, "channel_scale": tuple(np.round(np.geomspace(0.1, 1.0, 50), 4)),
                            "strategy": "noisy", "lambda_privacy": 5e-3, "epsilon_max": 5.0, "csi_feedback": True},
     "rho": 0.3, "budget_scale": LARGE_DEVICE_BUDGETS, "reward_scale": 0.0793, "keep_departed": True,
+    "dp_orders": None,
 }
 
 #: The devices-as-agents tasks' declarations (:class:`otagym.tasks.DeviceTask`'s fields): ``name``, ``settings``

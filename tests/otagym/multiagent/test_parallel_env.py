@@ -145,6 +145,9 @@ def test_the_paper_rule_through_the_devices_is_the_single_agent_core_round_bit_f
         assert infos["client_0"]["server_utility"] == info["utility"][0]
     assert terminated[0] and not env.agents
     np.testing.assert_array_equal(env.side.core.observation(), core.observation())
+    assert {"dp_epsilon", "dp_order"} <= set(info)  # the end-of-episode report, each device's in its info
+    for key in CDPBCore.EPISODE_END_KEYS & info.keys():
+        np.testing.assert_array_equal([infos[f"client_{k}"][key] for k in range(s.num_clients)], info[key][0])
 
 
 # --- the accountant's participation rate -----------------------------------------------------------------------------
