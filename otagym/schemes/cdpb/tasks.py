@@ -68,6 +68,7 @@ DEVICE_TASKS: tuple[dict[str, Any], ...] = (
          summary="Ten devices 10 dB apart in mean channel gain each choose their own participation threshold under "
          "client-driven power balancing (CDPB-n) at the server's rho = 0.3 P/W^2, to minimise the paper's utility "
          "gamma + 5e-3 max_k eps_k as a team; a device whose RDP reaches 20 leaves.",
+         train_steps=4_500_000,
          reference_actions={"BestCommonConstant": (-1.0,),
                             "PerDeviceConstants": (-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -0.9, -0.7, -0.5)}),
     dict(name="CDPB-Devices50", settings=LARGE_DEVICE_TASK_SETTINGS,
