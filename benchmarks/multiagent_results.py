@@ -30,7 +30,8 @@ file and ``run.json``; DIR: default ``agents/zoo``; a model already there is rep
 Writes ``references.json`` (``search.json`` with ``--search``), ``runs/<algo>/seed_<s>/`` (model, run record,
 scores) and ``multiagent_results.json`` to ``--out/<task name>/``; ``--docs`` puts the task's summary into
 docs/multiagent_results.json (keyed by task) and rewrites docs/multiagent_results.md from every task's. Rerunning
-resumes: references, finished runs and their scores are read back.
+resumes: references, finished runs and their scores are read back (a run there of another length than
+``--steps`` is refused, not read back as this one).
 
     python -m benchmarks.multiagent_results --task otagym/CDPB-Devices50-v0 --docs --zoo --force
     python -m benchmarks.multiagent_results --seeds 1 --steps 50000 --out /tmp/ma    # a quick look
@@ -107,6 +108,17 @@ def search(task_id: str, out: Path) -> dict[str, Any]:
 def _record(episodes: DeviceEpisodes) -> dict[str, list]:
     return {"returns": episodes.returns.tolist(), "worst_privacy_used": episodes.worst_privacy_used.tolist(),
             "devices_left": episodes.devices_left.tolist()}
+
+
+def other_length(folder: Path, steps: int) -> str | None:
+    """Why ``folder`` cannot be resumed as a run of ``steps`` device steps: it holds a run (its ``run.json`` or its
+    ``scores.json``) of another length, which rerunning would otherwise read back as this one; None if it can."""
+    held = [json.loads((folder / "run.json").read_text())["settings"]["total_timesteps"]] \
+        if (folder / "run.json").exists() else []
+    held += [json.loads((folder / "scores.json").read_text())["steps"]] if (folder / "scores.json").exists() else []
+    other = [length for length in held if length != steps]
+    return f"{folder} holds a run of {other[0]:,} device steps, not {steps:,}: give --steps {other[0]}, another " \
+        "--out, or move it away" if other else None
 
 
 def team_runs(task_id: str, out: Path, algo: str, seeds: int, steps: int) -> list[dict[str, Any]]:
@@ -304,11 +316,16 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out / name
     if args.zoo is not None:
         refuse_shipped(p, [args.zoo / name / algo for algo in args.teams], args.force)
+    steps = args.steps or DEVICE_TASKS[args.task].train_steps or 1_500_000
+    seeds = DEVICE_TASKS[args.task].training_seeds[:args.seeds]
+    stale = [why for algo in args.teams for seed in seeds if (why := other_length(out / "runs" / algo / f"seed_{seed}",
+                                                                               steps))]
+    if stale:
+        p.error(stale[0])
     refs = references(args.task, out)
     print(f"references: {refs}", flush=True)
     if args.search:
         print(f"search: {search(args.task, out)}", flush=True)
-    steps = args.steps or DEVICE_TASKS[args.task].train_steps or 1_500_000
     teams = {algo.upper(): team_runs(args.task, out, algo, args.seeds, steps) for algo in args.teams}
     summary = summarise(args.task, refs, evaluate_references(args.task), teams)
     write_json(out / "multiagent_results.json", summary)

@@ -62,3 +62,18 @@ def test_a_task_whose_papers_rule_spends_every_budget_scores_from_its_floor():
     table = markdown({"otagym/CDPB-Devices50-v0": summary})
     assert "Score 0: BestCommonConstant; 100: PerDeviceConstants" in table and "No learned team trained yet" in table
     assert "from -0.6 to -0.6 (median -0.6)" in table
+
+
+def test_a_run_of_another_length_is_not_read_back_as_this_one(tmp_path):
+    from benchmarks.multiagent_results import main, other_length
+
+    folder = tmp_path / "CDPB-Devices-v0" / "runs" / "ippo" / "seed_90000"
+    folder.mkdir(parents=True)
+    assert other_length(folder, 100) is None  # nothing there yet: a fresh run
+    (folder / "run.json").write_text('{"settings": {"total_timesteps": 100}}')
+    assert other_length(folder, 100) is None  # the same length: resumed
+    (folder / "scores.json").write_text('{"steps": 100}')
+    assert "holds a run of 100 device steps, not 200: give --steps 100" in other_length(folder, 200)
+    with pytest.raises(SystemExit) as stopped:  # before anything is trained or scored
+        main(["--task", "otagym/CDPB-Devices-v0", "--steps", "200", "--teams", "ippo", "--out", str(tmp_path)])
+    assert stopped.value.code == 2
