@@ -11,7 +11,7 @@ import argparse
 
 from agents.policy import AgentPolicy, load_model
 from agents.train import latest_checkpoint, train
-from baselines.receive_scaling.compare import PolicySpec, compare, format_table
+from baselines.receive_scaling.compare import POLICIES, PolicySpec, compare, format_table
 from otagym import get_scenario
 
 
@@ -24,9 +24,9 @@ def main() -> None:
     path = train("ppo", run_dir=args.run_dir, seed=0, total_timesteps=args.steps, resume=resume,
                  overwrite=not resume)
     model = load_model(path)
-    agent = {"PPO": PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu))}
-    rows = compare("paper-mnist", (0.01, 0.04, 0.16), tuple(range(10_000, 10_004)), ("AdaScale", "EqualAlloc"),
-                   extra_policies=agent)
+    policies = {name: POLICIES[name] for name in ("AdaScale", "EqualAlloc")}
+    policies["PPO"] = PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu))
+    rows = compare("paper-mnist", (0.01, 0.04, 0.16), tuple(range(10_000, 10_004)), policies)
     print(format_table(rows, get_scenario("paper-mnist")))
 
 

@@ -217,9 +217,8 @@ def compare(
     scenario: str | Scenario = "paper-mnist",
     nus: tuple[float, ...] | None = None,
     seeds: tuple[int, ...] = (0, 1, 2),
-    policies: tuple[str, ...] = DEFAULT_POLICIES,
+    policies: Sequence[str] | Mapping[str, PolicySpec] = DEFAULT_POLICIES,
     *,
-    extra_policies: dict[str, PolicySpec] | None = None,
     progress: bool = True,
     training: CellTraining = ANALYTIC,
     accountant: str = "rdp",
@@ -230,7 +229,8 @@ def compare(
     Every (policy, nu, seed) is one cell; a built-in policy's cells run here batched (:func:`evaluate_cells`: the same
     numbers as one at a time); ``otagym sweep`` and ``otagym compare`` run the same cells in parallel and keep them on
     disk. Calibrated policies are tuned per cell.
-    ``extra_policies`` adds policies by name (a trained agent, say); they are listed in ``policies`` too or appended.
+    ``policies``: names of built-in policies (:data:`POLICIES`), or a mapping of names to how to build each, which
+    adds policies of your own (a trained agent, say: ``{"AdaScale": POLICIES["AdaScale"], "PPO": PolicySpec(...)}``).
     Every row also has the normalised score (:func:`leakage_score`), for which OfflineOptimal is solved on the
     same realisations (once per (nu, seed); about 0.7 s each at T = 500). ``training`` (a
     :class:`~baselines.receive_scaling.evaluation.CellTraining`) with ``fidelity="train"`` also trains the model
@@ -250,16 +250,16 @@ def compare(
     if training.fidelity == "train":
         scen = training_scenario(scen, training.dataset, training.data_dir)
     nus = tuple(scen.nu_grid if nus is None else nus)
-    table = {**POLICIES, **(extra_policies or {})}
-    policies = tuple(policies) + tuple(k for k in (extra_policies or {}) if k not in policies)
-    unknown = [p for p in policies if p not in table]
+    unknown = [] if isinstance(policies, Mapping) else [p for p in policies if p not in POLICIES]
     if unknown:
-        raise ValueError(f"policies must be among {sorted(table)}; got {unknown}")
+        raise ValueError(f"policies must be among {sorted(POLICIES)} (or a mapping of names to PolicySpecs); got "
+                         f"{unknown}")
+    table = dict(policies) if isinstance(policies, Mapping) else {name: POLICIES[name] for name in policies}
     if not nus or not all(np.isfinite(v) and v > 0 for v in nus):
         raise ValueError(f"nus must be a non-empty sequence of finite values > 0; got {nus}")
     grid = [(float(nu), int(seed)) for nu in nus for seed in seeds]
     cells = []
-    for name in tqdm(policies, desc="policies", disable=not progress):
+    for name in tqdm(table, desc="policies", disable=not progress):
         # the built-in policies' cells as one batch; extra ones (trained networks, whose forward pass over a batch may
         # round differently) one at a time, as the sweep runs them
         batches = [grid] if name in POLICIES and table[name] is POLICIES[name] else [[cell] for cell in grid]

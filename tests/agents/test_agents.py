@@ -15,7 +15,7 @@ pytest.importorskip("stable_baselines3")
 from agents import ALGOS, CONFIG_DIR  # noqa: E402
 from agents.policy import AgentPolicy, load_model  # noqa: E402
 from agents.train import latest_checkpoint, load_hyperparams, train  # noqa: E402
-from baselines.receive_scaling.compare import PolicySpec, compare  # noqa: E402
+from baselines.receive_scaling.compare import POLICIES, PolicySpec, compare  # noqa: E402
 from otagym import OTAPrivacyEnv  # noqa: E402
 from otagym.cli.commands import main  # noqa: E402
 from otagym.tasks import DEVICE_TASKS, TASKS  # noqa: E402
@@ -59,10 +59,9 @@ def test_briefly_trained_ppo_beats_a_random_policy_on_held_out_channels(tmp_path
     assert meta["trained_timesteps"] >= 4096 and meta["env_kwargs"]["reward_mode"] == "budget"
     assert (tmp_path / "ppo" / "monitor.csv").is_file()
     model = load_model(path)
-    extra = {"PPO": PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu)),
-             "Random": PolicySpec(lambda nu, p: AgentPolicy(_RandomAgent(0), nu=nu))}
-    rows = compare("paper-mnist", (0.04,), tuple(range(1000, 1006)), ("EqualAlloc",), extra_policies=extra,
-                   progress=False, **SHORT)
+    policies = {"EqualAlloc": POLICIES["EqualAlloc"], "PPO": PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu)),
+                "Random": PolicySpec(lambda nu, p: AgentPolicy(_RandomAgent(0), nu=nu))}
+    rows = compare("paper-mnist", (0.04,), tuple(range(1000, 1006)), policies, progress=False, **SHORT)
     by = {r["policy"]: r for r in rows}
     assert by["EqualAlloc"]["score"] == pytest.approx(0.0, abs=1e-9)
     # budget mode meets nu by construction, whatever the agent does
@@ -269,10 +268,9 @@ def test_shipped_agents_load_with_sb3_and_play_in_compare(path):
     model = ALGO_CLASSES[meta["algo"]].load(path, device="cpu")
     fading = {k: meta["env_kwargs"][k] for k in ("fading", "correlation", "coherence_rounds")
               if k in meta["env_kwargs"]}
-    rows = compare("paper-mnist", (0.04,), (10_000,), ("EqualAlloc",), progress=False, num_rounds=40,
-                   extra_policies={"agent": PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu,
-                                                                                 env_kwargs=meta["env_kwargs"]))},
-                   **fading)
+    agent = PolicySpec(lambda nu, p: AgentPolicy(model, nu=nu, env_kwargs=meta["env_kwargs"]))
+    rows = compare("paper-mnist", (0.04,), (10_000,), {"EqualAlloc": POLICIES["EqualAlloc"], "agent": agent},
+                   progress=False, num_rounds=40, **fading)
     agent = [r for r in rows if r["policy"] == "agent"][0]
     assert np.isfinite(agent["score"])
     # budget mode meets nu by construction; a constrained task's agent keeps the limit only as well as it learned to
