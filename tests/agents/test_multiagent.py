@@ -1,6 +1,7 @@
 """Shared-parameter IPPO on a device task: a short run writes its model and record, is kept on a rerun, and plays
 as a device policy."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,6 +11,7 @@ pytest.importorskip("supersuit")
 pytest.importorskip("stable_baselines3")
 
 from agents.multiagent import IPPOSettings, device_vec_env, load_shared_policy, train_ippo  # noqa: E402
+from otagym.tasks import DEVICE_TASKS  # noqa: E402
 
 TASK = "otagym/CDPB-Devices-v0"
 
@@ -40,10 +42,12 @@ def test_otagym_train_trains_for_the_tasks_steps_unless_told(monkeypatch, tmp_pa
 
     monkeypatch.setitem(teams.DEVICE_TRAINERS, "ippo", Recorder)
     large = "otagym/CDPB-Devices50-v0"
-    for task, argv, steps in ((large, [], 6_000_000), (large, ["--steps", "7"], 7),
-                              (TASK, [], IPPOSettings().total_timesteps)):
+    for task, argv, steps in ((large, [], 6_000_000), (large, ["--steps", "7"], 7), (TASK, [], 4_500_000)):
         assert main(["train", "--algo", "ippo", "--task", task, "--run-dir", str(tmp_path / "r"), *argv]) == 0
         assert seen[-1] == (task, steps)
+    monkeypatch.setitem(DEVICE_TASKS, TASK, dataclasses.replace(DEVICE_TASKS[TASK], train_steps=None))
+    assert main(["train", "--algo", "ippo", "--task", TASK, "--run-dir", str(tmp_path / "r")]) == 0
+    assert seen[-1] == (TASK, IPPOSettings().total_timesteps)  # a task that sets none: the algorithm's default
 
 
 @pytest.mark.slow

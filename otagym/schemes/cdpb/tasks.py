@@ -62,7 +62,8 @@ LARGE_DEVICE_TASK_SETTINGS: dict[str, Any] = {
 #: devices (:func:`baselines.cdpb.devices.best_common_constant` over a = -1, -0.95, ..., 1; mean validation return
 #: -0.99715, the paper's rule's, and -0.99966) and each device's best constant action by coordinate search from it
 #: (:func:`~baselines.cdpb.devices.best_per_device_constants` over a = -1, -0.9, ..., 1; -0.91415 and -0.59895),
-#: weakest mean gain first.
+#: weakest mean gain first; and ``train_steps``, the device steps a team trains for by default (on the ten devices' task
+#: IPPO seed 90000 reached 40% of the room on validation at 1.5M steps, 122% at 4.5M: about 9 minutes, one core).
 DEVICE_TASKS: tuple[dict[str, Any], ...] = (
     dict(name="CDPB-Devices", settings=DEVICE_TASK_SETTINGS,
          summary="Ten devices 10 dB apart in mean channel gain each choose their own participation threshold under "
