@@ -18,7 +18,7 @@ import importlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from otagym import __version__
 from otagym._io import write_json
+from baselines.play import Episodes, play
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import get_scheme
 from otagym.tasks import (BENCHMARK, DEVICE_TASKS, TASKS, TUNING_SEEDS, feasible_score, reference_scores, robust_score,
@@ -34,7 +35,7 @@ from otagym.tasks import (BENCHMARK, DEVICE_TASKS, TASKS, TUNING_SEEDS, feasible
 __all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "reference_record", "seed_references",
            "violation_floor_scores", "ranked_scores",
            "normalized_score", "cache_dir", "task_scores", "task_scores_and_costs", "aggregate", "cvar", "iqm_of",
-           "improvement", "episode_returns", "play_episodes", "Episodes", "anchor_returns", "ConstantAction",
+           "improvement", "episode_returns", "play_episodes", "anchor_returns", "ConstantAction",
            "RandomAction", "EnvActionPolicy", "PlayedPolicy", "PolicyError", "best_constant_action"]
 
 
@@ -95,18 +96,11 @@ class RandomAction(EnvActionPolicy):
         self.rng = np.random.default_rng(seed)
 
 
-class Episodes(NamedTuple):
-    """Per realisation: the episode return, and the episode cost (the sum of ``info["cost"]``) over the task's
-    cost limit (at most 1 exactly when the constraint holds)."""
-
-    returns: NDArray
-    cost_ratios: NDArray
-
-
 def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | Sequence[float] | None = None,
                   **env_overrides: Any) -> Episodes:
-    """``policy`` (``reset(scenario, seed)``, ``act(obs, info)``) on the realisation of each seed
-    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode; ``env_overrides`` changes env
+    """``policy`` (``reset(scenario, seed, **realisation)``, ``act(obs, info)``) on the realisation of each seed
+    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode of the one loop
+    (:func:`baselines.play.play`: returns, cost ratios and the end-of-episode info); ``env_overrides`` changes env
     arguments that do not change the physics (an analytic policy's ``action_type``, a trained model's action
     semantics). ``nu``: the episodes' budget (one, or one per seed) on a task whose budget is nu (receive scaling, a
     reset option there: required); the other tasks fix theirs. An episode is the same as a single env's reset with
@@ -121,14 +115,7 @@ def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | S
     options = {k: np.stack([r[k] for r in real], axis=env.core.OPTION_AXES[k]) for k in real[0]}
     if nu is not None:
         options["nu"] = np.broadcast_to(np.asarray(nu, dtype=float), (len(seeds),)).copy()
-    policy.reset(env.scenario, 0)
-    obs, info = env.reset(seed=0, options=options)
-    total, cost = np.zeros(len(seeds)), np.zeros(len(seeds))
-    for _ in range(task.max_episode_steps):
-        obs, reward, _, _, info = env.step(policy.act(obs, info))
-        total += reward
-        cost += info["cost"]
-    return Episodes(total, cost / task.cost_limit)
+    return play(policy, env, options, range(task.max_episode_steps), cost_limit=task.cost_limit)
 
 
 def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overrides: Any) -> NDArray:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from baselines.play import play
 from baselines.report import ci95
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.fidelity import SUBSET_KEYS
@@ -259,17 +260,18 @@ class EpisodeSweep(SchemeSweep):
         """One episode of ``policy`` on ``scenario`` in an env of its own reset with ``seed``: the result (less
         ``wall_s``) and the scenario the env ran (under the training fidelity its d follows the model)."""
         env = OTAPrivacyVectorEnv(1, scenario, scheme=scheme, **env_kwargs)
-        policy.reset(env.scenario, seed)
-        obs, info = env.reset(seed=seed)
-        total, cost = 0.0, None
         sums = dict.fromkeys(self.columns.means, 0.0)
-        for _ in training_rounds(env.scenario.num_rounds, env_kwargs.get("fidelity", "analytic")):
-            obs, reward, _, _, info = env.step(policy.act(obs, info))
-            total += float(reward[0])
-            if "cost" in info:
-                cost = (cost or 0.0) + float(info["cost"][0])
+
+        def add_means(t: int, info: dict[str, Any]) -> None:
+            if t < 0:  # the reset's info
+                return
             for key, name in self.columns.means.items():
                 sums[key] += float(np.mean(info[name][0]))
+
+        played = play(policy, env, {}, training_rounds(env.scenario.num_rounds, env_kwargs.get("fidelity", "analytic")),
+                      seed=seed, on_round=add_means)
+        info, total = played.final_info, float(played.returns[0])
+        cost = None if played.cost_ratios is None else float(played.cost_ratios[0])
         rounds = env.scenario.num_rounds
         eps, order = np.ravel(info["dp_epsilon"][0]), np.ravel(info["dp_order"][0])  # per device where the env has
         worst = int(np.argmax(eps))

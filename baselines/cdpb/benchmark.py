@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from baselines.benchmark import ConstantAction, Episodes, RandomAction, SchemeBenchmark, best_constant_action
+from baselines.benchmark import ConstantAction, RandomAction, SchemeBenchmark, best_constant_action
+from baselines.play import Episodes
 from baselines.cdpb.policies import MaxRho, StageTwo
 
 __all__ = ["CDPBBenchmark", "BENCHMARK"]

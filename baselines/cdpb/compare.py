@@ -18,6 +18,7 @@ from gymnasium.vector import AutoresetMode
 
 from baselines.cdpb.command import DEFAULT_POLICIES
 from baselines.cdpb.policies import CDPB_POLICIES, CDPB, HminBased
+from baselines.play import play
 from baselines.report import policy_colour, readable, write_rows
 from otagym._io import save_figure
 from otagym.schemes.cdpb import Accounting, CDPBScenario, get_cdpb_scenario, utility
@@ -34,15 +35,17 @@ def _rollout(s: CDPBScenario, policy: Any, episodes: int, seed: int) -> dict[str
     """Run ``policy`` for s.num_rounds rounds in ``episodes`` parallel envs; per-round curves (T, episodes)."""
     env = OTAPrivacyVectorEnv(episodes, s, scheme="cdpb", action_type="rho", dp_orders=None,
                               autoreset_mode=AutoresetMode.SAME_STEP)  # reads info["final_info"]
-    policy.reset(s, seed)
-    obs, info = env.reset(seed=seed)
     out = {k: np.empty((s.num_rounds, episodes)) for k in _CURVES}
-    for t in range(s.num_rounds):
-        obs, _, _, _, info = env.step(policy.act(obs, info))
+
+    def record(t: int, info: dict[str, Any]) -> None:
+        if t < 0:  # the reset's info
+            return
         step = info["final_info"] if t == s.num_rounds - 1 else info
         for k in _CURVES[:-1]:
             out[k][t] = step[k]
         out["max_power"][t] = step["transmit_power_w"].max(axis=-1)
+
+    play(policy, env, {}, range(s.num_rounds), seed=seed, on_round=record)
     return out
 
 

@@ -1,7 +1,9 @@
 """How receive scaling's tasks are scored, and their references: a policy returns x_t
 (:class:`baselines.receive_scaling.core.Policy`) and is scored from its leakage, 0 = EqualAlloc and 100 =
-OfflineOptimal on the same channel realisation (:func:`~baselines.receive_scaling.evaluation.run_policy`), so the
-anchors need no stored returns."""
+OfflineOptimal on the same channel realisation, so the anchors need no stored returns. Every policy is played by
+:func:`baselines.benchmark.play_episodes` (x_t policies under :data:`X_POLICY_ENV`); an analytic policy with a tuned
+parameter is calibrated on the realisations first (:meth:`~baselines.receive_scaling.compare.PolicySpec.calibrated`).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +12,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from baselines.benchmark import SchemeBenchmark, best_constant_action, task_scores_and_costs
-from baselines.receive_scaling.compare import POLICIES, PolicySpec, evaluate_cells
-from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, run_policy, sample_realisations
+from baselines.benchmark import SchemeBenchmark, best_constant_action, play_episodes, task_scores_and_costs
+from baselines.receive_scaling.compare import POLICIES, PolicySpec
+from baselines.receive_scaling.evaluation import leakage_score, reference_leakage, sample_realisations
 from baselines.receive_scaling.policies import ACTION_KEYS, EqualAlloc
 from baselines.receive_scaling.references import BestConstant, DualPrice, UniformRandom
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.tasks import TASKS, task_scenario
 
-__all__ = ["ReceiveScalingBenchmark", "BENCHMARK", "offline_returns"]
+__all__ = ["ReceiveScalingBenchmark", "BENCHMARK", "X_POLICY_ENV", "offline_returns"]
+
+#: The env arguments under which an x_t policy plays a task (:meth:`ReceiveScalingBenchmark.scores_and_costs`): the
+#: action is x_t itself and every round's cost counts as spent (no budget rule of the env's; a policy under budget
+#: mode's rule keeps it itself, :class:`~baselines.receive_scaling.policies.Budgeted`). The physics are the task's.
+X_POLICY_ENV: dict[str, str] = {"reward_mode": "cmdp", "action_type": "x"}
 
 
 class ReceiveScalingBenchmark(SchemeBenchmark):
@@ -54,16 +61,17 @@ class ReceiveScalingBenchmark(SchemeBenchmark):
 
     def evaluate(self, spec: Any, task_id: str, seeds: Sequence[int]
                  ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-        """An analytic policy (a :class:`~baselines.receive_scaling.compare.PolicySpec`) as ``otagym compare``'s
-        cells (:func:`~baselines.receive_scaling.compare.evaluate_cells`: calibrated, scored from its leakage), any
-        other as :meth:`SchemeBenchmark.evaluate` plays it."""
+        """An analytic policy (a :class:`~baselines.receive_scaling.compare.PolicySpec`) calibrated on the
+        realisations as ``otagym compare``'s cells are (:meth:`~baselines.receive_scaling.compare.PolicySpec
+        .calibrated`), then played and scored as any x_t policy (:meth:`scores_and_costs`); any other as
+        :meth:`SchemeBenchmark.evaluate` plays it."""
         if not isinstance(spec, PolicySpec):
             return super().evaluate(spec, task_id, seeds)
         scores, costs = {}, {}
+        scenario, real = task_scenario(task_id), sample_realisations(task_scenario(task_id), seeds)
         for nu in TASKS[task_id].eval_nus:
-            results = evaluate_cells(task_scenario(task_id), spec, [(nu, s) for s in seeds])
-            scores[str(float(nu))] = [r["score"] for r in results]
-            costs[str(float(nu))] = [r["cost_mean"] / nu for r in results]  # info["cost"] = c_t / nu
+            policy, _, _ = spec.calibrated(scenario, real, np.full(len(seeds), float(nu)))
+            scores[str(float(nu))], costs[str(float(nu))] = self.scores_and_costs(policy, task_id, seeds, nu)
         return scores, costs
 
     def formulation(self, env_kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -90,14 +98,13 @@ class ReceiveScalingBenchmark(SchemeBenchmark):
 
     def scores_and_costs(self, policy: Any, task_id: str, seeds: Sequence[int], nu: float,
                          **env_overrides: Any) -> tuple[list[float], list[float]]:
-        """The leakage score of ``policy`` (x_t) and its mean cost over nu on each realisation (``env_overrides``
-        do not apply: the policy returns x_t)."""
-        per_env = np.full(len(seeds), float(nu))
-        scenario = task_scenario(task_id, nu)
-        result = run_policy(policy, scenario, sample_realisations(scenario, seeds), dp=False, nu=per_env)
-        optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
-        scores = leakage_score(result.leakage, result.equal_alloc_leakage, optimal).tolist()
-        return scores, (result.cost_mean / per_env).tolist()  # info["cost"] = c_t / nu: the episode's over T
+        """The leakage score of ``policy`` (x_t, played by :func:`~baselines.benchmark.play_episodes` in the task's
+        env with :data:`X_POLICY_ENV`) and its mean cost over nu on each realisation (``env_overrides`` do not
+        apply: the policy returns x_t)."""
+        final = play_episodes(policy, task_id, seeds, float(nu), **X_POLICY_ENV).final_info
+        optimal = np.array([reference_leakage(task_scenario(task_id, nu), float(nu), s) for s in seeds])
+        scores = leakage_score(final["leakage_total"], final["equal_alloc_leakage"], optimal).tolist()
+        return scores, (final["convergence_cost_mean"] / float(nu)).tolist()  # info["cost"] = c_t / nu
 
     def reference_scores(self, task_id: str, anchors: dict[str, tuple[list[float], list[float]]],
                          seeds: Sequence[int], names: Sequence[str] | None = None
@@ -126,7 +133,8 @@ def offline_returns(task_id: str, nu: float, seeds: Sequence[int]) -> list[float
     scenario = task_scenario(task_id, nu)
     real = sample_realisations(scenario, seeds)
     per_env = np.full(len(seeds), float(nu))
-    equal_alloc = run_policy(EqualAlloc(nu=per_env), scenario, real, dp=False, nu=per_env).equal_alloc_leakage
+    equal_alloc = play_episodes(EqualAlloc(nu=per_env), task_id, seeds, float(nu),
+                                **X_POLICY_ENV).final_info["equal_alloc_leakage"]
     optimal = np.array([reference_leakage(scenario, float(nu), s) for s in seeds])
     env = OTAPrivacyVectorEnv(len(seeds), **TASKS[task_id].kwargs)
     env.reset(seed=0, options={"distances_m": real.distances_m, "channel_gains": real.channel_gains, "nu": per_env})

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from baselines.receive_scaling.command import DEFAULT_POLICIES
 from baselines.receive_scaling.core import Policy
-from baselines.receive_scaling.evaluation import (ANALYTIC, CellTraining, calibrate, leakage_score, reference_leakage,
-                                                  run_policy, sample_realisations, training_scenario)
+from baselines.receive_scaling.evaluation import (ANALYTIC, CellTraining, Realisations, calibrate, leakage_score,
+                                                  reference_leakage, run_policy, sample_realisations,
+                                                  training_scenario)
 from baselines.receive_scaling.policies import (AdaScale, EqualAlloc, EstimFuture, FullPower, LiuSimeone,
                                                 LyapunovDPBudget, LyapunovDPP, OfflineOptimal)
 from baselines.receive_scaling.references import AdaScaleTrained, BestConstant, OnlineOptimal
@@ -51,6 +53,24 @@ class PolicySpec:
     bracket: tuple[float, float] = (1.0, 1.0)
     matched: bool = True  # meets nu by construction or calibration
     options: tuple[str, ...] = ()
+
+    def calibrated(self, scenario: Scenario, realisations: Realisations, nu: NDArray,
+                   options: Mapping[str, float] | None = None) -> tuple[Policy, NDArray | None, bool]:
+        """The policy for per-env ``nu`` (N,) on ``realisations`` (N), its tuned parameter calibrated there so that
+        each env's realised (1/T) sum_t c_t is its nu (§VII; :func:`~baselines.receive_scaling.evaluation.calibrate`)
+        unless ``options`` sets it (the other options are passed on): the policy, the parameter per env (None
+        without one) and whether it was calibrated. A step before play, which is the same for any policy."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise ValueError(f"options must be among {list(self.options)}; got {unknown}")
+        value, calibrated = None, False
+        if self.param is not None and self.param in options:
+            value = np.full(len(nu), float(options.pop(self.param)))
+        elif self.param is not None:
+            value, _ = calibrate(lambda p, n: self.build(n, p, **options), scenario, realisations, nu, self.bracket)
+            calibrated = True
+        return self.build(nu, value, **options), value, calibrated
 
 
 POLICIES: dict[str, PolicySpec] = {
@@ -118,21 +138,11 @@ def evaluate_cells(
         return [evaluate_cell(scenario, spec, nu, seed, options=options, training=training, accountant=accountant)
                 for nu, seed in cells]
     start = time.perf_counter()
-    options = dict(options or {})
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise ValueError(f"options must be among {list(spec.options)}; got {unknown}")
     nu_arr = np.array([float(nu) for nu, _ in cells])
     seeds = [int(seed) for _, seed in cells]
     real = sample_realisations(scenario, seeds)
-    value, calibrated = None, False
-    if spec.param is not None and spec.param in options:
-        value = np.full(len(cells), float(options.pop(spec.param)))
-    elif spec.param is not None:
-        value, _ = calibrate(lambda p, nu: spec.build(nu, p, **options), scenario, real, nu_arr, spec.bracket)
-        calibrated = True
-    result = run_policy(spec.build(nu_arr, value, **options), scenario, real, seed=seeds[0], nu=nu_arr,
-                        training=training, accountant=accountant)
+    policy, value, calibrated = spec.calibrated(scenario, real, nu_arr, options)
+    result = run_policy(policy, scenario, real, seed=seeds[0], nu=nu_arr, training=training, accountant=accountant)
     outs = []
     for i, (nu, seed) in enumerate(zip(nu_arr, seeds)):
         optimal = reference_leakage(scenario, float(nu), seed)

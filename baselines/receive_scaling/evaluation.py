@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
+from baselines.play import play
 from baselines.receive_scaling.core import Policy
 from baselines.receive_scaling.policies import OfflineOptimal
 from baselines.sweep import CELL_TRAINING_ARGS, training_rounds
@@ -156,21 +157,20 @@ def run_policy(policy: Policy, scenario: Scenario, realisations: Realisations, *
         raise ValueError("scenario: with fidelity='train' pass training_scenario(scenario), whose model_dim and "
                          "dataset_size are the trained model's and data's")
     start = time.perf_counter()
-    policy.reset(scenario, seed, channel_gains=realisations.channel_gains)
     options = {"distances_m": realisations.distances_m, "channel_gains": realisations.channel_gains}
     if nu is not None:
         options["nu"] = nu
-    obs, info = env.reset(seed=seed, options=options)
-    curve = [(-1, info["test_accuracy"])] if fidelity == "train" else []
-    model = env.core.model
+    model, curve = env.core.model, []
     sigma = np.empty((scenario.num_rounds, n, model.class_device.size))  # per class, for the end-of-episode eps
-    for t in training_rounds(scenario.num_rounds, fidelity):
-        x = np.broadcast_to(policy.act(obs, info), (n,))
-        obs, _, terminated, _, info = env.step(x[:, None])
-        sigma[t] = info["noise_multiplier"][:, model.class_device]
+
+    def record(t: int, info: dict[str, Any]) -> None:
+        if t >= 0:
+            sigma[t] = info["noise_multiplier"][:, model.class_device]
         if fidelity == "train" and (t + 1) % eval_every == 0 and t + 1 < scenario.num_rounds:
             curve.append((t, info["test_accuracy"]))
-    final = info["final_info"]
+
+    final = play(policy, env, options, training_rounds(scenario.num_rounds, fidelity), seed=seed,
+                 on_round=record).final_info
     if curve:
         curve.append((scenario.num_rounds - 1, final["test_accuracy"]))
     return EpisodeResult(
