@@ -346,7 +346,6 @@ KNOWN_SCHEME_REFERENCES = {
     "benchmarks/noise_floor.py": 2,
     "benchmarks/rl_results.py": 2,
     "otagym/__init__.py": 3,
-    "otagym/cli/commands.py": 1,
     "otagym/wrappers/budget.py": 1,
 }
 

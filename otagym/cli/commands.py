@@ -10,6 +10,7 @@ the optional RL dependencies)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import sys
@@ -57,6 +58,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "rollout": (
         "otagym rollout",
         "otagym rollout --scenario paper-cifar10 --nu 0.16 --rounds 10 --seed 3",
+        "otagym rollout --scheme cdpb --rounds 5",
     ),
     "compare": (
         "otagym compare                                        # 7 policies x 3 nu x 16 seeds, about 30 s",
@@ -112,20 +114,23 @@ def _usage_error(command: str, argument: str, message: str) -> NoReturn:
 def _rollout(args: argparse.Namespace) -> int:
     from otagym.env import OTAPrivacyEnv
 
-    env = OTAPrivacyEnv(args.scenario, num_rounds=args.rounds, nu=args.nu, action_type="x")
-    _, info = env.reset(seed=args.seed)
-    print(f"scenario={args.scenario} seed={args.seed} T={args.rounds} nu={args.nu}: EqualAlloc-style x_t "
-          "(c_t = nu every round, or as near as the action range [1e-12 x_max, x_max] allows)")
-    print(f"{'round':>5} {'h_min^2':>10} {'x/x_max':>8} {'sigma_1':>8} {'RDP round':>10} {'RDP cum':>9} {'c_t':>8}")
+    scheme = SCHEMES[args.scheme]
+    rollout, preset = scheme.rollout, args.scenario or scheme.default_preset
+    overrides = {"num_rounds": args.rounds, **({} if args.nu is None else {"nu": args.nu})}
+    env = OTAPrivacyEnv(scheme.get_scenario(preset, **overrides), scheme=scheme.name, **rollout.env_kwargs)
+    env.reset(seed=args.seed)
+    print(f"scheme={scheme.name} scenario={preset} seed={args.seed} T={args.rounds}"
+          + ("" if args.nu is None else f" nu={args.nu}") + f": {rollout.about}")
+    widths = [max(len(c.header), 10) for c in rollout.columns]
+    print(f"{'round':>5} {'reward':>10} " + " ".join(f"{c.header:>{w}}" for c, w in zip(rollout.columns, widths)))
+    action = np.full(env.action_space.shape, rollout.action, dtype=env.action_space.dtype)
     for t in range(args.rounds):
-        x = np.clip(env.model.x_for_cost(env.scenario.nu, info["next_h_min2"]), env.action_space.low[0],
-                    env.action_space.high[0])
-        _, _, _, _, step = env.step(np.array([x]))
-        print(f"{t:5d} {step['h_min2']:10.3e} {step['x'] / env.model.x_max:8.4f} {step['noise_multiplier'][0]:8.3f} "
-              f"{step['rdp_round'].mean():10.3e} {step['rdp_cumulative'].mean():9.4f} {step['convergence_cost']:8.4f}")
-        info = step
-    print(f"mean RDP per device at alpha={env.scenario.rdp_order}: {step['rdp_cumulative'].mean():.4f}; "
-          f"eps at delta={env.scenario.delta:g}: {step['dp_epsilon'].mean():.4f}")
+        _, reward, _, _, step = env.step(action)
+        values = (format(float(np.mean(step[c.key])), c.fmt) for c in rollout.columns)  # mean over devices
+        print(f"{t:5d} {float(reward) + 0.0:10.3e} " + " ".join(f"{v:>{w}}" for v, w in zip(values, widths)))
+    eps = np.ravel(step["dp_epsilon"])
+    print(f"cumulative RDP (mean over devices): {np.mean(step['rdp_cumulative']):.4f}; eps at "
+          f"delta={env.scenario.delta:g}: mean {eps.mean():.4f}, worst {eps.max():.4f} over devices")
     return 0
 
 
@@ -177,17 +182,29 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
 
 
 def _add_rollout_parser(sub: argparse._SubParsersAction, help: str) -> None:
-    ro = sub.add_parser("rollout", help=help, description="A seeded rollout of model A with EqualAlloc-style "
-                        "actions (c_t = nu every round), printing the channel, the noise, the RDP and the cost of each "
-                        "round.")
-    model_a = SCHEMES["receive_scaling"]
-    ro.add_argument("--scenario", default=model_a.default_preset, choices=sorted(model_a.presets),
-                    help="scenario preset")
-    ro.add_argument("--rounds", type=field_type(model_a.scenario_type, "num_rounds"), default=20, help="rounds T")
-    ro.add_argument("--nu", type=field_type(model_a.scenario_type, "nu"), default=0.04,
-                    help="convergence cost per round")
+    ro = sub.add_parser("rollout", help=help, description="A seeded episode of one scheme with a constant action (the "
+                        "scheme's own: receive scaling spends nu every round, as EqualAlloc), printing the reward, "
+                        "the noise, the RDP and the scheme's quantities of each round, then the episode's eps.")
+    default = SCHEMES[DEFAULT_SCHEME]
+    ro.add_argument("--scheme", default=DEFAULT_SCHEME, choices=list(SCHEMES), help="the scheme")
+    ro.add_argument("--scenario", default=None, choices=[p for s in SCHEMES.values() for p in sorted(s.presets)],
+                    help="the scheme's preset (default: " + ", ".join(f"{s.default_preset} for {s.name}"
+                                                                     for s in SCHEMES.values()) + ")")
+    ro.add_argument("--rounds", type=field_type(default.scenario_type, "num_rounds"), default=20, help="rounds T")
+    ro.add_argument("--nu", type=field_type(default.scenario_type, "nu"), default=None,
+                    help="convergence cost per round, on a scheme whose scenario has one (default: the scenario's)")
     ro.add_argument("--seed", type=non_negative_int, default=0, help="channel seed")
-    ro.set_defaults(func=_rollout)
+    ro.set_defaults(func=_rollout, check=_check_rollout_options)
+
+
+def _check_rollout_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, argparse style, a preset of another scheme and ``--nu`` on a scheme whose scenario has no nu."""
+    scheme = SCHEMES[args.scheme]
+    if args.scenario is not None and args.scenario not in scheme.presets:
+        parser.error(f"argument --scenario: {args.scenario!r} is not a preset of --scheme {args.scheme}; choose from "
+                     f"{sorted(scheme.presets)}")
+    if args.nu is not None and "nu" not in {f.name for f in dataclasses.fields(scheme.scenario_type)}:
+        parser.error(f"--scheme {args.scheme} does not use --nu")
 
 
 def _command_of(argv: Sequence[str]) -> str | None:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import importlib
 from typing import Any, Literal, get_args
 
-from otagym.schemes.info import Core, ObservationLayout, SchemeInfo, SchemeParts
+from otagym.schemes.info import Core, ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
 from otagym.validation import OneOf
 
 __all__ = ["Scheme", "DEFAULT_SCHEME", "SchemeInfo", "SchemeParts", "ObservationLayout", "SCHEMES", "get_scheme",
-           "Core"]
+           "Core", "Rollout", "RolloutColumn"]
 
 #: The registered scheme names, in the order the command line lists them: the registry (each names its package,
 #: ``otagym.schemes.<name>``, whose ``SCHEME`` is the entry).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
-from typing import Any, Callable, ClassVar, Mapping, Protocol
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple, Protocol
 
 import numpy as np
 from gymnasium import spaces
@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.validation import AppliesWith, Spec
 
-__all__ = ["Core", "ObservationLayout", "SchemeParts", "SchemeInfo"]
+__all__ = ["Core", "ObservationLayout", "SchemeParts", "SchemeInfo", "Rollout", "RolloutColumn"]
 
 
 class Core(Protocol):
@@ -107,6 +107,28 @@ class SchemeParts:
     action_semantics: Callable[[Mapping[str, Any] | None], dict[str, Any]] = _no_action_semantics
 
 
+class RolloutColumn(NamedTuple):
+    """One column of ``otagym rollout``'s table: its header, the step info's entry it shows (the mean over devices
+    where the entry is per device) and its number format (a ``format`` spec without width, e.g. ``".3e"``)."""
+
+    header: str
+    key: str
+    fmt: str
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What ``otagym rollout`` plays on a scheme and prints: ``action``, one constant action of the env made with
+    ``env_kwargs`` (beside the scenario), every round; what that action is (``about``); and the step info's
+    ``columns`` of each round (beside the round and the reward). The default: action 0 of the scheme's default action
+    type, rewards only."""
+
+    about: str = "action 0 of the default action type every round"
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    action: float = 0.0
+    columns: tuple[RolloutColumn, ...] = ()
+
+
 @dataclass(frozen=True)
 class SchemeInfo:
     """One scheme: what the outer layers (env shells, tasks, command line) need of it. What registering the tasks and
@@ -134,6 +156,7 @@ class SchemeInfo:
         info_keys: the scalar entries of a step's info that adapters copy into per-env info dicts
             (:class:`otagym.wrappers.sb3.OTAPrivacySB3VecEnv`) and the ``ansi`` render prints, where the settings
             report them.
+        rollout: what ``otagym rollout`` plays and prints (:class:`Rollout`).
         parts: ``parts()``, the scheme's :class:`SchemeParts` (called once, on first use of one of them).
     """
 
@@ -148,6 +171,7 @@ class SchemeInfo:
     action_key: str
     info_keys: tuple[str, ...]
     device_tasks: tuple[Mapping[str, Any], ...] = ()
+    rollout: Rollout = Rollout()
     parts: Callable[[], SchemeParts] = field(repr=False)
 
     def __post_init__(self) -> None:

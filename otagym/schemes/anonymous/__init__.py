@@ -14,7 +14,7 @@ The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
 from otagym._exports import lazy_exports
-from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
+from otagym.schemes.info import ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
 from otagym.schemes.anonymous.scenario import (ANONYMOUS_PRESETS, TASK_SETTINGS, AnonymousScenario,
                                                get_anonymous_scenario)
 from otagym.schemes.anonymous.tasks import TASKS
@@ -43,4 +43,12 @@ def _parts() -> SchemeParts:
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("anonymous", AnonymousScenario, get_anonymous_scenario, "paper-anonymous", ANONYMOUS_PRESETS,
-                    task_settings=TASK_SETTINGS, tasks=TASKS, action_key="sigma", info_keys=("sigma", "cost"), parts=_parts)
+                    task_settings=TASK_SETTINGS, tasks=TASKS, action_key="sigma", info_keys=("sigma", "cost"),
+                    rollout=Rollout("the normalized action a = 0 every round", {}, 0.0,
+                                    (RolloutColumn("sigma", "sigma", ".3e"),
+                                     RolloutColumn("participants", "participants", ".0f"),
+                                     RolloutColumn("noise mult", "noise_multiplier", ".3f"),
+                                     RolloutColumn("RDP round", "rdp_round_device", ".3e"),
+                                     RolloutColumn("RDP cum", "rdp_cumulative", ".4f"),
+                                     RolloutColumn("utility", "utility", ".4f"))),
+                    parts=_parts)

@@ -16,7 +16,7 @@ The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
 from otagym._exports import lazy_exports
-from otagym.schemes.info import ObservationLayout, SchemeInfo, SchemeParts
+from otagym.schemes.info import ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
 from otagym.schemes.cdpb.scenario import CDPB_PRESETS, TASK_SETTINGS, CDPBScenario, get_cdpb_scenario
 from otagym.schemes.cdpb.tasks import DEVICE_TASKS, TASKS
 
@@ -45,4 +45,11 @@ def _parts() -> SchemeParts:
 
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_PRESETS, task_settings=TASK_SETTINGS,
-                    tasks=TASKS, action_key="rho", info_keys=("rho", "cost"), device_tasks=DEVICE_TASKS, parts=_parts)
+                    tasks=TASKS, action_key="rho", info_keys=("rho", "cost"), device_tasks=DEVICE_TASKS,
+                    rollout=Rollout("the normalized action a = 0 every round (rho in the middle of [0.001, 1])", {}, 0.0,
+                                    (RolloutColumn("rho", "rho", ".4f"), RolloutColumn("reliable", "num_reliable", ".0f"),
+                                     RolloutColumn("noise var", "noise_var", ".3e"),
+                                     RolloutColumn("RDP round", "rdp_round", ".3e"),
+                                     RolloutColumn("RDP cum", "rdp_cumulative", ".4f"),
+                                     RolloutColumn("utility", "utility", ".4f"), RolloutColumn("cost", "cost", ".4f"))),
+                    parts=_parts)

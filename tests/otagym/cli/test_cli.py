@@ -4,11 +4,13 @@
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from otagym.cli import sweep
 from otagym.cli.argtypes import key_value, writable_dir
 from otagym.cli.commands import build_parser, main
+from otagym.schemes import SCHEMES
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -40,6 +42,34 @@ def test_bad_options_exit_2_with_one_line(argv, needle, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_rollout_plays_every_scheme_and_prints_its_columns_a_row_a_round_and_the_episodes_eps(scheme, capsys):
+    """The columns are the scheme's declaration (:attr:`~otagym.schemes.SchemeInfo.rollout`); the last line is the
+    end-of-episode report of the env itself, worst over devices."""
+    from otagym.env import OTAPrivacyEnv
+
+    assert main(["rollout", "--scheme", scheme, "--rounds", "3", "--seed", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rollout = SCHEMES[scheme].rollout
+    assert lines[1].split()[:2] == ["round", "reward"] and all(c.header in lines[1] for c in rollout.columns)
+    assert [line.split()[0] for line in lines[2:5]] == ["0", "1", "2"] and len(lines) == 6
+    info = SCHEMES[scheme]
+    env = OTAPrivacyEnv(info.get_scenario(info.default_preset, num_rounds=3), scheme=scheme, **rollout.env_kwargs)
+    env.reset(seed=5)
+    for _ in range(3):
+        step = env.step(np.full(env.action_space.shape, rollout.action, dtype=env.action_space.dtype))[4]
+    assert lines[-1].endswith(f"worst {np.max(step['dp_epsilon']):.4f} over devices")
+
+
+def test_rollout_refuses_a_preset_of_another_scheme_and_a_budget_its_scheme_has_not(capsys):
+    for argv, needle in ((["--scheme", "cdpb", "--nu", "0.1"], "--scheme cdpb does not use --nu"),
+                         (["--scheme", "anonymous", "--scenario", "paper-mnist"],
+                          "'paper-mnist' is not a preset of --scheme anonymous")):
+        with pytest.raises(SystemExit) as exc:
+            main(["rollout", *argv])
+        assert exc.value.code == 2 and needle in capsys.readouterr().err
 
 
 def test_compare_reads_its_schemes_and_presets_from_the_registry():
