@@ -30,7 +30,7 @@ from baselines.play import Episodes, play
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.schemes import get_scheme
 from otagym.tasks import (BENCHMARK, DEVICE_TASKS, TASKS, TUNING_SEEDS, feasible_score, reference_scores, robust_score,
-                          sample_realisation, score_against)
+                          sample_realisation, score_against, task_scenario)
 
 __all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "reference_record", "seed_references",
            "violation_floor_scores", "ranked_scores",
@@ -100,7 +100,9 @@ def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | S
                   **env_overrides: Any) -> Episodes:
     """``policy`` (``reset(scenario, seed, **realisation)``, ``act(obs, info)``) on the realisation of each seed
     (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode of the one loop
-    (:func:`baselines.play.play`: returns, cost ratios and the end-of-episode info); ``env_overrides`` changes env
+    (:func:`baselines.play.play`: returns, cost ratios and the end-of-episode info). The policy is told the task's
+    scenario, with the episodes' budget where they share one (a policy without a ``nu`` of its own plans for it);
+    ``env_overrides`` changes env
     arguments that do not change the physics (an analytic policy's ``action_type``, a trained model's action
     semantics). ``nu``: the episodes' budget (one, or one per seed) on a task whose budget is nu (receive scaling, a
     reset option there: required); the other tasks fix theirs. An episode is the same as a single env's reset with
@@ -115,7 +117,8 @@ def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | S
     options = {k: np.stack([r[k] for r in real], axis=env.core.OPTION_AXES[k]) for k in real[0]}
     if nu is not None:
         options["nu"] = np.broadcast_to(np.asarray(nu, dtype=float), (len(seeds),)).copy()
-    return play(policy, env, options, range(task.max_episode_steps), cost_limit=task.cost_limit)
+    told = task_scenario(task_id, float(nu)) if nu is not None and np.ndim(nu) == 0 else None  # one budget: its own
+    return play(policy, env, options, range(task.max_episode_steps), cost_limit=task.cost_limit, scenario=told)
 
 
 def episode_returns(policy: Any, task_id: str, seeds: Sequence[int], **env_overrides: Any) -> NDArray:

@@ -18,8 +18,9 @@ class Policy(Protocol):
 
     ``reset`` receives the scenario and a seed; ``act`` the observation and the info of the previous ``reset``/
     ``step`` (``next_h_min2``, ``next_channel_gain``, ``mean_channel_gain``, ``convergence_cost``...). Both work for a
-    single env (scalars) and batched over a vector env (arrays over envs). Offline policies may also take the channel
-    realisation (``channel_gains``) in ``reset``; online policies ignore it.
+    single env (scalars) and batched over a vector env (arrays over envs). ``reset`` is also given the realisation
+    played, as the env's reset options (``distances_m``, ``channel_gains`` and ``nu``; :func:`baselines.play.play`):
+    offline policies read the future channel there, online policies ignore it.
     """
 
     def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None: ...

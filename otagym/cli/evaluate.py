@@ -6,14 +6,15 @@ POLICY is an analytic policy's name (the task's references and what else its sch
 :meth:`baselines.benchmark.SchemeBenchmark.analytic_policies`), an SB3 ``model.zip`` (``otagym train``'s, with
 its ``run.json``, or any SB3 PPO/SAC/TD3/TRPO/ARS model of the task's spaces), an rl_zoo3 log folder (its
 ``best_model.zip``, else the one ``.zip`` in it) or ``module:function``, a Python callable from the observation batch
-(N, obs_dim) to the env's actions (N,) or (N, 1). A receive-scaling analytic policy plays every (nu, seed) of the
-task's evaluation set as a cell of :func:`baselines.receive_scaling.compare.evaluate_cells`, the computation of ``otagym compare``.
-Trained models and callables play the env's own action in the task's env, all realisations of a budget in one
-vector env (:func:`baselines.benchmark.play_episodes`), scored against the stored anchors; on receive scaling their
-scores equal ``otagym compare``'s of the same model on the same seeds up to the rounding of a network's forward pass
-over a batch rather than one observation (``tests/otagym/cli/test_evaluate.py``: within 1e-6). The summary per nu is
-rliable's interquartile mean with a stratified-bootstrap 95% CI over the realisations and the probability of improvement
-over ``BestConstant`` (the learnability floor).
+(N, obs_dim) to the env's actions (N,) or (N, 1). Every policy is played by the one loop
+(:func:`baselines.benchmark.play_episodes`, all realisations of a budget in one vector env). A receive-scaling
+analytic policy is calibrated on the realisations first, as ``otagym compare``'s cells are
+(:meth:`baselines.receive_scaling.compare.PolicySpec.calibrated`), and scored from its leakage, as a cell is.
+Trained models and callables play the env's own action in the task's env, scored against the stored anchors; on
+receive scaling their scores equal ``otagym compare``'s of the same model on the same seeds up to the rounding of a
+network's forward pass over a batch rather than one observation (``tests/otagym/cli/test_evaluate.py``: within
+1e-6). The summary per nu is rliable's interquartile mean with a stratified-bootstrap 95% CI over the realisations and
+the probability of improvement over ``BestConstant`` (the learnability floor).
 """
 
 from __future__ import annotations
