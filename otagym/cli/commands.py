@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple, NoReturn
@@ -122,16 +123,21 @@ def _rollout(args: argparse.Namespace) -> int:
     print(f"scheme={scheme.name} scenario={preset} seed={args.seed} T={args.rounds}"
           + ("" if args.nu is None else f" nu={args.nu}") + f": {rollout.about}")
     widths = [max(len(c.header), 10) for c in rollout.columns]
-    print(f"{'round':>5} {'reward':>10} " + " ".join(f"{c.header:>{w}}" for c, w in zip(rollout.columns, widths)))
+    print(f"{'round':>5}  {'reward':>10}  " + "  ".join(f"{c.header:>{w}}" for c, w in zip(rollout.columns, widths)))
     action = np.full(env.action_space.shape, rollout.action, dtype=env.action_space.dtype)
     for t in range(args.rounds):
         _, reward, _, _, step = env.step(action)
         values = (format(float(np.mean(step[c.key])), c.fmt) for c in rollout.columns)  # mean over devices
-        print(f"{t:5d} {float(reward) + 0.0:10.3e} " + " ".join(f"{v:>{w}}" for v, w in zip(values, widths)))
-    eps = np.ravel(step["dp_epsilon"])
-    print(f"cumulative RDP (mean over devices): {np.mean(step['rdp_cumulative']):.4f}; eps at "
-          f"delta={env.scenario.delta:g}: mean {eps.mean():.4f}, worst {eps.max():.4f} over devices")
+        print(f"{t:5d}  {float(reward) + 0.0:10.3e}  " + "  ".join(f"{v:>{w}}" for v, w in zip(values, widths)))
+    print(f"the episode's privacy at delta={env.scenario.delta:g}: cumulative RDP {_per_device(step['rdp_cumulative'])}, "
+          f"eps {_per_device(step['dp_epsilon'])}")
     return 0
+
+
+def _per_device(value: Any) -> str:
+    """A privacy number as the env reports it: one, or per device (their mean and the worst)."""
+    flat = np.ravel(value)
+    return f"{flat[0]:.4g}" if flat.size == 1 else f"{flat.mean():.4g} (mean over devices; worst {flat.max():.4g})"
 
 
 class Command(NamedTuple):
@@ -145,7 +151,7 @@ class Command(NamedTuple):
 #: Every command, in the order ``otagym --help`` lists them. ``otagym --help``, ``--version`` and an unknown command
 #: import none of their modules (nor numba, scipy or torch): ``benchmarks/bench_cli.py`` times them.
 COMMAND_TABLE: dict[str, Command] = {
-    "rollout": Command("seeded rollout printing leakage and cost per round",
+    "rollout": Command("a seeded episode of any scheme with a constant action, printing each round",
                        "otagym.cli.commands:_add_rollout_parser"),
     "compare": Command("compare the analytic policies (table, CSV/JSON, plot)",
                        "otagym.cli.compare:add_compare_parser"),
@@ -182,17 +188,19 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
 
 
 def _add_rollout_parser(sub: argparse._SubParsersAction, help: str) -> None:
-    ro = sub.add_parser("rollout", help=help, description="A seeded episode of one scheme with a constant action (the "
-                        "scheme's own: receive scaling spends nu every round, as EqualAlloc), printing the reward, "
-                        "the noise, the RDP and the scheme's quantities of each round, then the episode's eps.")
+    ro = sub.add_parser("rollout", help=help, description="A seeded episode of one scheme with a constant action, "
+                        "printing the reward and the scheme's quantities of each round (per-device ones as their mean "
+                        "over devices), then the episode's privacy. The action: " + "; ".join(
+                            f"{s.name}: {s.rollout.about}" for s in SCHEMES.values()) + ".")
     default = SCHEMES[DEFAULT_SCHEME]
+    budgeted = [s.name for s in SCHEMES.values() if "nu" in {f.name for f in dataclasses.fields(s.scenario_type)}]
     ro.add_argument("--scheme", default=DEFAULT_SCHEME, choices=list(SCHEMES), help="the scheme")
     ro.add_argument("--scenario", default=None, choices=[p for s in SCHEMES.values() for p in sorted(s.presets)],
                     help="the scheme's preset (default: " + ", ".join(f"{s.default_preset} for {s.name}"
                                                                      for s in SCHEMES.values()) + ")")
     ro.add_argument("--rounds", type=field_type(default.scenario_type, "num_rounds"), default=20, help="rounds T")
-    ro.add_argument("--nu", type=field_type(default.scenario_type, "nu"), default=None,
-                    help="convergence cost per round, on a scheme whose scenario has one (default: the scenario's)")
+    ro.add_argument("--nu", type=field_type(SCHEMES[budgeted[0]].scenario_type, "nu"), default=None,
+                    help="convergence cost per round, on " + ", ".join(budgeted) + " (default: the scenario's)")
     ro.add_argument("--seed", type=non_negative_int, default=0, help="channel seed")
     ro.set_defaults(func=_rollout, check=_check_rollout_options)
 
@@ -233,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except (KeyboardInterrupt, Exception) as err:
+        if isinstance(err, BrokenPipeError):  # the reader left (``otagym rollout | head``): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit
+            return 1
         if _interrupted(err):
             print(f"\notagym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'what was written is kept')}",
                   file=sys.stderr)

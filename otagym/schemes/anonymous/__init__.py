@@ -44,11 +44,11 @@ def _parts() -> SchemeParts:
 #: The scheme's registry entry (:data:`otagym.schemes.SCHEMES`).
 SCHEME = SchemeInfo("anonymous", AnonymousScenario, get_anonymous_scenario, "paper-anonymous", ANONYMOUS_PRESETS,
                     task_settings=TASK_SETTINGS, tasks=TASKS, action_key="sigma", info_keys=("sigma", "cost"),
-                    rollout=Rollout("the normalized action a = 0 every round", {}, 0.0,
+                    rollout=Rollout("the normalized action a = 0 every round (sigma in the middle of its log range)", {}, 0.0,
                                     (RolloutColumn("sigma", "sigma", ".3e"),
                                      RolloutColumn("participants", "participants", ".0f"),
                                      RolloutColumn("noise mult", "noise_multiplier", ".3f"),
-                                     RolloutColumn("RDP round", "rdp_round_device", ".3e"),
-                                     RolloutColumn("RDP cum", "rdp_cumulative", ".4f"),
-                                     RolloutColumn("utility", "utility", ".4f"))),
+                                     RolloutColumn("RDP round", "rdp_round", ".3e"),
+                                     RolloutColumn("RDP cum", "rdp_cumulative", ".3e"),
+                                     RolloutColumn("utility", "utility", ".4g"))),
                     parts=_parts)

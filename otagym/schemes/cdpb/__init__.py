@@ -50,6 +50,6 @@ SCHEME = SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_
                                     (RolloutColumn("rho", "rho", ".4f"), RolloutColumn("reliable", "num_reliable", ".0f"),
                                      RolloutColumn("noise var", "noise_var", ".3e"),
                                      RolloutColumn("RDP round", "rdp_round", ".3e"),
-                                     RolloutColumn("RDP cum", "rdp_cumulative", ".4f"),
-                                     RolloutColumn("utility", "utility", ".4f"), RolloutColumn("cost", "cost", ".4f"))),
+                                     RolloutColumn("RDP cum", "rdp_cumulative", ".3e"),
+                                     RolloutColumn("utility", "utility", ".4g"), RolloutColumn("cost", "cost", ".4g"))),
                     parts=_parts)

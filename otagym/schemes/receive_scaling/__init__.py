@@ -52,7 +52,7 @@ SCHEME = SchemeInfo("receive_scaling", ReceiveScalingScenario, get_scenario, "pa
                                     0.0, (RolloutColumn("h_min^2", "h_min2", ".3e"), RolloutColumn("x", "x", ".3e"),
                                           RolloutColumn("sigma", "noise_multiplier", ".3f"),
                                           RolloutColumn("RDP round", "rdp_round", ".3e"),
-                                          RolloutColumn("RDP cum", "rdp_cumulative", ".4f"),
+                                          RolloutColumn("RDP cum", "rdp_cumulative", ".3e"),
                                           RolloutColumn("leakage", "leakage", ".3e"),
-                                          RolloutColumn("c_t", "convergence_cost", ".4f"))),
+                                          RolloutColumn("c_t", "convergence_cost", ".4g"))),
                     parts=_parts)

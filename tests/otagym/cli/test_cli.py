@@ -47,7 +47,7 @@ def test_bad_options_exit_2_with_one_line(argv, needle, capsys):
 @pytest.mark.parametrize("scheme", list(SCHEMES))
 def test_rollout_plays_every_scheme_and_prints_its_columns_a_row_a_round_and_the_episodes_eps(scheme, capsys):
     """The columns are the scheme's declaration (:attr:`~otagym.schemes.SchemeInfo.rollout`); the last line is the
-    end-of-episode report of the env itself, worst over devices."""
+    end-of-episode report of the env itself (the worst device's where it reports one per device)."""
     from otagym.env import OTAPrivacyEnv
 
     assert main(["rollout", "--scheme", scheme, "--rounds", "3", "--seed", "5"]) == 0
@@ -60,7 +60,18 @@ def test_rollout_plays_every_scheme_and_prints_its_columns_a_row_a_round_and_the
     env.reset(seed=5)
     for _ in range(3):
         step = env.step(np.full(env.action_space.shape, rollout.action, dtype=env.action_space.dtype))[4]
-    assert lines[-1].endswith(f"worst {np.max(step['dp_epsilon']):.4f} over devices")
+    eps = np.ravel(step["dp_epsilon"])
+    assert lines[-1].endswith(f"eps {eps[0]:.4g}" if eps.size == 1 else f"worst {eps.max():.4g})")
+
+
+def test_rollout_into_a_reader_that_leaves_stops_quietly():
+    """``otagym rollout | head -3``: the broken pipe ends the command, exit code 1, without a traceback."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(f"{sys.executable} -m otagym.cli rollout --rounds 2000 | head -3", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert len(done.stdout.splitlines()) == 3 and "Traceback" not in done.stderr, done.stderr
 
 
 def test_rollout_refuses_a_preset_of_another_scheme_and_a_budget_its_scheme_has_not(capsys):
