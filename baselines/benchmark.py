@@ -99,7 +99,8 @@ class RandomAction(EnvActionPolicy):
 def play_episodes(policy: Any, task_id: str, seeds: Sequence[int], nu: float | Sequence[float] | None = None,
                   **env_overrides: Any) -> Episodes:
     """``policy`` (``reset(scenario, seed, **realisation)``, ``act(obs, info)``) on the realisation of each seed
-    (:func:`otagym.tasks.sample_realisation`) in the task's env, one batched episode of the one loop
+    (:func:`otagym.tasks.sample_realisation`) in the task's vector env of ``len(seeds)`` envs (observations (N,
+    obs_dim), actions (N, 1)), one batched episode of the one loop
     (:func:`baselines.play.play`: returns, cost ratios and the end-of-episode info). The policy is told the task's
     scenario, with the episodes' budget where they share one (a policy without a ``nu`` of its own plans for it);
     ``env_overrides`` changes env

@@ -30,8 +30,9 @@ def play(policy: Any, env: Any, options: dict[str, Any], rounds: Iterable[int], 
     """The one loop that plays a policy: ``policy.reset(scenario, seed, **options)`` (``scenario`` default: the
     env's; the reset options, i.e. the realisation, go to a ``reset`` that takes keyword arguments, where an offline
     policy reads the future channel; others ignore them), ``env.reset(seed=seed, options=options)``, then a step per
-    round of ``rounds`` with ``policy.act(obs, info)`` (the env's batch of actions; a single action, or one per env
-    without the trailing axes, is shaped to it); ``on_round(t, info)`` after each step, and ``on_round(-1, info)``
+    round of ``rounds`` with ``policy.act(obs, info)``: the vector env's batch of actions, (N, 1) on every scheme (a
+    scalar is broadcast to every env, and one per env of shape (N,) gets the trailing axis; any other shape reaches
+    the env, which names it); ``on_round(t, info)`` after each step, and ``on_round(-1, info)``
     with the reset's info. The end-of-episode info is the last step's info (its ``final_info`` where the env
     autoresets on the same step)."""
     _reset_policy(policy, env.scenario if scenario is None else scenario, seed, options)

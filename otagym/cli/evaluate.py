@@ -172,8 +172,7 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
 
     feasible = task.id in BENCHMARK  # the suite's score: an episode over its cost limit below every feasible one
     refs = [r for r in stored["scores"] if r != name]
-    lines = [f"{task.budget:>5}  {name + ' IQM [95% CI]':>37} {'mean':>8} {'CVaR 10%':>9} {'worst':>9} "
-             f"{'P(>' + task.floor + ')':>17}" + "".join(f" {r:>16}" for r in refs)]
+    rows = [[task.budget, name + " IQM [95% CI]", "mean", "CVaR 10%", "worst", f"P(>{task.floor})", *refs]]
     summary = {}
     for nu in task.eval_nus:
         key = str(float(nu))
@@ -186,8 +185,12 @@ def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str,
         own["p_improve"], own["p_improve_ci"] = improvement(table, task.floor, (name,)).get(name, (None, None))
         summary[key] = {name: own} | {r: {"iqm": iqm_of(table[r])} for r in refs}
         p = "-" if own["p_improve"] is None else f"{own['p_improve']:.2f}"
-        lines.append(f"{nu:>5g}  {interval(own, digits=2):>37} {own['mean']:8.2f} {own['cvar10']:9.2f} "
-                     f"{own['worst']:9.2f} {p:>17}" + "".join(f" {summary[key][r]['iqm']:16.2f}" for r in refs))
+        rows.append([f"{nu:g}", interval(own, digits=2), *(f"{own[k]:.2f}" for k in ("mean", "cvar10", "worst")), p,
+                     *(f"{summary[key][r]['iqm']:.2f}" for r in refs)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(f"{cell:>{w}}" for cell, w in zip(row, widths)) for row in rows]
+    if any(r[1].endswith("(wide)") for r in rows[1:]):
+        lines.append("(wide): a 95% CI wider than +-10 points")
     return summary, lines
 
 
@@ -222,6 +225,10 @@ def _run(args: argparse.Namespace) -> int:
         writable_file(str(out))
     except argparse.ArgumentTypeError as err:
         print(f"otagym evaluate: error: argument --out: {err}", file=sys.stderr)
+        return 2
+    if out.exists() and not args.force:  # nothing a user made is replaced without being asked
+        print(f"otagym evaluate: error: argument --out: {out} exists; give --force to replace it, or another --out",
+              file=sys.stderr)
         return 2
     if out.parent.is_dir():
         remove_stale_temporaries(out.parent)  # what an evaluation killed mid-write left
@@ -305,7 +312,9 @@ def add_evaluate_parser(sub: argparse._SubParsersAction, help: str) -> None:
                    help="the environment steps each run trained for, stated in the result (default: the SB3 "
                    "models' own num_timesteps where they agree)")
     p.add_argument("--out", type=writable_file, default=None,
-                   help="the JSON to write, checked before any work (default results/evaluate/<task>/<policy>.json)")
+                   help="the JSON to write, checked before any work (default results/evaluate/<task>/<policy>.json); "
+                   "an existing one is replaced only with --force")
+    p.add_argument("--force", action="store_true", help="replace the --out file if it exists")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples of the CIs (default 2000)")
     p.add_argument("--seeds", type=_seed_set, default=_MOST_SEEDS,
                    help="K: the first K realisations of the task's frozen evaluation set, a quick look (default: all "

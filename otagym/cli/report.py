@@ -164,6 +164,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"{'task':<32} {'IQM [95% CI]':>28} {'CVaR 10%':>10} {'worst':>10} {'over':>6} {'runs':>5} {'env steps':>11}")
     for path, result in results:
         print(_headline(result["task"].split("/")[-1], result["task_score"], result["runs"], result["env_steps"]))
+    if any(wide(result["task_score"]) for _, result in results):
+        print("(wide): a 95% CI wider than +-10 points")
     for path, result in results:
         for gap in submission_gaps(result):
             print(f"{path}: not a submission: {gap}")

@@ -120,7 +120,7 @@ def test_evaluate_plays_an_analytic_policy_a_function_and_a_trained_agent_as_com
     np.testing.assert_allclose(record["scores"]["0.04"], 0.0, atol=1e-9)
     assert "EqualAlloc IQM [95% CI]" in capsys.readouterr().out
 
-    quick = ["--reps", "50", "--seeds", "2", "--out", str(out)]
+    quick = ["--reps", "50", "--seeds", "2", "--out", str(out), "--force"]  # each replaces the last
     assert main(["evaluate", IID, "test_tasks:zero_action", *quick]) == 0
     zero = json.loads(out.read_text())
     expected = task_scores(lambda nus: BestConstant(nu=nus, action=0.0), IID, EVALUATION_SEEDS[:2], nus=[0.01])

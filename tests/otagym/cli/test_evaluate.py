@@ -44,10 +44,19 @@ def test_a_model_plays_on_the_torch_threads_asked_one_by_default(tmp_path, one_t
     import torch
 
     torch.set_num_threads(3)
-    for flag, threads in (([], 1), (["--torch-threads", "2"], 2), (["--torch-threads", "0"], 2)):
-        out = tmp_path / f"{len(flag)}{threads}.json"
+    for i, (flag, threads) in enumerate((([], 1), (["--torch-threads", "2"], 2), (["--torch-threads", "0"], 2))):
+        out = tmp_path / f"{i}.json"
         assert main(["evaluate", IID, str(ZOO_PPO), "--seeds", "2", "--reps", "10", "--out", str(out), *flag]) == 0
         assert torch.get_num_threads() == threads, flag
+
+
+def test_an_existing_result_is_replaced_only_with_force(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    out.write_text("a user's file")
+    code = main(["evaluate", IID, "EqualAlloc", "--seeds", "2", "--reps", "10", "--out", str(out)])
+    assert code == 2 and "exists; give --force" in capsys.readouterr().err and out.read_text() == "a user's file"
+    assert main(["evaluate", IID, "EqualAlloc", "--seeds", "2", "--reps", "10", "--out", str(out), "--force"]) == 0
+    assert json.loads(out.read_text())["name"] == "EqualAlloc"
 
 
 def test_a_model_of_another_task_is_refused_in_one_line_naming_the_observation_shape(tmp_path, capsys):
