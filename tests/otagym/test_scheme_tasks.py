@@ -224,7 +224,7 @@ def test_evaluate_plays_the_tasks_references_and_a_callable(task_id, tmp_path):
     np.testing.assert_allclose(json.loads(out.read_text())["scores"][key],  # one run x two realisations
                                [reference_scores(task_id)["scores"][name][key][:2]], rtol=1e-9)
     assert main(["evaluate", task_id, "test_scheme_tasks:half_action", "--reps", "50", "--seeds", "2", "--out",
-                 str(out)]) == 0
+                 str(out), "--force"]) == 0  # replaces the first result
     expected = task_scores(lambda nus: ConstantAction(0.125), task_id, seeds)[key]
     np.testing.assert_allclose(json.loads(out.read_text())["scores"][key], [expected], rtol=1e-12)
     assert main(["evaluate", task_id, "EqualAlloc"]) == 2  # a receive-scaling policy is not one of this task's
