@@ -57,6 +57,8 @@ def test_an_existing_result_is_replaced_only_with_force(tmp_path, capsys):
     assert code == 2 and "exists; give --force" in capsys.readouterr().err and out.read_text() == "a user's file"
     assert main(["evaluate", IID, "EqualAlloc", "--seeds", "2", "--reps", "10", "--out", str(out), "--force"]) == 0
     assert json.loads(out.read_text())["name"] == "EqualAlloc"
+    said = capsys.readouterr().out  # an analytic policy trained for no steps: nothing to state
+    assert "an analytic policy is a reference" in said and "env_steps" not in said
 
 
 def test_a_model_of_another_task_is_refused_in_one_line_naming_the_observation_shape(tmp_path, capsys):
