@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from otagym.validation import AppliesWith, Spec
 
-__all__ = ["Core", "ObservationLayout", "SchemeParts", "SchemeInfo", "Rollout", "RolloutColumn"]
+__all__ = ["Core", "ObservationLayout", "SchemeParts", "SchemeInfo", "Rollout", "RolloutColumn", "RDP_COLUMNS"]
 
 
 class Core(Protocol):
@@ -114,6 +114,10 @@ class RolloutColumn(NamedTuple):
     header: str
     key: str
     fmt: str
+
+
+#: The round's RDP and the cumulative RDP (``rdp_round``, ``rdp_cumulative``): the columns every scheme's rollout shows.
+RDP_COLUMNS = (RolloutColumn("RDP round", "rdp_round", ".3e"), RolloutColumn("RDP cum", "rdp_cumulative", ".3e"))
 
 
 @dataclass(frozen=True)

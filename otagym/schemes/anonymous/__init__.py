@@ -14,7 +14,7 @@ The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
 from otagym._exports import lazy_exports
-from otagym.schemes.info import ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
+from otagym.schemes.info import RDP_COLUMNS, ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
 from otagym.schemes.anonymous.scenario import (ANONYMOUS_PRESETS, TASK_SETTINGS, AnonymousScenario,
                                                get_anonymous_scenario)
 from otagym.schemes.anonymous.tasks import TASKS
@@ -48,7 +48,6 @@ SCHEME = SchemeInfo("anonymous", AnonymousScenario, get_anonymous_scenario, "pap
                                     (RolloutColumn("sigma", "sigma", ".3e"),
                                      RolloutColumn("participants", "participants", ".0f"),
                                      RolloutColumn("noise mult", "noise_multiplier", ".3f"),
-                                     RolloutColumn("RDP round", "rdp_round", ".3e"),
-                                     RolloutColumn("RDP cum", "rdp_cumulative", ".3e"),
+                                     *RDP_COLUMNS,
                                      RolloutColumn("utility", "utility", ".4g"))),
                     parts=_parts)

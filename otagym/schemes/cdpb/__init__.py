@@ -16,7 +16,7 @@ The registry (:data:`otagym.schemes.SCHEMES`) finds the scheme's parts here.
 """
 
 from otagym._exports import lazy_exports
-from otagym.schemes.info import ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
+from otagym.schemes.info import RDP_COLUMNS, ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
 from otagym.schemes.cdpb.scenario import CDPB_PRESETS, TASK_SETTINGS, CDPBScenario, get_cdpb_scenario
 from otagym.schemes.cdpb.tasks import DEVICE_TASKS, TASKS
 
@@ -49,7 +49,6 @@ SCHEME = SchemeInfo("cdpb", CDPBScenario, get_cdpb_scenario, "paper-cdpb", CDPB_
                     rollout=Rollout("the normalized action a = 0 every round (rho in the middle of [0.001, 1])", {}, 0.0,
                                     (RolloutColumn("rho", "rho", ".4f"), RolloutColumn("reliable", "num_reliable", ".0f"),
                                      RolloutColumn("noise var", "noise_var", ".3e"),
-                                     RolloutColumn("RDP round", "rdp_round", ".3e"),
-                                     RolloutColumn("RDP cum", "rdp_cumulative", ".3e"),
+                                     *RDP_COLUMNS,
                                      RolloutColumn("utility", "utility", ".4g"), RolloutColumn("cost", "cost", ".4g"))),
                     parts=_parts)

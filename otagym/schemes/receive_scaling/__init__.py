@@ -15,7 +15,7 @@ package:
 """
 
 from otagym._exports import lazy_exports
-from otagym.schemes.info import ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
+from otagym.schemes.info import RDP_COLUMNS, ObservationLayout, Rollout, RolloutColumn, SchemeInfo, SchemeParts
 from otagym.schemes.receive_scaling.scenario import PRESETS, TASK_SETTINGS, ReceiveScalingScenario, get_scenario
 from otagym.schemes.receive_scaling.tasks import TASKS
 
@@ -51,8 +51,7 @@ SCHEME = SchemeInfo("receive_scaling", ReceiveScalingScenario, get_scenario, "pa
                     rollout=Rollout("EqualAlloc: spend action a = 0, c_t = nu every round", {"action_type": "spend"},
                                     0.0, (RolloutColumn("h_min^2", "h_min2", ".3e"), RolloutColumn("x", "x", ".3e"),
                                           RolloutColumn("sigma", "noise_multiplier", ".3f"),
-                                          RolloutColumn("RDP round", "rdp_round", ".3e"),
-                                          RolloutColumn("RDP cum", "rdp_cumulative", ".3e"),
+                                          *RDP_COLUMNS,
                                           RolloutColumn("leakage", "leakage", ".3e"),
                                           RolloutColumn("c_t", "convergence_cost", ".4g"))),
                     parts=_parts)
