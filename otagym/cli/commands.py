@@ -193,7 +193,7 @@ def _add_rollout_parser(sub: argparse._SubParsersAction, help: str) -> None:
                         "over devices), then the episode's privacy. The action: " + "; ".join(
                             f"{s.name}: {s.rollout.about}" for s in SCHEMES.values()) + ".")
     default = SCHEMES[DEFAULT_SCHEME]
-    budgeted = [s.name for s in SCHEMES.values() if "nu" in {f.name for f in dataclasses.fields(s.scenario_type)}]
+    budgeted = [s.name for s in SCHEMES.values() if _has_nu(s)]
     ro.add_argument("--scheme", default=DEFAULT_SCHEME, choices=list(SCHEMES), help="the scheme")
     ro.add_argument("--scenario", default=None, choices=[p for s in SCHEMES.values() for p in sorted(s.presets)],
                     help="the scheme's preset (default: " + ", ".join(f"{s.default_preset} for {s.name}"
@@ -205,13 +205,18 @@ def _add_rollout_parser(sub: argparse._SubParsersAction, help: str) -> None:
     ro.set_defaults(func=_rollout, check=_check_rollout_options)
 
 
+def _has_nu(scheme: Any) -> bool:
+    """Whether the scheme's scenario has a budget per round nu (``otagym rollout --nu`` sets it)."""
+    return "nu" in {f.name for f in dataclasses.fields(scheme.scenario_type)}
+
+
 def _check_rollout_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, argparse style, a preset of another scheme and ``--nu`` on a scheme whose scenario has no nu."""
     scheme = SCHEMES[args.scheme]
     if args.scenario is not None and args.scenario not in scheme.presets:
         parser.error(f"argument --scenario: {args.scenario!r} is not a preset of --scheme {args.scheme}; choose from "
                      f"{sorted(scheme.presets)}")
-    if args.nu is not None and "nu" not in {f.name for f in dataclasses.fields(scheme.scenario_type)}:
+    if args.nu is not None and not _has_nu(scheme):
         parser.error(f"--scheme {args.scheme} does not use --nu")
 
 
