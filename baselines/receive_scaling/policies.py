@@ -361,18 +361,18 @@ class ActionPolicy(_PolicyBase):
         self.env_kwargs = env_kwargs
 
     def _semantics(self, action_type: str, price_decades: float, price_buffer_sd: float,
-                   budget_multiplier_max: float, x_min_ratio: float) -> None:
+                   budget_multiplier_max: float, x_min_ratio: float, budget_floor: float = 0.0) -> None:
         if action_type not in UNIT_ACTIONS:
             raise ValueError(f"action_type must be one of {UNIT_ACTIONS}; got {action_type!r}")
         self.action_type, self.price_decades = action_type, price_decades
         self.multiplier_max, self.x_min_ratio = budget_multiplier_max, x_min_ratio
-        self.price_buffer_sd = price_buffer_sd
+        self.price_buffer_sd, self.budget_floor = price_buffer_sd, budget_floor
 
     def reset(self, scenario: Scenario, seed: int | None = None, **offline: Any) -> None:
         if self.env_kwargs is not None:
             kw = action_semantics(scenario, self.env_kwargs)
             self._semantics(kw["action_type"], kw["price_decades"], kw["price_buffer_sd"],
-                            kw["budget_multiplier_max"], kw["x_min_ratio"])
+                            kw["budget_multiplier_max"], kw["x_min_ratio"], kw["budget_floor"])
         super().reset(scenario, seed, **offline)
 
     def action(self, observation: NDArray, info: dict[str, Any]) -> ArrayLike:  # pragma: no cover - abstract
@@ -386,7 +386,7 @@ class ActionPolicy(_PolicyBase):
         budget = self.action_type in BUDGET_ACTIONS  # only the budget actions read the channel law
         mean = self.model.expected_h_min2(info["mean_channel_gain"]) if budget else 1.0
         settings = ActionSettings(ACTION_CODES[self.action_type], float(self.x_min_ratio), float(self.multiplier_max),
-                                  float(self.price_decades), float(self.price_buffer_sd))
+                                  float(self.price_decades), float(self.price_buffer_sd), float(self.budget_floor))
         x, cost = decode_actions(self.model, settings, a, h, nu=self.nu, remaining=self.nu * big_t - self.cost_sum,
                                  rounds_left=big_t - self.t, mean_h_min2=mean)
         self.cost_sum = self.cost_sum + cost

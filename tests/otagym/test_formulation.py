@@ -41,6 +41,35 @@ def test_budget_mode_meets_the_constraint_with_equality_for_any_policy(policy, a
     assert np.all(final["convergence_cost"] >= 0)
 
 
+@pytest.mark.parametrize("action_type", ["price", "share"])
+def test_budget_floor_keeps_its_share_for_every_later_round(action_type):
+    """With budget_floor f, every round of a budget action leaves at least f nu for each later round (the budget
+    left after round t is >= f nu (T - t - 1)) and the episode still spends nu T; spend-hungry actions (the lowest
+    price, the largest share) hit the floor, and without it they leave less (the floor binds)."""
+    n, big_t, floor = 16, 60, 0.8
+    hungry = np.full((n, 1), -1.0 if action_type == "price" else 1.0)
+    left = {}
+    for f in (0.0, floor):
+        venv = OTAPrivacyVectorEnv(n, num_rounds=big_t, dp_orders=None, nu_range=(0.01, 0.16),
+                                   action_type=action_type, budget_floor=f, autoreset_mode=AutoresetMode.SAME_STEP)
+        venv.reset(seed=4)
+        spent, lowest = np.zeros(n), np.inf
+        for t in range(big_t):
+            _, _, term, _, info = venv.step(hungry)
+            spent += info["cost"]  # c_t / nu
+            lowest = min(lowest, np.min((big_t - spent) - floor * (big_t - t - 1)))
+        assert term.all()
+        np.testing.assert_allclose(spent, big_t, rtol=1e-12)
+        left[f] = lowest
+    assert left[floor] >= -1e-9
+    assert left[0.0] < -1.0  # without the floor they spend below it
+
+
+def test_budget_floor_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="budget_floor"):
+        OTAPrivacyVectorEnv(2, budget_floor=1.5)
+
+
 def share_cost(a, remaining, rounds_left, multiplier_max):
     model = ReceiveScalingModel(get_scenario("paper-mnist"))
     settings = ActionSettings(ACTION_CODES["share"], 1e-3, multiplier_max, price_decades=2.0, price_buffer_sd=1.0)

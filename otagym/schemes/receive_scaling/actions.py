@@ -60,6 +60,7 @@ class ActionSettings(NamedTuple):
     budget_multiplier_max: float  # the largest multiple of the fair share one share action spends
     price_decades: float  # a price action spans mu_ref 10^[-decades, decades]
     price_buffer_sd: float  # the price reference's safety stock, in standard deviations of the spend left
+    budget_floor: float = 0.0  # a budget action leaves budget_floor nu for each later round (at most what is left)
 
 
 #: The env arguments that say what an action means, and their specs (the core's ``ARGS`` include them).
@@ -69,12 +70,14 @@ ACTION_ARGS: dict[str, Spec] = {
     "budget_multiplier_max": Real(1.0, PHYSICAL_RANGE[1], low_open=True),
     "price_decades": Real(0.0, 30.0, low_open=True),
     "price_buffer_sd": Real(0.0, 100.0),
+    "budget_floor": Real(0.0, 1.0),
     "x_min_ratio": Real(X_FLOOR_RATIO, 1.0, high_open=True),
 }
 #: Their names, and the defaults of those that have one (the core's signature uses these).
 ACTION_KEYS = tuple(ACTION_ARGS)
 ACTION_DEFAULTS: dict[str, Any] = {"reward_mode": None, "action_type": None, "x_min_ratio": 1e-3,
-                                   "budget_multiplier_max": 100.0, "price_decades": 2.0, "price_buffer_sd": 1.0}
+                                   "budget_multiplier_max": 100.0, "price_decades": 2.0, "price_buffer_sd": 1.0,
+                                   "budget_floor": 0.0}
 
 
 def resolve_modes(reward_mode: RewardMode | None, action_type: ActionType | None) -> tuple[str, str]:
@@ -126,16 +129,18 @@ def spend_action(cost: ArrayLike, nu: ArrayLike) -> NDArray:
 
 @njit(**JIT_NO_ALLOC)
 def _budget_action_cost_many(share: bool, action: NDArray, h_min2: NDArray, remaining: NDArray, rounds_left: NDArray,
-                             mean_h_min2: NDArray, multiplier_max: float, price_decades: float, buffer_sd: float,
-                             mdl: ModelArrays, out: NDArray) -> NDArray:
+                             mean_h_min2: NDArray, keep: NDArray, settings: ActionSettings, mdl: ModelArrays,
+                             out: NDArray) -> NDArray:
     for i in range(action.size):
         out[i] = _budget_action_cost(share, action[i], h_min2[i], remaining[i], rounds_left[i], mean_h_min2[i],
-                                     multiplier_max, price_decades, buffer_sd, mdl)
+                                     keep[i], settings.budget_multiplier_max, settings.price_decades,
+                                     settings.price_buffer_sd, mdl)
     return out
 
 
 def budget_action_cost(model: ReceiveScalingModel, settings: ActionSettings, action: ArrayLike, h_min2: ArrayLike,
-                       remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike) -> NDArray:
+                       remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike,
+                       nu: ArrayLike = 1.0) -> NDArray:
     """c_t of a budget-mode action a in [-1, 1] of type ``settings.code`` (:data:`ACTION_PRICE` or
     :data:`ACTION_SHARE`; the round's decoder, :func:`decide`, spends the same).
 
@@ -149,17 +154,19 @@ def budget_action_cost(model: ReceiveScalingModel, settings: ActionSettings, act
     * ``"share"``: m(a) = multiplier_max^a times the fair share (a = 0 is EqualAlloc), multiplier_max
       ``settings.budget_multiplier_max``;
 
-    capped at R_t, and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds for any
-    sequence of actions.
+    capped at R_t less ``settings.budget_floor`` nu for each later round (``nu``: the budget per round, read by
+    the floor only), and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds
+    for any sequence of actions.
     """
     if settings.code not in (ACTION_PRICE, ACTION_SHARE):
         names = {code: name for name, code in ACTION_CODES.items()}
         raise ValueError(f"settings.code must be a budget action type's ({', '.join(BUDGET_ACTIONS)}); got "
                          f"{names.get(settings.code, settings.code)!r}")
-    (action, h, remaining, rounds_left, mean), shape = _flat((action, h_min2, remaining, rounds_left, mean_h_min2))
+    (action, h, remaining, rounds_left, mean, keep), shape = _flat((action, h_min2, remaining, rounds_left,
+                                                                   mean_h_min2, settings.budget_floor * np.asarray(nu)))
+    typed = ActionSettings(int(settings.code), *map(float, settings[1:]))  # one compiled variant
     return _shaped(_budget_action_cost_many(settings.code == ACTION_SHARE, action, h, remaining, rounds_left, mean,
-                                            float(settings.budget_multiplier_max), float(settings.price_decades),
-                                            float(settings.price_buffer_sd), model.arrays, np.empty_like(h)), shape)
+                                            keep, typed, model.arrays, np.empty_like(h)), shape)
 
 
 @njit(inline="always", **JIT_NO_ALLOC)
@@ -174,8 +181,8 @@ def decide(a: float, h_min2: float, nu: float, remaining: float, rounds_left: fl
         return _x_for_cost(cost, h_min2, mdl.cost_scale, mdl.x_max), cost
     if code == ACTION_PRICE or code == ACTION_SHARE:
         cost = _budget_action_cost(code == ACTION_SHARE, a, h_min2, remaining, rounds_left, mean_h_min2,
-                                   settings.budget_multiplier_max, settings.price_decades, settings.price_buffer_sd,
-                                   mdl)
+                                   settings.budget_floor * nu, settings.budget_multiplier_max, settings.price_decades,
+                                   settings.price_buffer_sd, mdl)
         return _x_for_cost(cost, h_min2, mdl.cost_scale, mdl.x_max), cost
     if code == ACTION_NORMALIZED:
         x = _normalized_x(a, mdl.x_max, settings.x_min_ratio)

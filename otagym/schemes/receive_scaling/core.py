@@ -23,8 +23,8 @@ from otagym.channel import DISTANCE, ChannelModel, FadingState, mean_channel_gai
 from otagym.fidelity import TRAIN_ONLY, TrainingOptions, TrainingRuns
 from otagym.accounting import ACCOUNTANTS, DEFAULT_ORDERS, DP_ORDERS, EpisodeEpsilon
 from otagym.schemes.receive_scaling.actions import (ACTION_ARGS, ACTION_CODES, ACTION_DEFAULTS, ActionSettings,
-                                                    ActionType, RewardMode, action_space, check_actions,
-                                                    decode_actions, resolve_modes)
+                                                    ActionType, RewardMode, action_space, budget_action_cost,
+                                                    check_actions, decode_actions, resolve_modes)
 from otagym.schemes.receive_scaling.kernel import (PER_ENV_ROWS, ROW_ETA, ROW_REWARD, EpisodeState, RoundInfo,
                                                    RoundSettings, channel, play_round, play_round_parallel)
 from otagym.schemes.receive_scaling.model import ReceiveScalingModel
@@ -71,6 +71,9 @@ class ReceiveScalingOptions(TrainingOptions):
         price_decades: a price action spans mu_ref 10^[-decades, decades] (> 0).
         price_buffer_sd: the safety stock of the price action's reference, in standard deviations of the remaining
             rounds' spend (>= 0; see :meth:`~otagym.schemes.receive_scaling.model.ReceiveScalingModel.reference_price`).
+        budget_floor: a budget action's round spends at most the budget left less ``budget_floor`` nu for each later
+            round, in [0, 1] (0, the default: the budget left), so that every later round can still spend that share
+            of nu (the floor of :func:`otagym.wrappers.spend_cap`, kept by the env's own budget actions).
         nu_range: ``(low, high)`` draws nu log-uniformly per episode (for one policy serving every nu; nu is observed);
             ``None`` keeps the scenario's nu. ``reset(options={"nu": ...})`` sets it for one episode either way.
         dp_orders: RDP orders of the end-of-episode (eps, delta) report; ``None`` turns the all-order ledger off
@@ -114,6 +117,7 @@ class ReceiveScalingOptions(TrainingOptions):
     budget_multiplier_max: float = arg(ACTION_DEFAULTS["budget_multiplier_max"], ACTION_ARGS["budget_multiplier_max"])
     price_decades: float = arg(ACTION_DEFAULTS["price_decades"], ACTION_ARGS["price_decades"])
     price_buffer_sd: float = arg(ACTION_DEFAULTS["price_buffer_sd"], ACTION_ARGS["price_buffer_sd"])
+    budget_floor: float = arg(ACTION_DEFAULTS["budget_floor"], ACTION_ARGS["budget_floor"])
     nu_range: tuple[float, float] | None = arg(None, Many(POSITIVE, length=2, optional=True))
     dp_orders: tuple[float, ...] | None = arg(DEFAULT_ORDERS, DP_ORDERS)
     accountant: str = arg("rdp", OneOf(ACCOUNTANTS))
@@ -198,9 +202,10 @@ class ReceiveScalingCore:
         self.x_min_ratio, self.reward_lambda = options.x_min_ratio, options.reward_lambda
         self.budget_multiplier_max = options.budget_multiplier_max
         self.price_decades, self.price_buffer_sd = options.price_decades, options.price_buffer_sd
+        self.budget_floor = options.budget_floor
         action = ActionSettings(ACTION_CODES[self.action_type], float(self.x_min_ratio),
                                 float(self.budget_multiplier_max), float(self.price_decades),
-                                float(self.price_buffer_sd))
+                                float(self.price_buffer_sd), float(self.budget_floor))
         self.settings = RoundSettings(float(self.num_rounds), action, self.reward_mode == "lagrangian",
                                       float(self.reward_lambda or 0.0))
         #: The round's kernel and its compiled code for the types of :meth:`_round_args` (set at the first step).
@@ -389,6 +394,19 @@ class ReceiveScalingCore:
         """
         slope = self.model.cost_slope_of_leakage(x, h_min2) - float(self.reward_lambda or 0.0)
         return self.state.nu * slope / self.state.reward_scale
+
+    def budget_action_cost(self, action: ArrayLike, budget_left: ArrayLike, rounds_left: ArrayLike,
+                           h_min2: ArrayLike) -> NDArray:
+        """c_t / nu of budget-mode actions (``action_type`` "price" or "share") at any budget left B_t and rounds
+        left k_t (>= 1), on channels ``h_min2``, for the episodes in the state (each env's nu and channel law; before
+        any env starts a new episode), in the units of ``info["cost"]`` (B_t likewise: T less the costs so far):
+        :func:`~otagym.schemes.receive_scaling.actions.budget_action_cost` with R_t = nu B_t, the function the round
+        spends by. Broadcast over leading axes (e.g. (T, N) rounds of N envs). Pathwise policy gradients
+        (``agents.budget_apg``) differentiate it."""
+        nu, mean = self.state.nu, self.state.mean_h_min2
+        cost = budget_action_cost(self.model, self.settings.action, action, h_min2, nu * np.asarray(budget_left, float),
+                                  rounds_left, mean_h_min2=np.broadcast_to(mean, np.shape(h_min2)), nu=nu)
+        return cost / nu
 
     def _round_info(self, out: RoundInfo) -> dict[str, NDArray]:
         """The info of the round just played, from the kernel's outputs."""

@@ -232,16 +232,17 @@ def _price_spend(action: float, h_min2: float, price_ref: float, price_decades: 
 
 @njit(inline="always", **JIT_NO_ALLOC)
 def _budget_action_cost(share: bool, action: float, h_min2: float, remaining: float, rounds_left: float,
-                        mean_h_min2: float, multiplier_max: float, price_decades: float, buffer_sd: float,
-                        mdl: ModelArrays) -> float:
-    """c_t of :func:`budget_action_cost` (``share``: the share action, else the price action)."""
+                        mean_h_min2: float, keep: float, multiplier_max: float, price_decades: float,
+                        buffer_sd: float, mdl: ModelArrays) -> float:
+    """c_t of :func:`budget_action_cost` (``share``: the share action, else the price action), at most what leaves
+    ``keep`` (nu times the budget floor) for each later round."""
     remaining = max(remaining, 0.0)  # rounding can leave -1e-17
     if share:
         spend = remaining / rounds_left * multiplier_max ** action
     else:
         price_ref = _reference_price(remaining, rounds_left, mean_h_min2, buffer_sd, mdl)
         spend = _price_spend(action, h_min2, price_ref, price_decades, mdl)
-    return remaining if rounds_left <= 1 else min(spend, remaining)
+    return remaining if rounds_left <= 1 else min(spend, max(remaining - keep * (rounds_left - 1.0), 0.0))
 
 
 

@@ -136,9 +136,9 @@ def play_round_parallel(actions: NDArray, settings: RoundSettings, mdl: ModelArr
     if not valid_actions(settings.action.code, actions, mdl.x_max):
         return -1
     big_t, lagrangian, reward_lambda = settings.num_rounds, settings.lagrangian, settings.reward_lambda
-    code, x_min_ratio, multiplier_max, price_decades, buffer_sd = settings.action
+    code, x_min_ratio, multiplier_max, price_decades, buffer_sd, budget_floor = settings.action
     for i in prange(actions.size):
-        action = ActionSettings(code, x_min_ratio, multiplier_max, price_decades, buffer_sd)
+        action = ActionSettings(code, x_min_ratio, multiplier_max, price_decades, buffer_sd, budget_floor)
         _play_called(i, actions, RoundSettings(big_t, action, lagrangian, reward_lambda), mdl, device_class, state,
                      info)
     return _ended(state.t, big_t)
