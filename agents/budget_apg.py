@@ -16,7 +16,8 @@ each end (:attr:`BudgetAPGSettings.nu_widening`) (:func:`play_episode`), through
 policy's deterministic action, and takes one gradient step on minus their mean return. Values are the env's; only
 their derivatives are added:
 
-* the round's cost c_t = :func:`otagym.wrappers.relative_spend` (a_t, B_t, k_t), differentiated in a_t and B_t by
+* the round's cost c_t = :func:`otagym.wrappers.relative_spend` (a_t, B_t, k_t) (or, with the price action,
+  :attr:`BudgetAPGSettings.action`, the core's ``budget_action_cost``), differentiated in a_t and B_t by
   central differences of that function (:func:`central_partials`: the one implementation of the formula);
 * its reward r_t, differentiated in c_t by the scheme's own slope (``core.reward_cost_slope``: the leakage saved per
   unit of cost);
@@ -55,6 +56,9 @@ from otagym.env import OTAPrivacyVectorEnv
 from otagym.tasks import TASKS
 from otagym.wrappers import RelativeSpendVector, relative_spend
 
+#: The env arguments of each :attr:`BudgetAPGSettings.action` beyond the task's (and the price action's floor).
+ACTION_ENV: dict[str, dict[str, str]] = {"spend": {}, "price": {"reward_mode": "budget", "action_type": "price"}}
+
 __all__ = ["BudgetAPGSettings", "Episode", "action_adjoints", "central_partials", "episode_loss", "play_episode",
            "train_budget_apg", "training_iterations"]
 
@@ -91,6 +95,19 @@ class BudgetAPGSettings:
             validation 97.77, CVaR 94.7 / 92.9 / 86.8; 4: 97.80, CVaR 94.4 / 93.1 / 88.5; within a seed's noise, so 2
             is kept.
         eval_every: env steps between validation plays.
+        action: what the policy's action in [-1, 1] is. ``"spend"``: the spend relative to the fair share left
+            (:class:`otagym.wrappers.RelativeSpendVector`, with ``reserve`` and ``floor``). ``"price"``: the env's own
+            budget-mode price action (``reward_mode="budget"``, ``action_type="price"``): the round spends the
+            minimiser of its Lagrangian L_t + mu_t c_t at a price mu_t relative to the reference price of the budget
+            left (a = 0), never more than the budget left less ``floor`` nu for each later round (the env's
+            ``budget_floor``; ``reserve`` must be 0). Why: the round's
+            optimal spend jumps from 0 to a positive amount as the channel crosses a threshold (the leakage saved is
+            not concave in the spend there); a continuous policy of the spend cannot jump, while a continuous price
+            buys the jump. Measured at nu = 0.01 on ``ReceiveScalingCMDP-v1`` (training realisations 90128-90255,
+            rounds 100-299, the shipped spend model against ``OnlineOptimal``): in the 50-55% channel quantile
+            ``OnlineOptimal`` spends nothing on 39% of rounds and 0.48 of the fair share on average, the spend model
+            on 7% and 0.39; it spends more below that and less above. See docs/tutorials/constrained-rl.md for the
+            price action's measurements.
     """
 
     num_envs: int = 64
@@ -102,6 +119,7 @@ class BudgetAPGSettings:
     floor: float = 0.8
     nu_widening: float = 2.0
     eval_every: int = 1_600_000
+    action: str = "spend"
 
     def __post_init__(self) -> None:
         check_settings(self, integers=("num_envs", "eval_every"), shares=("reserve", "floor"),
@@ -109,11 +127,22 @@ class BudgetAPGSettings:
         if not self.nu_widening >= 1 or not np.isfinite(self.nu_widening):
             raise ValueError(f"nu_widening must be finite and >= 1 (1: the task's own nu range); got "
                              f"{self.nu_widening!r}")
+        if self.action not in ACTION_ENV:
+            raise ValueError(f"action must be one of {sorted(ACTION_ENV)}; got {self.action!r}")
+        if self.action == "price" and self.reserve:
+            raise ValueError(f"reserve must be 0 with action='price' (the price action keeps its budget with the "
+                             f"floor, the env's budget_floor); got {self.reserve!r}")
+
+    @property
+    def env_overrides(self) -> dict[str, Any]:
+        """The env arguments of the action (``{}`` for the task's own spend action), in ``run.json``'s
+        ``env_kwargs``: what ``otagym evaluate`` and :class:`agents.policy.AgentPolicy` play the model's actions as."""
+        return {**ACTION_ENV[self.action], **({"budget_floor": self.floor} if self.action == "price" else {})}
 
     def training_env_kwargs(self, task_id: str) -> dict[str, Any]:
         """The env keyword arguments of the training episodes: the task's, with its nu range widened by
         ``nu_widening`` at each end."""
-        kwargs = dict(TASKS[task_id].kwargs)
+        kwargs = {**TASKS[task_id].kwargs, **self.env_overrides}
         if kwargs.get("nu_range") is None:
             raise ValueError(f"task_id must draw nu per episode (a spend task of the suite); {task_id} has no "
                              f"nu_range")
@@ -124,6 +153,21 @@ class BudgetAPGSettings:
     def network(self) -> BudgetPPOSettings:
         """The policy network's settings, as :func:`agents.budget_ppo.new_model` builds it."""
         return BudgetPPOSettings(net_arch=self.net_arch, reserve=self.reserve, floor=self.floor)
+
+    def training_env(self, task_id: str) -> Any:
+        """The vector env of the training episodes (``num_envs``, :meth:`training_env_kwargs`), its actions this
+        setting's ``action``."""
+        env = OTAPrivacyVectorEnv(self.num_envs, **self.training_env_kwargs(task_id))
+        return env if self.action == "price" else RelativeSpendVector(env, reserve=self.reserve, floor=self.floor)
+
+    def round_spend(self, env: Any, episode: "Episode", horizon: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """c_t(a_t, B_t) (T, N) of the episode's rounds in the units of ``info["cost"]``, as the action plays it:
+        :func:`otagym.wrappers.relative_spend`, or the core's ``budget_action_cost`` on the episode's channels."""
+        rounds_left = (horizon - np.arange(horizon, dtype=float))[:, None]
+        if self.action == "price":
+            core = env.unwrapped.core
+            return lambda a, b: core.budget_action_cost(a, b, rounds_left, episode.h_min2)
+        return lambda a, b: relative_spend(a, b, rounds_left, self.reserve, self.floor)
 
 
 def central_partials(f: Callable[..., np.ndarray], *arrays: np.ndarray) -> list[np.ndarray]:
@@ -151,6 +195,8 @@ class Episode(NamedTuple):
     budget: np.ndarray
     #: (T, N): dr_t / dc_t (``core.reward_cost_slope``)
     reward_slope: np.ndarray
+    #: (T, N): the rounds' channels h_min,t^2 (``info["h_min2"]``)
+    h_min2: np.ndarray
     #: (N,): the returns
     returns: np.ndarray
 
@@ -162,11 +208,12 @@ def _mean_action(policy: RelativeSpendPolicy, obs: torch.Tensor) -> torch.Tensor
 
 
 @torch.no_grad()
-def play_episode(policy: RelativeSpendPolicy, env: RelativeSpendVector, horizon: int) -> Episode:
-    """Every env of ``env`` through one whole episode with the policy's deterministic action."""
+def play_episode(policy: RelativeSpendPolicy, env: Any, horizon: int) -> Episode:
+    """Every env of ``env`` (:meth:`BudgetAPGSettings.training_env`) through one whole episode with the policy's
+    deterministic action."""
     core = env.unwrapped.core
     obs, _ = env.reset()
-    observed, actions, costs, slopes = [], [], [], []
+    observed, actions, costs, slopes, channels = [], [], [], [], []
     returns = np.zeros(env.num_envs)
     for _ in range(horizon):
         observed.append(torch.as_tensor(obs, dtype=torch.float32))
@@ -175,23 +222,25 @@ def play_episode(policy: RelativeSpendPolicy, env: RelativeSpendVector, horizon:
         returns += reward
         costs.append(info["cost"])
         slopes.append(core.reward_cost_slope(info["x"], info["h_min2"]))
+        channels.append(info["h_min2"])
     spent = np.cumsum(np.concatenate([np.zeros((1, env.num_envs)), np.stack(costs)[:-1]]), axis=0)
-    return Episode(torch.stack(observed), np.stack(actions), horizon - spent, np.stack(slopes), returns)
+    return Episode(torch.stack(observed), np.stack(actions), horizon - spent, np.stack(slopes), np.stack(channels),
+                   returns)
 
 
-def action_adjoints(episode: Episode, obs_slopes: np.ndarray, horizon: int, settings: BudgetAPGSettings) -> np.ndarray:
+def action_adjoints(episode: Episode, obs_slopes: np.ndarray, horizon: int,
+                     spend: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """dJ/da_t (T, N) of the return J = sum_t r_t, through every later round (the adjoint, or reverse-mode,
     recursion of the episode's chain; see the module), given ``obs_slopes`` (T, N, 2): the actor's derivatives in
     its ``budget_left`` and ``fair_share`` entries.
 
-    With c_t = g(a_t, B_t; k_t) (:func:`otagym.wrappers.relative_spend`), B_t+1 = B_t - c_t, the observation's
+    With c_t = g(a_t, B_t) (``spend``: :meth:`BudgetAPGSettings.round_spend`), B_t+1 = B_t - c_t, the observation's
     entries B_t / T and log1p(max(B_t, 0) / k_t), and beta_t = dJ/dB_t (beta_T = 0):
     dJ/dc_t = dr_t/dc_t - beta_t+1, dJ/da_t = dJ/dc_t dg/da_t, and
     beta_t = beta_t+1 + dJ/dc_t dg/dB_t + dJ/da_t (da_t/do_t . do_t/dB_t). At an action clipped to -1 or 1 the
     central difference is half the slope inside (see the module), which pulls a mean outside [-1, 1] back."""
     rounds_left = (horizon - np.arange(horizon, dtype=float))[:, None]
-    spend_in_action, spend_in_budget = central_partials(
-        lambda a, b: relative_spend(a, b, rounds_left, settings.reserve, settings.floor), episode.action, episode.budget)
+    spend_in_action, spend_in_budget = central_partials(spend, episode.action, episode.budget)
     left = np.maximum(episode.budget, 0.0)
     obs_in_budget = (obs_slopes[..., 0] / horizon
                      + np.where(episode.budget >= 0, obs_slopes[..., 1] / (1.0 + left / rounds_left) / rounds_left, 0.0))
@@ -203,8 +252,7 @@ def action_adjoints(episode: Episode, obs_slopes: np.ndarray, horizon: int, sett
     return adjoint
 
 
-def episode_loss(policy: RelativeSpendPolicy, env: RelativeSpendVector, horizon: int,
-                 settings: BudgetAPGSettings) -> tuple[torch.Tensor, np.ndarray]:
+def episode_loss(policy: RelativeSpendPolicy, env: Any, horizon: int, settings: BudgetAPGSettings) -> tuple[torch.Tensor, np.ndarray]:
     """One whole episode of every env; a scalar whose gradient in the policy's parameters is minus the mean return's
     (sum_t dJ/da_t da_t/dtheta over the envs, the actor differentiated in one batch of all T N observations), and the
     returns (N,)."""
@@ -214,7 +262,7 @@ def episode_loss(policy: RelativeSpendPolicy, env: RelativeSpendVector, horizon:
     mean = _mean_action(policy, obs)
     (in_obs,) = torch.autograd.grad(mean.sum(), obs, retain_graph=True)  # each mean reads its own row only
     obs_slopes = in_obs[..., [layout.budget_left, layout.fair_share]].double().numpy()
-    adjoint = action_adjoints(episode, obs_slopes, horizon, settings)
+    adjoint = action_adjoints(episode, obs_slopes, horizon, settings.round_spend(env, episode, horizon))
     return -(mean.double() * torch.as_tensor(adjoint)).sum() / env.num_envs, episode.returns
 
 
@@ -225,8 +273,7 @@ def training_iterations(model: PPO, task_id: str, settings: BudgetAPGSettings, s
     torch.manual_seed(seed)
     policy, horizon = model.policy, TASKS[task_id].max_episode_steps
     optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate)
-    env = RelativeSpendVector(OTAPrivacyVectorEnv(settings.num_envs, **settings.training_env_kwargs(task_id)),
-                              reserve=settings.reserve, floor=settings.floor)
+    env = settings.training_env(task_id)
     env.reset(seed=seed)
     try:
         for it in range(1, iterations + 1):
@@ -254,6 +301,7 @@ def train_budget_apg(task_id: str, run_dir: str | Path, *, seed: int = 0, total_
     settings = settings or BudgetAPGSettings()
     check_spend_task(task_id)
     trainer = SpendTrainer("budget_apg", settings, settings.num_envs * TASKS[task_id].max_episode_steps,
-                           training_iterations, lambda task, apg, s: new_model(task, apg.network(), s))
+                           training_iterations, lambda task, apg, s: new_model(task, apg.network(), s, apg.action),
+                           settings.env_overrides)
     return train_spend_agent(trainer, task_id, run_dir, seed=seed, total_timesteps=total_timesteps,
                              overwrite=overwrite, log=log, torch_threads=torch_threads)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import csv
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -223,35 +224,40 @@ def env_actions(relative: NDArray, observation: NDArray, horizon: int, reserve: 
 
 class RelativeSpendPolicy(ActorCriticPolicy):
     """SB3's MLP actor-critic whose distribution is over the relative action, and whose ``predict`` returns the task
-    env's own spend action (:func:`env_actions`, with the episode's ``horizon`` T and the ``reserve`` it was trained
+    env's own spend action (``action="price"``: the relative action is the env's budget-mode price action, which
+    ``predict`` returns clipped to [-1, 1]; ``run.json``'s ``env_kwargs`` say so) (:func:`env_actions`, with the episode's ``horizon`` T and the ``reserve`` it was trained
     with, both saved in the zip): ``PPO.load(path).predict(obs)`` plays the raw task (not one wrapped in
     :class:`~otagym.wrappers.RelativeSpend`, which would map the action twice). Train it with
     :func:`train_budget_ppo`: SB3's own ``learn`` would play its relative actions as raw spends."""
 
-    def __init__(self, *args: Any, horizon: int, reserve: float = 0.0, floor: float = 0.0, **kwargs: Any) -> None:
-        self.horizon, self.reserve, self.floor = int(horizon), float(reserve), float(floor)
+    def __init__(self, *args: Any, horizon: int, reserve: float = 0.0, floor: float = 0.0, action: str = "spend",
+                 **kwargs: Any) -> None:
+        self.horizon, self.reserve, self.floor, self.action = int(horizon), float(reserve), float(floor), action
         super().__init__(*args, **kwargs)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return {**super()._get_constructor_parameters(), "horizon": self.horizon, "reserve": self.reserve,
-                "floor": self.floor}
+                "floor": self.floor, "action": self.action}
 
     def _predict(self, observation: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         relative = self.get_distribution(observation).get_actions(deterministic=deterministic)
+        if self.action == "price":  # the env's own price action (agents.budget_apg.BudgetAPGSettings.action)
+            return relative.clamp(-1.0, 1.0)
         played = env_actions(relative.cpu().numpy(), observation.cpu().numpy(), self.horizon, self.reserve,
                              self.floor)
         return torch.as_tensor(played, dtype=relative.dtype, device=relative.device)
 
 
-def new_model(task_id: str, settings: BudgetPPOSettings, seed: int) -> PPO:
-    """A new SB3 model holding the trainer's policy (:class:`RelativeSpendPolicy` with ``settings``' network), built on
-    a one-env adapter of the task (only its spaces are read)."""
+def new_model(task_id: str, settings: BudgetPPOSettings, seed: int, action: str = "spend") -> PPO:
+    """A new SB3 model holding the trainer's policy (:class:`RelativeSpendPolicy` with ``settings``' network and
+    ``action``), built on a one-env adapter of the task (only its spaces are read)."""
     from otagym.wrappers.sb3 import OTAPrivacySB3VecEnv
 
     task = TASKS[task_id]
     net = list(settings.net_arch)
     policy_kwargs = {"net_arch": {"pi": net, "vf": net}, "log_std_init": settings.log_std_init,
-                     "horizon": task.max_episode_steps, "reserve": settings.reserve, "floor": settings.floor}
+                     "horizon": task.max_episode_steps, "reserve": settings.reserve, "floor": settings.floor,
+                     "action": action}
     with warnings.catch_warnings():  # SB3 checks its batch size against the one-env adapter's rollout: not used here
         warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
         return PPO(RelativeSpendPolicy, OTAPrivacySB3VecEnv(1, **task.kwargs), seed=seed, device="cpu",
@@ -280,14 +286,15 @@ def _training_env(task_id: str, settings: BudgetPPOSettings, seed: int) -> gym.v
     return env
 
 
-def validation_score(model: Any, task_id: str, seeds: tuple[int, ...] = BENCHMARK_VALIDATION_SEEDS
-                     ) -> tuple[float, dict[str, Any]]:
+def validation_score(model: Any, task_id: str, seeds: tuple[int, ...] = BENCHMARK_VALIDATION_SEEDS,
+                     env_kwargs: dict[str, Any] | None = None) -> tuple[float, dict[str, Any]]:
     """The mean feasible score of ``model``'s deterministic policy on ``seeds`` at every budget of the task, and per
-    budget its mean score and share of episodes over the limit."""
+    budget its mean score and share of episodes over the limit; ``env_kwargs``: the env arguments its actions are
+    played as (default: the task's)."""
     from agents.policy import AgentPolicy
     from baselines.benchmark import ranked_scores, task_scores_and_costs
 
-    kwargs = dict(TASKS[task_id].kwargs)
+    kwargs = dict(TASKS[task_id].kwargs if env_kwargs is None else env_kwargs)
     scores, costs = task_scores_and_costs(lambda nus: AgentPolicy(model, nus, env_kwargs=kwargs), task_id, seeds)
     feasible = {nu: ranked_scores(task_id, float(nu), seeds, scores[nu], costs[nu]) for nu in scores}
     per_nu = {nu: {"score": float(np.mean(feasible[nu])), "over": float(np.mean(np.asarray(costs[nu]) > 1 + 1e-6))}
@@ -380,6 +387,8 @@ class SpendTrainer(NamedTuple):
         iterations: ``(model, task_id, settings, seed, iterations)`` -> the loop, yielding the env steps so far and
             the iteration's statistics after each iteration.
         model: ``(task_id, settings, seed)`` -> a new SB3 model holding a :class:`RelativeSpendPolicy`.
+        env_overrides: the env arguments its actions are played with beyond the task's (``run.json``'s
+            ``env_kwargs``, the validation plays).
     """
 
     algo: str
@@ -387,6 +396,7 @@ class SpendTrainer(NamedTuple):
     batch_size: int
     iterations: Callable[[PPO, str, Any, int, int], Iterator[tuple[int, dict[str, float]]]]
     model: Callable[[str, Any, int], PPO]
+    env_overrides: Mapping[str, Any] = MappingProxyType({})
 
 
 def train_budget_ppo(task_id: str, run_dir: str | Path, *, seed: int = 0, total_timesteps: int = 4_000_000,
@@ -428,8 +438,9 @@ def train_spend_agent(trainer: SpendTrainer, task_id: str, run_dir: str | Path, 
         torch.set_num_threads(int(torch_threads))
     model = trainer.model(task_id, settings, seed)
     iterations = -(-total_timesteps // trainer.batch_size)
+    env_kwargs = {**TASKS[task_id].kwargs, **trainer.env_overrides}
     meta: dict[str, Any] = {"algo": trainer.algo, "task": task_id, "env_id": task_id, "seed": seed,
-                            "env_kwargs": dict(TASKS[task_id].kwargs), "settings": asdict(settings),
+                            "env_kwargs": env_kwargs, "settings": asdict(settings),
                             "total_timesteps": iterations * trainer.batch_size, "validation": [],
                             "versions": package_versions(),
                             "observation_layout": SCHEMES[TASKS[task_id].scheme].observation_layout.version}
@@ -438,7 +449,7 @@ def train_spend_agent(trainer: SpendTrainer, task_id: str, run_dir: str | Path, 
         rows.append({"steps": steps, "wall_s": time.perf_counter() - clock, **stats})
         if steps >= next_eval or steps == iterations * trainer.batch_size:
             next_eval = (steps // settings.eval_every + 1) * settings.eval_every
-            score, per_nu = validation_score(model, task_id)
+            score, per_nu = validation_score(model, task_id, env_kwargs=env_kwargs)
             meta["validation"].append({"steps": steps, "score": score, "per_nu": per_nu})
             if score > best:
                 best = score

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from agents import BATCHED_ALGOS, batched_trainer
-from agents.policy import AgentPolicy, load_model
+from agents.policy import AgentPolicy, load_model, run_metadata
 from agents.train import checkpoint_models, train
 from baselines.benchmark import ranked_scores, task_scores_and_costs
 from benchmarks.zoo import add_zoo_arguments, refuse_shipped
@@ -41,8 +41,10 @@ from otagym.tasks import BENCHMARK, BENCHMARK_VALIDATION_SEEDS, TASKS
 
 
 def play(model_path: Path, task_id: str, seeds: tuple[int, ...]) -> dict[str, tuple[list[float], list[float]]]:
-    """Per budget: the deterministic policy's scores and cost ratios on ``seeds`` (one batched episode per budget)."""
-    model, kwargs = load_model(model_path), dict(TASKS[task_id].kwargs)
+    """Per budget: the deterministic policy's scores and cost ratios on ``seeds`` (one batched episode per budget), its
+    actions played as its ``run.json`` says (the task's own where it says nothing)."""
+    model = load_model(model_path)
+    kwargs = dict(run_metadata(model_path).get("env_kwargs") or TASKS[task_id].kwargs)
     scores, costs = task_scores_and_costs(lambda nus: AgentPolicy(model, nus, env_kwargs=kwargs), task_id, seeds)
     return {nu: (scores[nu], costs[nu]) for nu in scores}
 

@@ -14,28 +14,30 @@ from agents.budget_apg import BudgetAPGSettings, central_partials, episode_loss,
 from agents.budget_ppo import new_model
 from otagym.env import OTAPrivacyVectorEnv
 from otagym.tasks import TASKS
-from otagym.wrappers import RelativeSpendVector, relative_spend, spend_multiplier
+from otagym.wrappers import relative_spend, spend_multiplier
 
 TASK = "otagym/ReceiveScalingCMDPGaussMarkov-v0"
 T = TASKS[TASK].max_episode_steps
 
 
-def _env(settings: BudgetAPGSettings, seed: int) -> RelativeSpendVector:
-    env = RelativeSpendVector(OTAPrivacyVectorEnv(settings.num_envs, **TASKS[TASK].kwargs), floor=settings.floor)
+def _env(settings: BudgetAPGSettings, seed: int):
+    env = settings.training_env(TASK)
     env.reset(seed=seed)
     return env
 
 
-def test_the_pathwise_gradient_is_the_env_returns_slope():
+@pytest.mark.parametrize("action", ["spend", "price"])
+def test_the_pathwise_gradient_is_the_env_returns_slope(action):
     """d(sum of returns)/d(parameter) by the adjoint recursion through the T rounds against central differences of
-    the env's returns, on the same channels, for the actor's output bias and three of its weights. The gradient leaves
-    out the cumulative RDP's part of the observation (the module says so): measured 1.5-2.5% here."""
+    the env's returns, on the same channels, for the actor's output bias and three of its weights, with either action
+    (the relative spend, the env's price action). The gradient leaves out the cumulative RDP's part of the observation
+    (the module says so): measured 0.2-2.5% here."""
     torch.set_num_threads(1)
-    settings = BudgetAPGSettings(num_envs=8)
-    policy = new_model(TASK, settings.network(), 0).policy
+    settings = BudgetAPGSettings(num_envs=8, action=action)
+    policy = new_model(TASK, settings.network(), 0, action).policy
     bias, weight = policy.action_net.bias, policy.action_net.weight
-    with torch.no_grad():
-        bias.fill_(-0.2)  # an actor that spends below its share on average, so the caps bind on some rounds
+    with torch.no_grad():  # an actor that spends below its share on average, so the caps bind on some rounds only
+        bias.fill_(-0.2 if action == "spend" else 0.2)  # (a higher price buys less)
     loss, _ = episode_loss(policy, _env(settings, 3), T, settings)
     (-settings.num_envs * loss).backward()  # the loss is minus the mean return
     analytic = [bias.grad[0].item()] + [weight.grad[0, j].item() for j in range(3)]
@@ -49,7 +51,23 @@ def test_the_pathwise_gradient_is_the_env_returns_slope():
             tensor[index] += 1e-3
         numeric.append((up - down) / 2e-3)
     np.testing.assert_allclose(analytic, numeric, rtol=0.05)
-    assert abs(numeric[0]) > 10  # the bias matters: the comparison is not of two zeros
+    assert abs(numeric[0]) > 1  # the bias matters: the comparison is not of two zeros
+
+
+def test_budget_action_cost_is_what_the_env_spends():
+    """core.budget_action_cost (the function the price action's gradient differentiates) at the budget left that the
+    env's own costs leave, against the cost each round of random price actions reports: equal to 1e-6 of the per-round
+    limit (R_t = nu B_t against the kernel's nu T - sum c_t), every episode ending with its budget spent."""
+    env = BudgetAPGSettings(num_envs=4, action="price").training_env(TASK)
+    env.reset(seed=1)
+    rng, budget = np.random.default_rng(0), np.full(4, float(T))
+    for t in range(T):
+        action = rng.uniform(-1.0, 1.0, 4)
+        predicted = env.core.budget_action_cost(action, budget, T - t, env.core.state.h_min2.copy())
+        _, _, _, _, info = env.step(action[:, None].astype(np.float32))
+        np.testing.assert_allclose(predicted, info["cost"], rtol=0, atol=1e-6)
+        budget -= info["cost"]
+    np.testing.assert_allclose(budget, 0.0, atol=1e-9)
 
 
 @pytest.mark.parametrize("mode", [{}, {"reward_mode": "lagrangian", "reward_lambda": 50.0}])

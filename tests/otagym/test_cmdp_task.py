@@ -116,17 +116,32 @@ def test_otagym_train_points_to_the_task_a_run_was_trained_on(env_kwargs, task_i
 
 
 def test_evaluate_refuses_a_model_trained_on_another_formulation(tmp_path, capsys):
-    """A budget-mode price model played on the constrained task would score its actions as prices, not spends."""
+    """A Lagrangian-reward model of the normalised x action played on the constrained task would score its actions
+    as spends."""
     import json
 
     from otagym.cli.commands import main
 
-    (tmp_path / "run.json").write_text(json.dumps({"env_kwargs": {"nu_range": [0.01, 0.16]}}))
+    kwargs = {"nu_range": [0.01, 0.16], "reward_mode": "lagrangian", "action_type": "normalized"}
+    (tmp_path / "run.json").write_text(json.dumps({"env_kwargs": kwargs}))
     (tmp_path / "model.zip").write_bytes(b"")
     from unittest import mock
 
     with mock.patch("agents.policy.load_model", return_value=object()):
         assert main(["evaluate", CMDP, str(tmp_path / "model.zip"), "--seeds", "2"]) == 2
     err = capsys.readouterr().err
-    assert ("was trained on scenario, reward_mode, action_type = ('paper-mnist', 'budget', 'price'), and "
+    assert ("was trained on scenario, reward_mode, action_type = ('paper-mnist', 'lagrangian', 'normalized'), and "
             "otagym/ReceiveScalingCMDP-v1 is ('paper-mnist', 'cmdp', 'spend')") in err
+
+
+def test_a_budget_mode_model_plays_the_constrained_task_in_budget_mode():
+    """A budget-mode model (price action: agents.budget_apg's action="price") is played on the constrained task with
+    its own action semantics, which meet the budget by construction; another scenario's is refused."""
+    from baselines.benchmark import scheme_benchmark
+
+    scheme = scheme_benchmark(TASKS[CMDP].scheme)
+    price = {**TASKS[CMDP].kwargs, "reward_mode": "budget", "action_type": "price", "price_decades": 2.0}
+    overrides = scheme.trained_overrides("m", price, CMDP)
+    assert (overrides["reward_mode"], overrides["action_type"], overrides["price_decades"]) == ("budget", "price", 2.0)
+    with pytest.raises(ValueError, match="was trained on scenario"):
+        scheme.trained_overrides("m", {**price, "scenario": "paper-cifar10"}, CMDP)
