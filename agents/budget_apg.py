@@ -11,9 +11,11 @@ round, and the chain B_t+1 = B_t - c_t carries that to each of them, which PPO's
 hundreds of rewards.
 
 Each iteration plays ``num_envs`` whole episodes of the real env, its nu drawn from the task's range widened 2x at
-each end (:attr:`BudgetAPGSettings.nu_widening`) (:func:`play_episode`), through
-:class:`otagym.wrappers.RelativeSpendVector` (a = 0 spends the fair share left; never over the limit), with the
-policy's deterministic action, and takes one gradient step on minus their mean return. Values are the env's; only
+each end (:attr:`BudgetAPGSettings.nu_widening`) (:func:`play_episode`), in the action of
+:attr:`BudgetAPGSettings.action` (the env's price action, a = 0 the reference price of the budget left, or the spend
+relative to the fair share left through :class:`otagym.wrappers.RelativeSpendVector`; never over the limit, and every
+later round keeps ``floor`` of its share), with the policy's deterministic action, and takes one gradient step on
+minus their mean return. Values are the env's; only
 their derivatives are added:
 
 * the round's cost c_t = :func:`otagym.wrappers.relative_spend` (a_t, B_t, k_t) (or, with the price action,
@@ -75,10 +77,10 @@ class BudgetAPGSettings:
         max_grad_norm: gradient-norm clip.
         net_arch: hidden layers of the actor (tanh; the critic's are the same and unused).
         reserve: the safety layer's reserve (:func:`otagym.wrappers.spend_cap`).
-        floor: the safety layer's floor (:func:`otagym.wrappers.spend_cap`): every later round keeps at least
-            ``floor`` times its share of the limit. Measured with seed 0 and 16M env steps (validation mean feasible
-            score, i.i.d. / Gauss-Markov / block): 0.5: 96.0 / 93.4 / 91.6; 0.7: 97.1 / 95.2 / 92.0; 0.8: 97.2 /
-            95.3 / 91.8; and the same models' CVaR 10% at nu = 0.04 on training realisations 90128-90255 (neither
+        floor: the safety layer's floor (:func:`otagym.wrappers.spend_cap`; the price action's ``budget_floor``):
+            every later round keeps at least ``floor`` times its share of the limit. Measured with the spend action,
+            seed 0 and 16M env steps (validation mean feasible score, i.i.d. / Gauss-Markov / block): 0.5: 96.0 /
+            93.4 / 91.6; 0.7: 97.1 / 95.2 / 92.0; 0.8: 97.2 / 95.3 / 91.8; and the same models' CVaR 10% at nu = 0.04 on training realisations 90128-90255 (neither
             validation nor evaluation): 0.5: 91.9 / 87.6 / 33.0; 0.7: 93.2 / 89.3 / 76.2; 0.8: 93.9 / 91.1 / 81.6
             (block's worst realisation -159, 55, 76). A floor keeps a run of good channels early from spending the
             budget that bad ones late need.
@@ -100,14 +102,13 @@ class BudgetAPGSettings:
             budget-mode price action (``reward_mode="budget"``, ``action_type="price"``): the round spends the
             minimiser of its Lagrangian L_t + mu_t c_t at a price mu_t relative to the reference price of the budget
             left (a = 0), never more than the budget left less ``floor`` nu for each later round (the env's
-            ``budget_floor``; ``reserve`` must be 0). Why: the round's
-            optimal spend jumps from 0 to a positive amount as the channel crosses a threshold (the leakage saved is
-            not concave in the spend there); a continuous policy of the spend cannot jump, while a continuous price
-            buys the jump. Measured at nu = 0.01 on ``ReceiveScalingCMDP-v1`` (training realisations 90128-90255,
-            rounds 100-299, the shipped spend model against ``OnlineOptimal``): in the 50-55% channel quantile
-            ``OnlineOptimal`` spends nothing on 39% of rounds and 0.48 of the fair share on average, the spend model
-            on 7% and 0.39; it spends more below that and less above. See docs/tutorials/constrained-rl.md for the
-            price action's measurements.
+            ``budget_floor``; ``reserve`` must be 0). Why: at a given price the round's best spend is a known
+            function of the channel (nothing below a threshold, then a steep rise to a level), which the env computes
+            in the price action and a spend policy has to learn for every budget state. Measured at nu = 0.01 on
+            ``ReceiveScalingCMDP-v1`` (training realisations 90128-90255, rounds 100-299, the spend model of seed 4
+            against ``OnlineOptimal``): in the 50-55% channel quantile ``OnlineOptimal`` spends nothing on 39% of
+            rounds and 0.48 of the fair share on average, the spend model on 7% and 0.39; it spends more below that
+            and less above. docs/tutorials/constrained-rl.md gives both actions' results.
     """
 
     num_envs: int = 64
@@ -119,7 +120,7 @@ class BudgetAPGSettings:
     floor: float = 0.8
     nu_widening: float = 2.0
     eval_every: int = 1_600_000
-    action: str = "spend"
+    action: str = "price"
 
     def __post_init__(self) -> None:
         check_settings(self, integers=("num_envs", "eval_every"), shares=("reserve", "floor"),
@@ -160,7 +161,7 @@ class BudgetAPGSettings:
         env = OTAPrivacyVectorEnv(self.num_envs, **self.training_env_kwargs(task_id))
         return env if self.action == "price" else RelativeSpendVector(env, reserve=self.reserve, floor=self.floor)
 
-    def round_spend(self, env: Any, episode: "Episode", horizon: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    def round_spend(self, env: Any, episode: Episode, horizon: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """c_t(a_t, B_t) (T, N) of the episode's rounds in the units of ``info["cost"]``, as the action plays it:
         :func:`otagym.wrappers.relative_spend`, or the core's ``budget_action_cost`` on the episode's channels."""
         rounds_left = (horizon - np.arange(horizon, dtype=float))[:, None]
@@ -252,7 +253,8 @@ def action_adjoints(episode: Episode, obs_slopes: np.ndarray, horizon: int,
     return adjoint
 
 
-def episode_loss(policy: RelativeSpendPolicy, env: Any, horizon: int, settings: BudgetAPGSettings) -> tuple[torch.Tensor, np.ndarray]:
+def episode_loss(policy: RelativeSpendPolicy, env: Any, horizon: int,
+                 settings: BudgetAPGSettings) -> tuple[torch.Tensor, np.ndarray]:
     """One whole episode of every env; a scalar whose gradient in the policy's parameters is minus the mean return's
     (sum_t dJ/da_t da_t/dtheta over the envs, the actor differentiated in one batch of all T N observations), and the
     returns (N,)."""

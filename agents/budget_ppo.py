@@ -224,11 +224,13 @@ def env_actions(relative: NDArray, observation: NDArray, horizon: int, reserve: 
 
 class RelativeSpendPolicy(ActorCriticPolicy):
     """SB3's MLP actor-critic whose distribution is over the relative action, and whose ``predict`` returns the task
-    env's own spend action (``action="price"``: the relative action is the env's budget-mode price action, which
-    ``predict`` returns clipped to [-1, 1]; ``run.json``'s ``env_kwargs`` say so) (:func:`env_actions`, with the episode's ``horizon`` T and the ``reserve`` it was trained
+    env's own spend action (:func:`env_actions`, with the episode's ``horizon`` T and the ``reserve`` it was trained
     with, both saved in the zip): ``PPO.load(path).predict(obs)`` plays the raw task (not one wrapped in
-    :class:`~otagym.wrappers.RelativeSpend`, which would map the action twice). Train it with
-    :func:`train_budget_ppo`: SB3's own ``learn`` would play its relative actions as raw spends."""
+    :class:`~otagym.wrappers.RelativeSpend`, which would map the action twice). With ``action="price"``
+    (:attr:`agents.budget_apg.BudgetAPGSettings.action`) the action is the env's budget-mode price action, which
+    ``predict`` returns clipped to [-1, 1]: it plays the env made with the model's ``run.json`` ``env_kwargs``. Train
+    it with :func:`train_budget_ppo` or :func:`agents.budget_apg.train_budget_apg`: SB3's own ``learn`` would play its
+    relative actions as raw spends."""
 
     def __init__(self, *args: Any, horizon: int, reserve: float = 0.0, floor: float = 0.0, action: str = "spend",
                  **kwargs: Any) -> None:

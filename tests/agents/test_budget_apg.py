@@ -127,7 +127,7 @@ def test_the_same_seed_trains_the_same_policy():
 
 
 @pytest.mark.parametrize("field,value", [("num_envs", 0), ("learning_rate", 0.0), ("floor", 1.5),
-                                         ("max_grad_norm", float("nan"))])
+                                         ("max_grad_norm", float("nan")), ("action", "share"), ("reserve", 0.5)])
 def test_settings_refuse_bad_values_naming_them(field, value):
     with pytest.raises(ValueError, match=field):
         BudgetAPGSettings(**{field: value})
@@ -151,13 +151,13 @@ def test_otagym_train_refuses_what_the_batched_trainers_do_not_take(algo, extra,
 
 
 def test_training_episodes_draw_nu_from_the_widened_range_and_observe_it_as_the_task_does():
-    task = "otagym/ReceiveScalingCMDP-v1"
-    kwargs = BudgetAPGSettings(nu_widening=2.0).training_env_kwargs(task)
+    task, settings = "otagym/ReceiveScalingCMDP-v1", BudgetAPGSettings(nu_widening=2.0)
+    kwargs, played = settings.training_env_kwargs(task), {**TASKS[task].kwargs, **settings.env_overrides}
     assert kwargs["nu_range"] == pytest.approx((0.005, 0.32))
-    assert {k: v for k, v in kwargs.items() if k != "nu_range"} == {
-        k: v for k, v in TASKS[task].kwargs.items() if k != "nu_range"}
-    assert BudgetAPGSettings(nu_widening=1.0).training_env_kwargs(task) == dict(TASKS[task].kwargs)
-    wide, own = OTAPrivacyVectorEnv(2, **kwargs), OTAPrivacyVectorEnv(2, **TASKS[task].kwargs)
+    assert {k: v for k, v in kwargs.items() if k != "nu_range"} == {k: v for k, v in played.items() if k != "nu_range"}
+    assert BudgetAPGSettings(nu_widening=1.0).training_env_kwargs(task) == played
+    assert BudgetAPGSettings(action="spend").env_overrides == {}  # the task's own action
+    wide, own = OTAPrivacyVectorEnv(2, **kwargs), OTAPrivacyVectorEnv(2, **played)
     wide.reset(seed=0, options={"nu": 0.02})
     own.reset(seed=0, options={"nu": 0.02})
     assert wide.core.log10_nu_ref == pytest.approx(own.core.log10_nu_ref, rel=1e-15)  # the same centre

@@ -98,8 +98,9 @@ def test_trainer_refuses_a_task_without_the_spend_action(tmp_path):
 @pytest.mark.parametrize("algo,steps", [("budget_ppo", 2), ("budget_apg", 2 * 64 * T)])
 def test_a_short_run_trains_ships_and_plays_on_the_raw_task(algo, steps, tmp_path):
     """One iteration (a rollout; budget_apg: two gradient steps) through `otagym train`; the model is an SB3 PPO zip
-    that `otagym evaluate` scores on the task's own env, feasible on every episode (the action relative to the budget
-    left cannot break the limit)."""
+    that `otagym evaluate` scores on the task, and that SB3's own ``predict`` plays in the env made with its
+    ``run.json``'s ``env_kwargs`` (budget_ppo: the task's own; budget_apg: its budget-mode price action), feasible on
+    every episode (neither action can break the limit)."""
     run = tmp_path / "run"
     cli = [sys.executable, "-m", "otagym.cli"]
     done = subprocess.run(cli + ["train", "--algo", algo, "--task", TASK, "--steps", str(steps), "--run-dir",
@@ -118,7 +119,7 @@ def test_a_short_run_trains_ships_and_plays_on_the_raw_task(algo, steps, tmp_pat
     from stable_baselines3 import PPO
 
     model = PPO.load(run / "model.zip", device="cpu")
-    env = gym.make(TASK)
+    env = gym.make(TASK, **meta["env_kwargs"])
     obs, _ = env.reset(seed=1)
     total, done = 0.0, False
     while not done:
