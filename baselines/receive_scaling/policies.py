@@ -350,7 +350,8 @@ class ActionPolicy(_PolicyBase):
         budget_multiplier_max: the env's argument of the same name.
         x_min_ratio: the env's argument of the same name.
         env_kwargs: instead of the five above, the env keyword arguments the actions are meant for (a trained
-            agent's ``run.json``, a task's settings), resolved with the env's defaults at ``reset``.
+            agent's ``run.json``, a task's settings), resolved with the env's defaults at ``reset``; the budget
+            actions' ``budget_floor`` is read from them only.
     """
 
     def __init__(self, nu: ArrayLike | None = None, *, action_type: str = "price", price_decades: float = 2.0,

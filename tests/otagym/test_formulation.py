@@ -68,6 +68,10 @@ def test_budget_floor_keeps_its_share_for_every_later_round(action_type):
 def test_budget_floor_out_of_range_is_refused():
     with pytest.raises(ValueError, match="budget_floor"):
         OTAPrivacyVectorEnv(2, budget_floor=1.5)
+    model = ReceiveScalingModel(get_scenario("paper-mnist"))
+    settings = ActionSettings(ACTION_CODES["share"], 1e-3, 100.0, 2.0, 1.0, budget_floor=0.5)
+    with pytest.raises(ValueError, match="nu must be given"):  # the floor is in units of nu
+        budget_action_cost(model, settings, 0.0, 1e-9, 1.0, 10, mean_h_min2=1e-9)
 
 
 def share_cost(a, remaining, rounds_left, multiplier_max):

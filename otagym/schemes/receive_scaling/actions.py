@@ -140,7 +140,7 @@ def _budget_action_cost_many(share: bool, action: NDArray, h_min2: NDArray, rema
 
 def budget_action_cost(model: ReceiveScalingModel, settings: ActionSettings, action: ArrayLike, h_min2: ArrayLike,
                        remaining: ArrayLike, rounds_left: ArrayLike, *, mean_h_min2: ArrayLike,
-                       nu: ArrayLike = 1.0) -> NDArray:
+                       nu: ArrayLike | None = None) -> NDArray:
     """c_t of a budget-mode action a in [-1, 1] of type ``settings.code`` (:data:`ACTION_PRICE` or
     :data:`ACTION_SHARE`; the round's decoder, :func:`decide`, spends the same).
 
@@ -155,15 +155,19 @@ def budget_action_cost(model: ReceiveScalingModel, settings: ActionSettings, act
       ``settings.budget_multiplier_max``;
 
     capped at R_t less ``settings.budget_floor`` nu for each later round (``nu``: the budget per round, read by
-    the floor only), and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds
+    the floor only and required with one), and all of R_t in the last round. Every c_t lies in [0, R_t], so (1/T) sum_t c_t = nu holds
     for any sequence of actions.
     """
     if settings.code not in (ACTION_PRICE, ACTION_SHARE):
         names = {code: name for name, code in ACTION_CODES.items()}
         raise ValueError(f"settings.code must be a budget action type's ({', '.join(BUDGET_ACTIONS)}); got "
                          f"{names.get(settings.code, settings.code)!r}")
+    if settings.budget_floor > 0 and nu is None:
+        raise ValueError(f"nu must be given with settings.budget_floor > 0 (the floor keeps budget_floor nu for each "
+                         f"later round); got budget_floor={settings.budget_floor!r} and no nu")
+    keep = settings.budget_floor * np.asarray(0.0 if nu is None else nu, dtype=float)
     (action, h, remaining, rounds_left, mean, keep), shape = _flat((action, h_min2, remaining, rounds_left,
-                                                                   mean_h_min2, settings.budget_floor * np.asarray(nu)))
+                                                                   mean_h_min2, keep))
     typed = ActionSettings(int(settings.code), *map(float, settings[1:]))  # one compiled variant
     return _shaped(_budget_action_cost_many(settings.code == ACTION_SHARE, action, h, remaining, rounds_left, mean,
                                             keep, typed, model.arrays, np.empty_like(h)), shape)
