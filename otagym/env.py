@@ -65,10 +65,9 @@ def warn_if_not_the_task(spec: Any) -> None:
     if task is None:
         return
     fixed = {**task.kwargs, "cost_limit": task.cost_limit, "max_episode_steps": task.max_episode_steps}
-    missing = object()
+    missing, kept = object(), _RUN_ARGUMENTS | get_scheme(task.scheme).action_args
     changed = [f"{k}={v!r} (the task's: {'its default' if fixed.get(k, missing) is missing else repr(fixed[k])})"
-               for k, v in (spec.kwargs or {}).items()
-               if k not in _RUN_ARGUMENTS and not _same(v, fixed.get(k, missing))]
+               for k, v in (spec.kwargs or {}).items() if k not in kept and not _same(v, fixed.get(k, missing))]
     if changed:
         warnings.warn(f"{task.id} made with {', '.join(changed)} is no longer that task: its scores are not comparable "
                       "with the task's reference scores; make otagym/OTAPrivacy-v0 for other settings",

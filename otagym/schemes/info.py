@@ -161,6 +161,9 @@ class SchemeInfo:
             (:class:`otagym.wrappers.sb3.OTAPrivacySB3VecEnv`) and the ``ansi`` render prints, where the settings
             report them.
         rollout: what ``otagym rollout`` plays and prints (:class:`Rollout`).
+        action_args: the env arguments that say how an action is expressed, not which task it is: a benchmark task
+            made with other values of them is still that task (its episodes scored alike), so ``gym.make`` does not
+            warn about them (:func:`otagym.env.warn_if_not_the_task`).
         parts: ``parts()``, the scheme's :class:`SchemeParts` (called once, on first use of one of them).
     """
 
@@ -176,6 +179,7 @@ class SchemeInfo:
     info_keys: tuple[str, ...]
     device_tasks: tuple[Mapping[str, Any], ...] = ()
     rollout: Rollout = Rollout()
+    action_args: frozenset[str] = frozenset()
     parts: Callable[[], SchemeParts] = field(repr=False)
 
     def __post_init__(self) -> None:

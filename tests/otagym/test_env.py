@@ -62,8 +62,9 @@ def _rollout(env, seed, actions):
 ])
 def test_a_task_id_made_with_other_settings_warns_that_it_is_no_longer_the_task(make, kwargs, named):
     """``gym.make(task_id, num_rounds=100)`` makes another env under the task's id: a UserWarning names each setting
-    that changed; the task's own settings (a list for its tuple included) and run options (render mode, the number
-    of envs) do not warn, nor does the generic id with any settings."""
+    that changed; the task's own settings (a list for its tuple included), run options (render mode, the number
+    of envs) and the action's semantics (the scheme's ``action_args``: a budget_apg model's price action on the
+    constrained task) do not warn, nor does the generic id with any settings."""
     task_id = "otagym/ReceiveScalingGaussMarkov-v0"
     args = (task_id, 2) if make == "make_vec" else (task_id,)
     with pytest.warns(UserWarning, match="is no longer that task") as caught:
@@ -75,6 +76,7 @@ def test_a_task_id_made_with_other_settings_warns_that_it_is_no_longer_the_task(
         gym.make(task_id, nu_range=[0.01, 0.16], correlation=0.9, render_mode=None)
         gym.make_vec(task_id, 3)
         gym.make(ENV_ID, num_rounds=100)
+        gym.make("otagym/ReceiveScalingCMDP-v1", reward_mode="budget", action_type="price", budget_floor=0.8)
 
 
 def test_same_seed_same_trajectory_different_seed_differs():

@@ -65,9 +65,11 @@ def test_budget_floor_keeps_its_share_for_every_later_round(action_type):
     assert left[0.0] < -1.0  # without the floor they spend below it
 
 
-def test_budget_floor_out_of_range_is_refused():
+def test_budget_floor_out_of_range_or_outside_budget_mode_is_refused():
     with pytest.raises(ValueError, match="budget_floor"):
         OTAPrivacyVectorEnv(2, budget_floor=1.5)
+    with pytest.raises(ValueError, match="budget_floor is only used with reward_mode='budget'"):
+        OTAPrivacyVectorEnv(2, budget_floor=0.5, reward_mode="cmdp")
     model = ReceiveScalingModel(get_scenario("paper-mnist"))
     settings = ActionSettings(ACTION_CODES["share"], 1e-3, 100.0, 2.0, 1.0, budget_floor=0.5)
     with pytest.raises(ValueError, match="nu must be given"):  # the floor is in units of nu

@@ -54,4 +54,7 @@ SCHEME = SchemeInfo("receive_scaling", ReceiveScalingScenario, get_scenario, "pa
                                           *RDP_COLUMNS,
                                           RolloutColumn("leakage", "leakage", ".3e"),
                                           RolloutColumn("c_t", "convergence_cost", ".4g"))),
+                    # the action semantics (actions.ACTION_KEYS): every formulation is scored by its leakage and cost
+                    action_args=frozenset({"reward_mode", "action_type", "x_min_ratio", "budget_multiplier_max",
+                                           "price_decades", "price_buffer_sd", "budget_floor"}),
                     parts=_parts)

@@ -135,6 +135,9 @@ class ReceiveScalingOptions(TrainingOptions):
         if reward_mode != "lagrangian" and self.reward_lambda is not None:
             raise ValueError(f"reward_lambda is only used with reward_mode='lagrangian'; got "
                              f"reward_mode={reward_mode!r}")
+        if reward_mode != "budget" and self.budget_floor:
+            raise ValueError(f"budget_floor is only used with reward_mode='budget' (the budget actions keep it); got "
+                             f"budget_floor={self.budget_floor!r} with reward_mode={reward_mode!r}")
         if self.nu_range is not None and self.nu_range[0] > self.nu_range[1]:
             raise ValueError(f"nu_range must be (low, high) with low <= high; got {self.nu_range}")
 

@@ -59,3 +59,12 @@ def test_a_model_of_another_observation_layout_is_refused_naming_it(tmp_path):
     check_observation_layout({"observation_layout": LAYOUT_VERSION}, tmp_path)
     with pytest.raises(ValueError, match="observation layout 'receive_scaling/0'"):
         check_observation_layout({"observation_layout": "receive_scaling/0"}, tmp_path)
+
+
+def test_the_scheme_declares_its_action_semantics_as_the_action_keys():
+    """The registry's ``action_args`` (which ``gym.make`` of a task does not warn about) are the env arguments the
+    actions module resolves as the action's semantics, no more and no fewer."""
+    from otagym.schemes import get_scheme
+    from otagym.schemes.receive_scaling.actions import ACTION_KEYS
+
+    assert get_scheme("receive_scaling").action_args == frozenset(ACTION_KEYS)
