@@ -119,14 +119,17 @@ def check_result(result: Any) -> None:
 
 def submission_gaps(result: dict[str, Any]) -> list[str]:
     """What a checked result misses to be a submission: the suite's task (or a devices-as-agents task, a benchmark of
-    its own), its frozen evaluation set, at least :data:`MIN_RUNS` runs, the environment steps stated."""
+    its own), its frozen evaluation set, at least :data:`MIN_RUNS` runs, the environment steps stated; a policy
+    that trained for none (``env_steps`` 0: an analytic policy) is a reference, which pools no training seeds."""
     task = registered_task(result["task"])
     gaps = []
     if task.id not in BENCHMARK and task.id not in DEVICE_TASKS:
         gaps.append(f"{task.id} is not a task of the benchmark suite")
     if not result["frozen_seeds"] or list(result["seeds"]) != list(task.eval_seeds):
         gaps.append(f"not on the whole frozen evaluation set ({task.eval_seeds[0]}..{task.eval_seeds[-1]})")
-    if result["runs"] < MIN_RUNS:
+    if result["env_steps"] == 0:
+        gaps.append("an analytic policy is a reference (it trained for no steps)")
+    elif result["runs"] < MIN_RUNS:
         gaps.append(f"{result['runs']} run(s): a submission pools at least {MIN_RUNS} training seeds")
     if result["env_steps"] is None:
         gaps.append("env_steps unknown: state the steps each run trained for (otagym evaluate --env-steps)")

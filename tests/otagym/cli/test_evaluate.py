@@ -58,7 +58,11 @@ def test_an_existing_result_is_replaced_only_with_force(tmp_path, capsys):
     assert main(["evaluate", IID, "EqualAlloc", "--seeds", "2", "--reps", "10", "--out", str(out), "--force"]) == 0
     assert json.loads(out.read_text())["name"] == "EqualAlloc"
     said = capsys.readouterr().out  # an analytic policy trained for no steps: nothing to state
-    assert "an analytic policy is a reference" in said and "env_steps" not in said
+    assert "an analytic policy is a reference" in said and "env_steps" not in said and "run(s)" not in said
+    assert json.loads(out.read_text())["env_steps"] == 0
+    assert main(["report", str(out)]) == 0  # the report reads it the same way
+    said = capsys.readouterr().out
+    assert "an analytic policy is a reference" in said and "env_steps unknown" not in said and "run(s)" not in said
 
 
 def test_a_model_of_another_task_is_refused_in_one_line_naming_the_observation_shape(tmp_path, capsys):
