@@ -36,7 +36,7 @@ __all__ = ["SchemeBenchmark", "scheme_benchmark", "references", "reference_recor
            "violation_floor_scores", "ranked_scores",
            "normalized_score", "cache_dir", "task_scores", "task_scores_and_costs", "aggregate", "cvar", "iqm_of",
            "improvement", "episode_returns", "play_episodes", "anchor_returns", "ConstantAction",
-           "RandomAction", "EnvActionPolicy", "PlayedPolicy", "PolicyError", "best_constant_action"]
+           "RandomAction", "EnvActionPolicy", "PlayedPolicy", "PolicyError", "check_action_range", "best_constant_action"]
 
 
 class EnvActionPolicy:
@@ -60,11 +60,14 @@ class PolicyError(RuntimeError):
 
 class PlayedPolicy(EnvActionPolicy):
     """A trained model's or a callable's env actions, ``function(observation batch (N, obs_dim)) -> actions (N,) or
-    (N, 1)``, with any failure raised as :class:`PolicyError` naming ``label`` (the policy as the user gave it)."""
+    (N, 1)``, with any failure raised as :class:`PolicyError` naming ``label`` (the policy as the user gave it): an
+    error of its own, other than one action per observation, or an action outside [``low``, ``high``] (the env's
+    action space; NaN is outside every one)."""
 
-    def __init__(self, function: Callable[[NDArray], Any], label: str) -> None:
+    def __init__(self, function: Callable[[NDArray], Any], label: str, low: float = -np.inf,
+                 high: float = np.inf) -> None:
         super().__init__(function)
-        self.label = label
+        self.label, self.low, self.high = label, float(low), float(high)
 
     def act(self, observation: NDArray, info: dict[str, Any]) -> NDArray:
         try:
@@ -74,7 +77,17 @@ class PlayedPolicy(EnvActionPolicy):
         if action.shape[0] != len(observation):
             raise PolicyError(f"policy {self.label!r} returned {action.size} actions for {len(observation)} "
                               "observations (expected one per observation, shape (N,) or (N, 1))")
+        check_action_range(self.label, action, self.low, self.high)
         return action
+
+
+def check_action_range(label: str, action: NDArray, low: float, high: float) -> None:
+    """:class:`PolicyError` naming the policy ``label`` when an action is NaN or outside [``low``, ``high``]."""
+    if np.isnan(action).any():
+        raise PolicyError(f"policy {label!r} returned NaN actions (the env's actions lie in [{low:g}, {high:g}])")
+    if (action < low).any() or (action > high).any():
+        raise PolicyError(f"policy {label!r} returned actions outside the env's action space [{low:g}, {high:g}]: "
+                          f"from {action.min():g} to {action.max():g} (clip them, as SB3's predict does)")
 
 
 class ConstantAction(EnvActionPolicy):

@@ -57,11 +57,15 @@ def _model_name(model_path: Path) -> str:
     return model_path.parent.name if model_path.stem in ("model", "best_model") else model_path.stem
 
 
-def _check_spaces(text: str, model: Any, task_id: str) -> None:
-    """``ValueError`` naming the mismatch when a model's observation or action space is not the task's."""
+def _task_env(task_id: str, overrides: dict[str, Any]) -> Any:
+    """The task's single env as a policy plays it (``overrides``: a trained model's action semantics)."""
     from otagym.env import OTAPrivacyEnv
 
-    env = OTAPrivacyEnv(**TASKS[task_id].kwargs)
+    return OTAPrivacyEnv(**{**TASKS[task_id].kwargs, **overrides})
+
+
+def _check_spaces(text: str, model: Any, task_id: str, env: Any) -> None:
+    """``ValueError`` naming the mismatch when a model's observation or action space is not the task's (``env``)."""
     for what, theirs, ours in (("observation", model.observation_space, env.observation_space),
                                ("action", model.action_space, env.action_space)):
         if theirs.shape != ours.shape:
@@ -92,11 +96,15 @@ def resolve_policy(text: str, task_id: str) -> tuple[str, Any]:
         model, name = load_model(model_path, act_only=True), _model_name(model_path)
         # the actions as the model was trained on them
         overrides = scheme.trained_overrides(text, run_metadata(model_path).get("env_kwargs") or {}, task_id)
-        _check_spaces(text, model, task_id)
-        return name, (lambda: PlayedPolicy(lambda obs: model.predict(obs, deterministic=True)[0], text), overrides)
+        env = _task_env(task_id, overrides)
+        _check_spaces(text, model, task_id, env)
+        bounds = float(env.action_space.low.min()), float(env.action_space.high.max())
+        return name, (lambda: PlayedPolicy(lambda obs: model.predict(obs, deterministic=True)[0], text, *bounds),
+                      overrides)
     if CALLABLE.fullmatch(text):
         label, function = import_callable(text)
-        return label, (lambda: PlayedPolicy(function, text), {})
+        space = _task_env(task_id, {}).action_space
+        return label, (lambda: PlayedPolicy(function, text, float(space.low.min()), float(space.high.max())), {})
     raise ValueError(f"policy must be an analytic policy of {task_id} {sorted(analytic)}, an existing model .zip or "
                      f"rl_zoo3 log folder, or module:function; got {text!r}")
 

@@ -40,18 +40,23 @@ def _scheme(task_id: str) -> Any:
 
 
 class _CallableTeam:
-    """A ``module:function`` team: the callable's actions for the devices' observations, shape-checked."""
+    """A ``module:function`` team: the callable's actions for the devices' observations, checked against the shape
+    and the bounds [``low``, ``high``] of the devices' action space."""
 
-    def __init__(self, function: Any, label: str) -> None:
-        self.function, self.label = function, label
+    def __init__(self, function: Any, label: str, low: float, high: float) -> None:
+        self.function, self.label, self.low, self.high = function, label, low, high
 
     def act(self, observations: np.ndarray) -> np.ndarray:
-        from baselines.benchmark import PolicyError
+        from baselines.benchmark import PolicyError, check_action_range
 
-        actions = np.asarray(self.function(observations), dtype=float)
-        if actions.shape[:2] != observations.shape[:2] or actions.ndim != 3 or not np.isfinite(actions).all():
-            raise PolicyError(f"policy {self.label!r} must return finite actions (N, K, A) for observations of shape "
+        try:
+            actions = np.asarray(self.function(observations), dtype=float)
+        except Exception as err:  # noqa: BLE001 - any error of the user's code, in one line
+            raise PolicyError(f"policy {self.label!r} raised {type(err).__name__}: {err}") from err
+        if actions.shape[:2] != observations.shape[:2] or actions.ndim != 3:
+            raise PolicyError(f"policy {self.label!r} must return actions (N, K, A) for observations of shape "
                               f"{observations.shape}; returned shape {actions.shape}")
+        check_action_range(self.label, actions, self.low, self.high)
         return actions
 
 
@@ -75,8 +80,12 @@ def resolve_team(text: str, task_id: str) -> tuple[str, Any]:
                              f"naming {task_id}; found {'none' if trained is None else repr(trained)}")
         return (path.parent.name if path.stem in ("model", "best_model") else path.stem), load_team(path)
     if CALLABLE.fullmatch(text):
+        from otagym.multiagent import make_device_env
+
         label, function = import_callable(text)
-        return label, _CallableTeam(function, text)
+        env = make_device_env(task_id)
+        space = env.action_space(env.possible_agents[0])
+        return label, _CallableTeam(function, text, float(space.low.min()), float(space.high.max()))
     raise ValueError(f"policy must be a reference of {task_id} {sorted(references)}, a team model of otagym train "
                      f"(model.zip, model.pt) or module:function; got {text!r}")
 

@@ -74,6 +74,16 @@ def test_rollout_into_a_reader_that_leaves_stops_quietly():
     assert len(done.stdout.splitlines()) == 3 and "Traceback" not in done.stderr, done.stderr
 
 
+def test_python_dash_m_otagym_is_the_command():
+    import subprocess
+    import sys
+
+    import otagym
+
+    done = subprocess.run([sys.executable, "-m", "otagym", "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and otagym.__version__ in done.stdout, done.stderr
+
+
 def test_rollout_refuses_a_preset_of_another_scheme_and_a_budget_its_scheme_has_not(capsys):
     for argv, needle in ((["--scheme", "cdpb", "--nu", "0.1"], "--scheme cdpb does not use --nu"),
                          (["--scheme", "anonymous", "--scenario", "paper-mnist"],

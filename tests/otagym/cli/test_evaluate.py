@@ -80,8 +80,16 @@ def user_modules(tmp_path, monkeypatch):
     (tmp_path / "pol_a.py").write_text("import numpy as np\ndef act(obs):\n    return np.zeros(len(obs))\n")
     (tmp_path / "pol_b.py").write_text("import numpy as np\ndef act(obs):\n    return np.ones(len(obs))\n")
     (tmp_path / "pol_bad.py").write_text(textwrap.dedent("""
+        import numpy as np
+
         def act(obs):
             raise RuntimeError("no policy here")
+
+        def unclipped(obs):
+            return np.full(len(obs), 5.0)
+
+        def undefined(obs):
+            return np.full(len(obs), np.nan)
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
@@ -94,6 +102,16 @@ def test_a_raising_callable_ends_in_one_line_naming_the_policy_and_the_error(use
     assert code == 1 and "Traceback" not in err
     assert err == "otagym evaluate: error: policy 'pol_bad:act' raised RuntimeError: no policy here\n"
     assert not (user_modules / "results").exists()
+
+
+@pytest.mark.parametrize("function, words", [
+    ("unclipped", "returned actions outside the env's action space [-1, 1]: from 5 to 5 (clip them, as SB3's "
+                  "predict does)"),
+    ("undefined", "returned NaN actions (the env's actions lie in [-1, 1])")])
+def test_actions_outside_the_space_end_in_one_line_naming_the_policy(user_modules, capsys, function, words):
+    code = main(["evaluate", "otagym/ReceiveScalingCMDP-v1", f"pol_bad:{function}", "--seeds", "2"])
+    err = capsys.readouterr().err
+    assert code == 1 and err == f"otagym evaluate: error: policy 'pol_bad:{function}' {words}\n"
 
 
 def test_callables_are_named_after_module_and_function(user_modules, capsys):

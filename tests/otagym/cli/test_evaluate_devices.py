@@ -29,6 +29,15 @@ def strong_raise(obs):
 
 def flat(obs):
     return np.zeros(obs.shape[:2])
+
+def loud(obs):
+    raise RuntimeError("boom")
+
+def unclipped(obs):
+    return np.full(obs.shape[:2] + (1,), 5.0)
+
+def undefined(obs):
+    return np.full(obs.shape[:2] + (1,), np.nan)
 '''
 
 
@@ -68,7 +77,11 @@ def test_mistakes_are_named_in_one_line(tmp_path, capsys, monkeypatch):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "model.zip").write_bytes(b"not a model")
     (tmp_path / "other" / "run.json").write_text(json.dumps({"task": "otagym/CDPB-v1"}))
-    for policy, code, words in (("team:flat", 1, "must return finite actions (N, K, A)"),
+    for policy, code, words in (("team:flat", 1, "must return actions (N, K, A)"),
+                                ("team:loud", 1, "policy 'team:loud' raised RuntimeError: boom"),
+                                ("team:unclipped", 1, "policy 'team:unclipped' returned actions outside the env's "
+                                 "action space [-1, 1]: from 5 to 5"),
+                                ("team:undefined", 1, "policy 'team:undefined' returned NaN actions"),
                                 ("team:missing", 2, "cannot import missing from team"),
                                 ("Nobody", 2, "must be a reference of otagym/CDPB-Devices-v0"),
                                 (str(tmp_path / "other" / "model.zip"), 2, "naming otagym/CDPB-Devices-v0; found "
