@@ -137,40 +137,55 @@ def _seed_set_line(task: Any, seeds: tuple[int, ...], references: dict[str, Any]
             "references are stored for the frozen set only")
 
 
-def _trained_steps(text: str) -> int | None:
-    """The environment steps a model trained for: an SB3 model file's (or rl_zoo3 folder's) saved ``num_timesteps``,
-    read from the zip without loading the model, else the ``env_steps`` its ``run.json`` records (a device team's
-    ``model.pt``); 0 for an analytic policy (by name: it trains for none); None for anything else (a callable, a
-    file without a record)."""
+def _run_record(text: str) -> dict[str, Any]:
+    """What is on record of a run: the ``task`` and training ``seed`` its ``run.json`` names (None where it has none)
+    and its training budget in environment steps, ``env_steps``: the run.json's ``total_timesteps`` (a checkpoint
+    selected along the way counts the whole run: it was chosen among all of them), or a device team's ``env_steps``,
+    else an SB3 model file's (or rl_zoo3 folder's) saved ``num_timesteps``; 0 for an analytic policy (it trains for
+    none), None for a callable."""
     path = Path(text)
     if not path.exists():
-        return None if CALLABLE.fullmatch(text) else 0
-    try:
-        with zipfile.ZipFile(_model_file(path)) as archive:
-            return int(json.loads(archive.read("data"))["num_timesteps"])
-    except (KeyError, ValueError, OSError, zipfile.BadZipFile):
-        pass
-    try:
-        steps = json.loads((path.parent / "run.json").read_text()).get("env_steps")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return steps if isinstance(steps, int) else None
+        return {"task": None, "seed": None, "env_steps": None if CALLABLE.fullmatch(text) else 0}
+    from agents.policy import run_metadata
+
+    model = _model_file(path)
+    meta = run_metadata(model)
+    steps = meta.get("total_timesteps") or (meta.get("settings") or {}).get("total_timesteps") or meta.get("env_steps")
+    if not isinstance(steps, int):
+        try:
+            with zipfile.ZipFile(model) as archive:
+                steps = int(json.loads(archive.read("data"))["num_timesteps"])
+        except (KeyError, ValueError, OSError, zipfile.BadZipFile):
+            steps = None
+    seed = meta.get("seed")
+    return {"task": meta.get("task"), "seed": seed if isinstance(seed, int) else None, "env_steps": steps}
 
 
-def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], int | None]:
-    """The result's name, each run's policy and the steps each run trained for (``--env-steps``, else the models'
-    own when they agree); ``ValueError`` naming the policy that does not resolve. Where a model was loaded, torch's
-    thread count is set to ``--torch-threads`` (process-wide)."""
+def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], list[dict[str, Any]]]:
+    """The result's name, each run's policy and its record (:func:`_run_record`); ``ValueError`` naming the policy
+    that does not resolve, or one given twice (each entry is one run: an independent training seed). Where a model
+    was loaded, torch's thread count is set to ``--torch-threads`` (process-wide)."""
     if args.task in DEVICE_TASKS:
         from otagym.cli.evaluate_devices import resolve_team as resolve
     else:
         resolve = resolve_policy
+    seen = {}
+    for text in args.policy:
+        key = str(Path(text).resolve()) if Path(text).exists() else text
+        if key in seen:
+            raise ValueError(f"policy {text!r} is given twice (as {seen[key]!r}): each entry is one run, an "
+                             "independent training seed")
+        seen[key] = text
     resolved = [resolve(text, args.task) for text in args.policy]
     if args.torch_threads and "torch" in sys.modules:  # a model was loaded: one thread plays a small MLP fastest
         sys.modules["torch"].set_num_threads(args.torch_threads)
-    steps = {_trained_steps(text) for text in args.policy}
-    env_steps = args.env_steps if args.env_steps is not None else (steps.pop() if len(steps) == 1 else None)
-    return args.name or resolved[0][0], [spec for _, spec in resolved], env_steps
+    return args.name or resolved[0][0], [spec for _, spec in resolved], [_run_record(text) for text in args.policy]
+
+
+def _env_steps(args: argparse.Namespace, records: list[dict[str, Any]]) -> int | None:
+    """The steps each run trained for: ``--env-steps``, else the runs' own budget where they agree."""
+    steps = {record["env_steps"] for record in records}
+    return args.env_steps if args.env_steps is not None else (steps.pop() if len(steps) == 1 else None)
 
 
 def _budget_lines(task: Any, name: str, scores: dict[str, Any], costs: dict[str, Any] | None,
@@ -225,7 +240,7 @@ def _run(args: argparse.Namespace) -> int:
     from baselines.benchmark import PolicyError
 
     try:
-        name, specs, env_steps = _resolve_runs(args)
+        name, specs, records = _resolve_runs(args)
     except ValueError as err:
         print(f"otagym evaluate: error: {err}", file=sys.stderr)
         return 2
@@ -278,7 +293,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"task score (IQM over runs, budgets and realisations): {interval(headline, digits=2)}, CVaR 10% "
           f"{headline['cvar10']:.2f}, worst {headline['worst']:.2f}{over}")
     result = {"schema": SCHEMA, "otagym_version": __version__, "task": args.task, "name": name,
-              "policies": list(args.policy), "runs": len(specs), "env_steps": env_steps, "seeds": list(seeds),
+              "policies": list(args.policy), "runs": len(specs), "env_steps": _env_steps(args, records),
+              "trained": [{k: record[k] for k in ("task", "seed")} for record in records], "seeds": list(seeds),
               "frozen_seeds": stored["frozen"], "scores": scores, "cost_ratios": costs, "summary": summary,
               "task_score": headline}
     write_json(out, result)
@@ -318,8 +334,8 @@ def add_evaluate_parser(sub: argparse._SubParsersAction, help: str) -> None:
                    "actions (N, K, A)); several: one per training seed, pooled")
     p.add_argument("--name", default=None, help="the result's name (default: the first policy's)")
     p.add_argument("--env-steps", type=non_negative_int, default=None,
-                   help="the environment steps each run trained for, stated in the result (default: the SB3 "
-                   "models' own num_timesteps where they agree)")
+                   help="the environment steps each run trained for, stated in the result (default: each run's "
+                   "training budget, from its run.json or its SB3 model's num_timesteps, where they agree)")
     p.add_argument("--out", type=writable_file, default=None,
                    help="the JSON to write, checked before any work (default results/evaluate/<task>/<policy>.json); "
                    "an existing one is replaced only with --force")

@@ -97,6 +97,9 @@ def check_result(result: Any) -> None:
         raise ResultError(f"task: {err}") from None
     keys = [str(float(nu)) for nu in task.eval_nus]
     shape = (result["runs"], len(result["seeds"]))
+    for field in ("policies", "trained"):
+        if field in result and len(result[field]) != result["runs"]:
+            raise ResultError(f"{field}: must have one entry a run ({result['runs']}); got {len(result[field])}")
     for field in ("scores", "cost_ratios"):
         if field == "cost_ratios" and result[field] is None:
             if task.constrained:
@@ -133,6 +136,13 @@ def submission_gaps(result: dict[str, Any]) -> list[str]:
         gaps.append(f"{result['runs']} run(s): a submission pools at least {MIN_RUNS} training seeds")
     if result["env_steps"] is None:
         gaps.append("env_steps unknown: state the steps each run trained for (otagym evaluate --env-steps)")
+    trained = result.get("trained") or []
+    others = sorted({r["task"] for r in trained if r["task"] not in (None, task.id)})
+    if others:
+        gaps.append(f"runs trained on another task ({', '.join(others)})")
+    seeds = [r["seed"] for r in trained if r["seed"] is not None]
+    if len(set(seeds)) < len(seeds):
+        gaps.append("runs share a training seed: a submission pools independent ones")
     return gaps
 
 
@@ -148,10 +158,10 @@ def interval(stats: dict[str, Any], digits: int = 1) -> str:
     return f"{stats['iqm']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" + (" (wide)" if wide(stats) else "")
 
 
-def _headline(name: str, stats: dict[str, Any], runs: int, steps: Any) -> str:
+def _headline(name: str, stats: dict[str, Any], runs: int, steps: Any, width: int) -> str:
     over = "-" if stats["over_limit_share"] is None else f"{100 * stats['over_limit_share']:.1f}%"
-    return (f"{name:<32} {interval(stats):>28} {stats['cvar10']:>10.1f} {stats['worst']:>10.1f} {over:>6} {runs:>5} "
-            f"{'-' if steps is None else f'{steps:,}':>11}")
+    return (f"{name:<{width}} {interval(stats):>28} {stats['cvar10']:>10.1f} {stats['worst']:>10.1f} {over:>6} "
+            f"{runs:>5} {'-' if steps is None else f'{steps:,}':>11}")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -164,9 +174,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"otagym report: error: {path}: {err}", file=sys.stderr)
             return 2
         results.append((path, result))
-    print(f"{'task':<32} {'IQM [95% CI]':>28} {'CVaR 10%':>10} {'worst':>10} {'over':>6} {'runs':>5} {'env steps':>11}")
-    for path, result in results:
-        print(_headline(result["task"].split("/")[-1], result["task_score"], result["runs"], result["env_steps"]))
+    rows = [f"{result['task'].split('/')[-1]}: {result['name']}" for _, result in results]  # task: agent
+    width = max(32, *map(len, rows))
+    print(f"{'task: agent':<{width}} {'IQM [95% CI]':>28} {'CVaR 10%':>10} {'worst':>10} {'over':>6} {'runs':>5} "
+          f"{'env steps':>11}")
+    for row, (path, result) in zip(rows, results):
+        print(_headline(row, result["task_score"], result["runs"], result["env_steps"], width))
     if any(wide(result["task_score"]) for _, result in results):
         print("(wide): a 95% CI wider than +-10 points")
     for path, result in results:
@@ -177,10 +190,11 @@ def _run(args: argparse.Namespace) -> int:
         tables = [pooled_table(t, suite[t]["scores"], suite[t]["cost_ratios"], suite[t]["seeds"]) for t in BENCHMARK]
         stats = task_score(np.concatenate([t for t, _ in tables], axis=1),
                            np.concatenate([c for _, c in tables], axis=1), reps=args.reps)
-        print(_headline(f"suite ({len(BENCHMARK)} tasks pooled)", stats, next(iter(suite.values()))["runs"], None))
+        print(_headline(f"suite ({len(BENCHMARK)} tasks pooled)", stats, next(iter(suite.values()))["runs"], None,
+                        width))
     else:
         print(f"suite score: needs a submission on each of the {len(BENCHMARK)} suite tasks with the same number of "
-              f"runs; missing {sorted(set(BENCHMARK) - set(suite))}")
+              f"runs; no submission for {sorted(set(BENCHMARK) - set(suite))}")
     return 0
 
 

@@ -2,6 +2,7 @@
 the task's budgets and realisations, numbers that are their scores') and prints one number per task and the suite's."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,6 +46,43 @@ def test_a_suite_submission_gets_one_number_per_task_and_the_suites_pooled_iqm(t
             pooled.append(np.where(c > 1 + 1e-6, floor - 100 * (c - 1), s))
     suite = [line for line in out.splitlines() if line.startswith("suite (4 tasks pooled)")]
     assert len(suite) == 1 and f"{stats.trim_mean(np.concatenate(pooled, axis=1), 0.25, axis=None):.1f} [" in suite[0]
+
+
+def test_runs_of_another_task_or_one_training_seed_are_not_a_submission_and_each_file_is_a_row(tmp_path, capsys):
+    from otagym.cli.report import submission_gaps
+
+    task_id = BENCHMARK[0]
+    own = [{"task": task_id, "seed": s} for s in range(5)]
+    assert submission_gaps({**_result(task_id), "trained": own}) == []
+    other = [*own[:4], {"task": BENCHMARK[1], "seed": 4}]
+    assert submission_gaps({**_result(task_id), "trained": other}) == [f"runs trained on another task ({BENCHMARK[1]})"]
+    copies = [{"task": task_id, "seed": 4}] * 5
+    assert submission_gaps({**_result(task_id), "trained": copies}) == [
+        "runs share a training seed: a submission pools independent ones"]
+    with pytest.raises(ValueError, match=r"trained: must have one entry a run \(5\); got 4"):
+        check_result({**_result(task_id), "trained": own[:4]})
+    paths = [tmp_path / f"{name}.json" for name in ("ippo", "mappo")]
+    for path in paths:
+        path.write_text(json.dumps({**_result(task_id), "name": path.stem, "trained": own}))
+    assert main(["report", *map(str, paths), "--reps", "50"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    short = task_id.split("/")[-1]
+    assert rows[1].startswith(f"{short}: ippo ") and rows[2].startswith(f"{short}: mappo ")
+
+
+def test_evaluate_refuses_a_run_given_twice_and_states_each_runs_training_budget_task_and_seed(tmp_path, capsys):
+    folder = Path(__file__).resolve().parents[3] / "agents" / "zoo" / "ReceiveScalingCMDP-v1" / "budget_apg"
+    model, again = str(folder / "model.zip"), f"{folder}/./model.zip"
+    record = json.loads((folder / "run.json").read_text())
+    out = tmp_path / "r.json"
+    assert main(["evaluate", "otagym/ReceiveScalingCMDP-v1", model, again, "--seeds", "2", "--out", str(out)]) == 2
+    assert f"policy {again!r} is given twice (as {model!r})" in capsys.readouterr().err and not out.exists()
+    assert main(["evaluate", "otagym/ReceiveScalingCMDP-v1", model, "--seeds", "2", "--reps", "10", "--out",
+                 str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert record["selected"]["steps"] < record["total_timesteps"]  # a checkpoint before the run's end
+    assert result["env_steps"] == record["total_timesteps"]  # the run's budget, not the checkpoint's
+    assert result["trained"] == [{"task": "otagym/ReceiveScalingCMDP-v1", "seed": record["seed"]}]
 
 
 def test_results_that_are_not_their_scores_or_the_schemas_are_refused_naming_the_field(tmp_path, capsys):
