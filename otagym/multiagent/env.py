@@ -112,7 +112,8 @@ class DevicesParallelEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]) -> tuple[dict[str, NDArray], dict[str, float], dict[str, bool],
                                                     dict[str, bool], dict[str, dict[str, Any]]]:
         if not self.agents:
-            raise RuntimeError("step() called after the episode ended; call reset() first")
+            raise RuntimeError("step() called with no live agents (before the first reset() or after the episode "
+                               "ended); call reset() first")
         if not isinstance(actions, Mapping):
             raise TypeError(f"actions must be a dict of each live agent's action ({self.agents[0]!r}: ...); got "
                             f"{type(actions).__name__}")

@@ -37,8 +37,12 @@ def device_task_kwargs(task_id: str, **overrides: Any) -> dict[str, Any]:
 
 def make_device_env(task_id: str, **overrides: Any) -> DevicesParallelEnv:
     """The parallel env of a task, with its settings and any ``overrides`` of the env's arguments
-    (:func:`device_task_kwargs`)."""
-    return DevicesParallelEnv(scheme=_task(task_id).scheme, **device_task_kwargs(task_id, **overrides))
+    (:func:`device_task_kwargs`; not its ``scheme``: another scheme is another task)."""
+    scheme = _task(task_id).scheme
+    if "scheme" in overrides:
+        raise ValueError(f"scheme is {task_id}'s ({scheme!r}) and cannot be overridden; got scheme="
+                         f"{overrides['scheme']!r} (the device tasks: {sorted(DEVICE_TASKS)})")
+    return DevicesParallelEnv(scheme=scheme, **device_task_kwargs(task_id, **overrides))
 
 
 def device_side(task_id: str, num_envs: int = 1, **overrides: Any) -> Any:

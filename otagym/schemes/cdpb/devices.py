@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import ArrayLike, NDArray
 
-from otagym.schemes.cdpb.actions import DeviceDecisions
+from otagym.schemes.cdpb.actions import RHO_FLOOR_RATIO, DeviceDecisions
 from otagym.schemes.cdpb.core import CDPBCore
 from otagym.schemes.cdpb.formulas import round_reward
 from otagym.schemes.cdpb.observation import OBS_BOUND
@@ -108,6 +108,8 @@ class DeviceRound(NamedTuple):
 DEVICE_INFO = ("channel_gain", "reliable", "sends_noise", "transmit_power_w", "participation", "rdp_round",
                "rdp_cumulative")
 SERVER_INFO = ("round", "rho", "num_reliable", "convergence_term", "gamma", "utility", "cost")
+#: The smallest share of eps-bar a device's budget may be (``budget_scale``).
+BUDGET_SCALE_MIN = 1e-6
 
 
 class CDPBDevices:
@@ -117,25 +119,33 @@ class CDPBDevices:
     Args:
         scenario: the deployment.
         num_envs: N.
-        rho: the server's broadcast rho over P/W^2, in (0, 1] (fixed for the episode; the paper's planner would choose
-            it from the channel distributions, :class:`baselines.cdpb.policies.CDPB`).
+        rho: the server's broadcast rho over P/W^2, in [1e-12, 1] (fixed for the episode; the paper's planner would
+            choose it from the channel distributions, :class:`baselines.cdpb.policies.CDPB`; the floor is the single
+            env's, :data:`~otagym.schemes.cdpb.actions.RHO_FLOOR_RATIO`, below which the estimate's noise overflows).
         reward: one of :data:`REWARDS`.
         reward_scale: rewards are divided by it (> 0).
         leave_when_spent: a device whose cumulative RDP reaches its budget leaves (True) or stays (False).
         budget_scale: device k's budget is ``budget_scale[k]`` eps-bar (one value for all devices, or K; each in
-            (0, 1]: no device may accept more than the deployment's eps-bar).
+            [1e-6, 1]: no device may accept more than the deployment's eps-bar, and one that accepts less than a
+            millionth of it spends it in its first round; the privacy over the budget stays finite).
         **core_kwargs: the core's other arguments (``dp_orders``, ``accountant``, the training fidelity's).
     """
 
-    ARGS: dict[str, Spec] = {"rho": Real(0.0, 1.0, low_open=True), "reward": OneOf(REWARDS),
+    ARGS: dict[str, Spec] = {"rho": Real(RHO_FLOOR_RATIO, 1.0), "reward": OneOf(REWARDS),
                              "reward_scale": POSITIVE, "leave_when_spent": Flag(),
-                             "budget_scale": Many(Real(0.0, 1.0, low_open=True), scalar=True)}
+                             "budget_scale": Many(Real(BUDGET_SCALE_MIN, 1.0), scalar=True)}
 
     def __init__(self, scenario: CDPBScenario, num_envs: int = 1, *, rho: float = 1.0, reward: str = "team",
                  reward_scale: float = 1.0, leave_when_spent: bool = True, budget_scale: float | tuple[float, ...] = 1.0,
                  **core_kwargs: Any) -> None:
         args = check_args(self.ARGS, rho=rho, reward=reward, reward_scale=reward_scale,
                           leave_when_spent=leave_when_spent, budget_scale=budget_scale)
+        core_args = sorted(set(CDPBCore.ARGS) - {"action_type", "reward_scale"})  # the side sets those two
+        unknown = sorted(set(core_kwargs) - set(core_args))
+        if unknown:  # TypeError: Python's for an unknown keyword argument
+            raise TypeError(f"got unexpected keyword argument(s) {unknown}; the devices' arguments are "
+                            f"{sorted(self.ARGS)} and the core's {core_args} (a scenario's fields go in "
+                            "scenario_overrides)")
         self.core = CDPBCore(scenario, num_envs, action_type="rho", reward_scale=args["reward_scale"], **core_kwargs)
         self.scenario = s = self.core.scenario
         self.num_envs, self.num_devices = self.core.num_envs, s.num_clients

@@ -376,15 +376,37 @@ def test_the_state_is_the_servers_observation_and_every_devices(overrides):
     ({"render_mode": "human"}, ValueError, "render_mode must be None"),
     ({"max_cycles": 0}, ValueError, r"max_cycles must be an integer in \[1, 100\]"),
     ({"max_cycles": 101}, ValueError, r"max_cycles must be an integer in \[1, 100\]"),
-    ({"rho": 0.0}, ValueError, r"rho must be .*\(0, 1\]"),
+    ({"rho": 0.0}, ValueError, r"rho must be .*\[1e-12, 1\]"),
+    ({"rho": 5e-324}, ValueError, r"rho must be .*\[1e-12, 1\]"),  # the estimate's noise overflowed
+    ({"budget_scale": 5e-324}, ValueError, r"budget_scale must be a finite number in \[1e-06, 1\]"),  # inf cost
     ({"reward": "selfish"}, ValueError, "reward must be one of"),
     ({"keep_departed": "yes"}, TypeError, "keep_departed must be"),
-    ({"budget_scale": 1.5}, ValueError, r"budget_scale must be a finite number in \(0, 1\]"),
+    ({"budget_scale": 1.5}, ValueError, r"budget_scale must be a finite number in \[1e-06, 1\]"),
     ({"budget_scale": (0.5, 0.5)}, ValueError, r"budget_scale must be one value or num_clients=\d+ values; got 2"),
+    ({"bogus": 1}, TypeError, r"unexpected keyword argument\(s\) \['bogus'\]; the devices' arguments are \["),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_arguments_are_refused_naming_the_parameter(kwargs, error, match):
     with pytest.raises(error, match=match):
         parallel_env(**kwargs)
+
+
+def test_a_tasks_scheme_is_not_an_override():
+    with pytest.raises(ValueError, match=r"scheme is otagym/CDPB-Devices-v0's \('cdpb'\) and cannot be overridden"):
+        make_device_env("otagym/CDPB-Devices-v0", scheme="receive_scaling")
+
+
+def test_at_the_smallest_rho_and_budget_every_reward_observation_and_info_entry_is_finite():
+    """rho 1e-12 P/W^2 and a budget of 1e-6 eps-bar, the floors of the two arguments: below them (5e-324) the
+    estimate's noise and the privacy over the budget overflowed to inf."""
+    env = make_device_env("otagym/CDPB-Devices-v0", rho=1e-12, budget_scale=1e-6, keep_departed=True)
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    while env.agents:
+        obs, rewards, _, _, infos = env.step({a: rng.uniform(-1, 1, 1) for a in env.agents})
+        assert all(np.isfinite(r) for r in rewards.values()) and all(np.isfinite(o).all() for o in obs.values())
+        for info in infos.values():
+            assert all(np.isfinite(np.asarray(v, dtype=float)).all() for v in info.values()
+                       if np.asarray(v).dtype.kind in "fiub"), info
 
 
 @pytest.mark.parametrize("change, error, match", [
