@@ -479,8 +479,9 @@ def task_page(task: Any) -> str:
             f'`gym.make("{task.id}")` fixes these settings (every other setting is the preset\'s):', "",
             md_table(["argument", "value", "meaning"], _settings_rows(task, scheme, pages)), "",
             "`gym.make` accepts the env's other keyword arguments as overrides (e.g. `render_mode=\"ansi\"`), but an "
-            "env with a changed setting is no longer the task and its scores are not comparable; "
-            "`otagym/OTAPrivacy-v0` is the configurable env.", "",
+            "env with a changed setting is no longer the task and its scores are not comparable (a UserWarning "
+            "says so); `otagym/OTAPrivacy-v0` is the configurable env. A changed episode length keeps the task's "
+            "cost limit and time limit unless `cost_limit` and `max_episode_steps` are given too.", "",
             "## Vectorised environment", "",
             f'`gym.make_vec("{task.id}", num_envs=N)` builds the native vector env (`OTAPrivacyVectorEnv`: N '
             "episodes stepped as arrays, the same arithmetic as the single env). It takes `autoreset_mode` as "

@@ -79,6 +79,27 @@ def test_a_task_id_made_with_other_settings_warns_that_it_is_no_longer_the_task(
         gym.make("otagym/ReceiveScalingCMDP-v1", reward_mode="budget", action_type="price", budget_floor=0.8)
 
 
+def test_a_task_made_longer_or_shorter_is_told_its_cost_and_time_limits_are_still_the_tasks():
+    """The task's time limit is a TimeLimit gym.make applies after the env is made (the env cannot see it): made with
+    num_rounds=1000 the task still ends its episodes at round 500, and its cost limit is still 500 rounds'."""
+    task_id = "otagym/ReceiveScalingCMDP-v1"
+    with pytest.warns(UserWarning, match="is no longer that task") as caught:
+        env = gym.make(task_id, num_rounds=1000)
+    said = " ".join(str(w.message) for w in caught)
+    assert "Its cost_limit is still the task's 500.0, the limit of 500 rounds: give cost_limit for episodes of 1000." \
+        in said and "Its time limit still ends every episode at round 500 of 1000 unless gym.make is given " \
+        "max_episode_steps=1000." in said
+    env.reset(seed=0)
+    steps = 1
+    while not any(env.step(np.zeros(1, np.float32))[2:4]):
+        steps += 1
+    assert steps == 500  # what the warning says
+    with pytest.warns(UserWarning) as caught:
+        gym.make(task_id, num_rounds=100, cost_limit=100.0, max_episode_steps=100)
+    said = " ".join(str(w.message) for w in caught)
+    assert "cost_limit=100.0 (the task's: 500.0)" in said and "Its " not in said
+
+
 def test_same_seed_same_trajectory_different_seed_differs():
     acts = np.random.default_rng(0).uniform(-1, 1, size=(40, 1)).astype(np.float32)
     a = _rollout(OTAPrivacyEnv(**SHORT), 5, acts)
