@@ -74,6 +74,7 @@ def _learn(request: RunRequest, settings: Settings, claim: Claim) -> Path:
     meta, hp, done_steps = claim.meta, settings.hyperparams, claim.done_steps
     run, algo, seed, total = request.run, request.algo, request.seed, request.total
     _open_segment(meta, claim, request.torch_threads)
+    write_json(run / "run.json", meta)  # first: the folder is a run's (resumable from its start) before it has files
     settings.native.seed(seed)
     remove_stale_temporaries(run / "checkpoints")
     env = training_env(settings.native, run, algo, hp, settings.env_kwargs, done_steps, meta["env_id"],

@@ -22,7 +22,7 @@ import numpy as np
 
 from otagym import __version__
 from otagym.cli.argtypes import (HelpFormatter, add_torch_threads_argument, field_type, from_spec, key_value,
-                                 non_negative_int, positive_int)
+                                 non_negative_int, positive_int, writable_dir)
 from otagym.schemes import DEFAULT_SCHEME, SCHEMES
 from otagym.tasks import BENCHMARK, DEVICE_TASKS, EVALUATION_SEEDS, TASKS
 from otagym.validation import Integer, Real
@@ -250,13 +250,23 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit
             return 1
         if _interrupted(err):
-            print(f"\notagym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'what was written is kept')}",
-                  file=sys.stderr)
+            print(f"\notagym {args.command}: interrupted; {_interrupted_note(args)}", file=sys.stderr)
             return 130
         if isinstance(err, OSError) and err.filename is not None:  # a full disk, a read-only folder: one line
             print(f"otagym {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
             return 1
         raise
+
+
+def _interrupted_note(args: argparse.Namespace) -> str:
+    """What Ctrl-C left of the command's work (:data:`INTERRUPTED`): a training keeps its checkpoints only where its
+    algorithm writes them (:data:`agents.ALGOS`, the SB3 ones)."""
+    if args.command == "train":
+        from agents import ALGOS
+
+        if args.algo not in ALGOS:
+            return f"--algo {args.algo} keeps no checkpoints to resume: rerun it, with --overwrite where it saved a run"
+    return INTERRUPTED.get(args.command, "what was written is kept")
 
 
 def _interrupted(err: BaseException | None) -> bool:
@@ -316,6 +326,33 @@ def _env_overrides(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
     return out
 
 
+def _resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """``--resume``: what the command leaves out is the run's own, from its ``run.json`` (none there: as given): the
+    steps it was asked for (``--steps``), its ``--seed`` and ``--config`` (where that file is still there), its
+    ``--task``, or, for a run on env arguments, those (unless ``--task`` or ``--env`` is given). Returns the env
+    overrides to train with. A value given that differs from the run's is refused by the resume, naming it."""
+    import json
+    from pathlib import Path
+
+    record = Path(args.run_dir or f"runs/{args.algo}") / "run.json"
+    try:
+        meta = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return _env_overrides(args.env)
+    if args.steps is None and isinstance(meta.get("total_timesteps"), int):
+        args.steps = meta["total_timesteps"]
+    if args.seed is None and isinstance(meta.get("seed"), int):
+        args.seed = meta["seed"]
+    if args.config is None and isinstance(meta.get("config"), str) and Path(meta["config"]).is_file():
+        args.config = meta["config"]
+    if args.task is None and not args.env:
+        if meta.get("task") in TASKS:
+            args.task = meta["task"]
+        elif isinstance(meta.get("env_kwargs"), dict):
+            return dict(meta["env_kwargs"])
+    return _env_overrides(args.env)
+
+
 #: :class:`agents.train.SettingsError`'s parameters as the options of ``otagym train``.
 _TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env", "task": "--task"}
 
@@ -325,6 +362,8 @@ def _train(args: argparse.Namespace) -> int:
     from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError, train
     from agents.train.summary import training_summary
 
+    env_overrides = _resume_defaults(args) if args.resume else _env_overrides(args.env)
+    args.seed = 0 if args.seed is None else args.seed
     if args.algo in BATCHED_ALGOS:
         return _train_batched(args)
     if args.algo in DEVICE_ALGOS:
@@ -334,7 +373,7 @@ def _train(args: argparse.Namespace) -> int:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
                      total_timesteps=args.steps, checkpoint_freq=args.checkpoint_freq or 100_000, resume=args.resume,
                      overwrite=args.overwrite,
-                     max_minutes=args.minutes, env_overrides=_env_overrides(args.env), task=args.task,
+                     max_minutes=args.minutes, env_overrides=env_overrides, task=args.task,
                      progress=not args.no_progress, verbose=args.verbose, torch_threads=args.torch_threads or None)
     except SettingsError as err:  # before the run folder is touched
         _usage_error("train", _TRAIN_OPTIONS.get(err.argument, err.argument), err.message)
@@ -376,10 +415,13 @@ def _train_devices(args: argparse.Namespace) -> int:
     _refuse_not_batched(args)
     algorithm = DEVICE_TRAINERS[args.algo]()
     task, run_dir = DEVICE_TASKS[args.task], Path(args.run_dir or f"runs/{args.algo}")
-    if (run_dir / algorithm.model_file).exists() and not args.overwrite:
-        print(f"otagym train: error: {run_dir} holds a run already: pass --overwrite to replace it, or choose another "
-              "--run-dir", file=sys.stderr)
+    held = [run_dir / name for name in ("run.json", "model.zip", "model.pt") if (run_dir / name).exists()]
+    if held and not args.overwrite:  # any run's: a run folder holds one run
+        print(f"otagym train: error: {run_dir} holds a run ({', '.join(p.name for p in held)}): replace it with "
+              "--overwrite, or choose another --run-dir", file=sys.stderr)
         raise SystemExit(2)
+    for path in held:  # --overwrite: the run replaced is gone, whichever algorithm wrote it
+        path.unlink()
     settings = algorithm.settings()
     steps = args.steps if args.steps is not None else task.train_steps
     settings = settings if steps is None else replace(settings, total_timesteps=steps)
@@ -428,7 +470,9 @@ def next_steps(algo: str, model_path: Any) -> str:
     from agents.policy import run_metadata
 
     env_kwargs = run_metadata(Path(model_path)).get("env_kwargs") or {}
-    task_id = _task_trained_on(model_path)
+    from otagym.cli.evaluate import task_trained_on
+
+    task_id = task_trained_on(model_path)
     from baselines.comparison import scheme_comparisons
 
     lines = [f"saved {model_path}"]
@@ -448,28 +492,6 @@ def next_steps(algo: str, model_path: Any) -> str:
     return "\n".join(lines)
 
 
-def _task_trained_on(model_path: Any) -> str | None:
-    """The task a run was trained on: the one its ``run.json`` names (``otagym train --task``), else the task of
-    its scheme with the formulation of its env arguments
-    (:meth:`~baselines.benchmark.SchemeBenchmark.formulation`: receive scaling's scenario, reward mode, action and
-    fading), if one has them."""
-    from pathlib import Path
-
-    from agents.policy import run_metadata
-    from baselines.benchmark import scheme_benchmark
-
-    meta = run_metadata(Path(model_path))
-    env_kwargs = meta.get("env_kwargs") or {}
-    if meta.get("task") in TASKS:
-        return meta["task"]
-    scheme = env_kwargs.get("scheme", DEFAULT_SCHEME)
-    formulation = scheme_benchmark(scheme).formulation
-    trained = formulation(env_kwargs)
-    if trained is None:
-        return None
-    return next((t.id for t in TASKS.values() if t.scheme == scheme and formulation(t.kwargs) == trained), None)
-
-
 def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
     from agents import ALGOS, BATCHED_ALGOS, DEVICE_ALGOS
 
@@ -483,11 +505,14 @@ def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
                    "shared by the devices of a devices-as-agents task: --task, the multiagent extra; mappo: its "
                    "shared actor with a centralised critic, TorchRL's recipe: the torchrl extra too)")
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
-    p.add_argument("--run-dir", default=None, help="output folder (default: runs/<algo>): model.zip, run.json, "
-                   "checkpoints/, monitor.csv, tb/ (TensorBoard)")
-    p.add_argument("--seed", type=from_spec(TRAIN_SEED), default=0, help="seeds the env's generator and the learner")
+    p.add_argument("--run-dir", type=writable_dir, default=None, help="output folder (default: runs/<algo>): "
+                   "model.zip (mappo: model.pt), run.json; ppo, sac, td3, trpo and ppo_lagrangian also checkpoints/, "
+                   "monitor.csv, tb/ (TensorBoard)")
+    p.add_argument("--seed", type=from_spec(TRAIN_SEED), default=None,
+                   help="seeds the env's generator and the learner (default 0, or with --resume the run's own)")
     p.add_argument("--steps", type=positive_int, default=None,
-                   help="total env steps (default: the config's n_timesteps)")
+                   help="total env steps (default: the config's n_timesteps, or with --resume the run's own); "
+                   "budget_ppo, budget_apg and mappo round it up to whole batches of steps")
     p.add_argument("--minutes", type=from_spec(TRAIN_MINUTES), default=None,
                    help="also stop after this many minutes of wall time (the progress bar then counts seconds of "
                    "it); a run of --steps is the same on every machine, a run of minutes is not")

@@ -33,6 +33,7 @@ from otagym.cli.argtypes import (CALLABLE, add_torch_threads_argument, import_ca
                                  writable_file)
 from otagym.cli.report import SCHEMA, interval, pooled_table, submission_gaps, task_score
 from otagym._io import remove_stale_temporaries, write_json
+from otagym.schemes import DEFAULT_SCHEME
 from otagym.tasks import BENCHMARK, COST_TOLERANCE, DEVICE_TASKS, TASKS, feasible_score, registered_task
 
 __all__ = ["resolve_policy", "evaluate", "add_evaluate_parser"]
@@ -137,12 +138,33 @@ def _seed_set_line(task: Any, seeds: tuple[int, ...], references: dict[str, Any]
             "references are stored for the frozen set only")
 
 
+def task_trained_on(model_path: Any) -> str | None:
+    """The task a run was trained on: the one its ``run.json`` names (``otagym train --task``, a device task's
+    too), else the task of its scheme with the formulation of its env arguments
+    (:meth:`~baselines.benchmark.SchemeBenchmark.formulation`: receive scaling's scenario, reward mode, action and
+    fading), if one has them; None without a record."""
+    from agents.policy import run_metadata
+    from baselines.benchmark import scheme_benchmark
+
+    meta = run_metadata(Path(model_path))
+    env_kwargs = meta.get("env_kwargs")
+    if meta.get("task") in TASKS or meta.get("task") in DEVICE_TASKS:
+        return meta["task"]
+    if not env_kwargs:
+        return None
+    scheme = env_kwargs.get("scheme", DEFAULT_SCHEME)
+    formulation = scheme_benchmark(scheme).formulation
+    trained = formulation(env_kwargs)
+    if trained is None:
+        return None
+    return next((t.id for t in TASKS.values() if t.scheme == scheme and formulation(t.kwargs) == trained), None)
+
+
 def _run_record(text: str) -> dict[str, Any]:
-    """What is on record of a run: the ``task`` and training ``seed`` its ``run.json`` names (None where it has none)
-    and its training budget in environment steps, ``env_steps``: the run.json's ``total_timesteps`` (a checkpoint
-    selected along the way counts the whole run: it was chosen among all of them), or a device team's ``env_steps``,
-    else an SB3 model file's (or rl_zoo3 folder's) saved ``num_timesteps``; 0 for an analytic policy (it trains for
-    none), None for a callable."""
+    """What is on record of a run: the ``task`` it trained on (:func:`task_trained_on`; else the env id it trained
+    on, None where it has no record), its training ``seed``, and the environment steps it trained for,
+    ``env_steps``: the whole run's, whichever checkpoint was selected (:func:`_trained_steps`); 0 for an analytic
+    policy (it trains for none), None for a callable."""
     path = Path(text)
     if not path.exists():
         return {"task": None, "seed": None, "env_steps": None if CALLABLE.fullmatch(text) else 0}
@@ -150,15 +172,26 @@ def _run_record(text: str) -> dict[str, Any]:
 
     model = _model_file(path)
     meta = run_metadata(model)
-    steps = meta.get("total_timesteps") or (meta.get("settings") or {}).get("total_timesteps") or meta.get("env_steps")
-    if not isinstance(steps, int):
-        try:
-            with zipfile.ZipFile(model) as archive:
-                steps = int(json.loads(archive.read("data"))["num_timesteps"])
-        except (KeyError, ValueError, OSError, zipfile.BadZipFile):
-            steps = None
     seed = meta.get("seed")
-    return {"task": meta.get("task"), "seed": seed if isinstance(seed, int) else None, "env_steps": steps}
+    return {"task": task_trained_on(model) or meta.get("env_id"), "seed": seed if isinstance(seed, int) else None,
+            "env_steps": _trained_steps(meta, model)}
+
+
+def _trained_steps(meta: dict[str, Any], model: Path) -> int | None:
+    """The steps a run trained for, as its record has them: ``otagym train``'s ``trained_timesteps`` (SB3's
+    algorithms, a ``--minutes`` budget included; a run stopped before its end: its last segment's), a team's
+    ``env_steps``, the batched trainers' ``total_timesteps`` (whole batches), else the model file's saved
+    ``num_timesteps`` (an SB3 model, an rl_zoo3 folder's, a team's IPPO)."""
+    segments = meta.get("segments") or [{}]
+    for steps in (meta.get("trained_timesteps"), segments[-1].get("end_steps"), meta.get("env_steps"),
+                  meta.get("total_timesteps")):
+        if isinstance(steps, int):
+            return steps
+    try:
+        with zipfile.ZipFile(model) as archive:
+            return int(json.loads(archive.read("data"))["num_timesteps"])
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile):
+        return None
 
 
 def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], list[dict[str, Any]]]:

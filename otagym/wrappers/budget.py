@@ -42,6 +42,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from numpy.typing import ArrayLike, NDArray
 
 from otagym.schemes.receive_scaling.actions import spend_action, spend_cost
+from otagym.validation import Flag
 
 __all__ = [
     "BudgetLedger",
@@ -96,9 +97,10 @@ def relative_spend(action: ArrayLike, budget_left: ArrayLike, rounds_left: Array
 
 
 def _check_reserve(reserve: float, name: str = "reserve") -> float:
-    if not 0.0 <= float(reserve) <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1] (the share kept for each later round: of the fair share for "
-                         f"reserve, of the per-round limit for floor); got {reserve!r}")
+    number = isinstance(reserve, (int, float, np.integer, np.floating)) and not isinstance(reserve, bool)
+    if not (number and 0.0 <= float(reserve) <= 1.0):
+        raise ValueError(f"{name} must be a number in [0, 1] (the share kept for each later round: of the fair share "
+                         f"for reserve, of the per-round limit for floor); got {reserve!r}")
     return float(reserve)
 
 
@@ -170,7 +172,15 @@ def _horizon(env: Any, horizon: int | None) -> int:
 
 
 def _check_spend_env(env: Any, wrapper: str) -> None:
-    """``ValueError`` unless the env's action is a spend in units of its per-round budget."""
+    """``ValueError`` unless the env's action is a spend in units of its per-round budget: an otagym env of the spend
+    action, not under another wrapper that changes the action (:class:`RelativeSpend`, :class:`ReserveSafetyLayer`
+    and their vector forms keep a budget ledger of their own)."""
+    inner = env
+    while isinstance(inner, (gym.Wrapper, gym.vector.VectorWrapper)):
+        if isinstance(inner, (RelativeSpend, RelativeSpendVector, ReserveSafetyLayer, ReserveSafetyLayerVector)):
+            raise ValueError(f"{wrapper} needs the env's own spend action; it is under {type(inner).__name__}, whose "
+                             "action is not: use one of them")
+        inner = inner.env
     core = getattr(env.unwrapped, "core", None)
     if core is None:
         raise ValueError(f"{wrapper} needs an otagym env or otagym's native vector env (gym.make_vec(task_id, n, "
@@ -277,26 +287,27 @@ class RelativeSpendVector(_VectorLedger, gym.vector.VectorWrapper):
         return obs, reward, terminated, truncated, info
 
 
-def _projected(action: Any, ledger: BudgetLedger, reserve: float) -> NDArray:
+def _projected(action: Any, ledger: BudgetLedger, reserve: float, floor: float) -> NDArray:
     """The spend actions with their costs capped at :func:`spend_cap` (the env's own action where it is within)."""
     a = np.clip(np.reshape(np.asarray(action, dtype=float), (ledger.spent.size, -1))[:, 0], -1.0, 1.0)
-    cap = spend_cap(ledger.budget_left, ledger.rounds_left, reserve)
+    cap = spend_cap(ledger.budget_left, ledger.rounds_left, reserve, floor)
     return np.where(spend_cost(a, 1.0) <= cap, a, spend_action(cap, 1.0))[:, None].astype(np.float32)
 
 
 class ReserveSafetyLayer(_SingleLedger, gym.ActionWrapper):
     """A safety layer on the env's own spend action: the round's cost projected onto [0, cap_t], cap_t the budget left
-    less ``reserve`` times the fair share for every later round (:func:`spend_cap`). ``reserve=0`` is the plain clip
-    to the budget left, which leaves the last rounds nothing once a policy has overspent (they leak most there)."""
+    less ``reserve`` times the fair share and less ``floor`` (a share of the per-round limit) for every later round
+    (:func:`spend_cap`). ``reserve=0, floor=0`` is the plain clip to the budget left, which leaves the last rounds
+    nothing once a policy has overspent (they leak most there)."""
 
-    def __init__(self, env: gym.Env, *, reserve: float = 0.5, horizon: int | None = None) -> None:
+    def __init__(self, env: gym.Env, *, reserve: float = 0.5, floor: float = 0.0, horizon: int | None = None) -> None:
         _check_spend_env(env, "ReserveSafetyLayer")
         super().__init__(env)
-        self.reserve = _check_reserve(reserve)
+        self.reserve, self.floor = _check_reserve(reserve), _check_reserve(floor, "floor")
         self.ledger = BudgetLedger(1, _horizon(env, horizon))
 
     def action(self, action: Any) -> NDArray:
-        return _projected(action, self.ledger, self.reserve)[0]
+        return _projected(action, self.ledger, self.reserve, self.floor)[0]
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(self.action(action))
@@ -307,14 +318,15 @@ class ReserveSafetyLayer(_SingleLedger, gym.ActionWrapper):
 class ReserveSafetyLayerVector(_VectorLedger, gym.vector.VectorWrapper):
     """:class:`ReserveSafetyLayer` for otagym's native vector env (either autoreset mode)."""
 
-    def __init__(self, env: VectorEnv, *, reserve: float = 0.5, horizon: int | None = None) -> None:
+    def __init__(self, env: VectorEnv, *, reserve: float = 0.5, floor: float = 0.0, horizon: int | None = None) -> None:
         _check_spend_env(env, "ReserveSafetyLayerVector")
         super().__init__(env)
-        self.reserve = _check_reserve(reserve)
+        self.reserve, self.floor = _check_reserve(reserve), _check_reserve(floor, "floor")
         self.ledger = _vector_ledger(env, horizon)
 
     def step(self, actions: Any) -> tuple[Any, NDArray, NDArray, NDArray, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(_projected(actions, self.ledger, self.reserve))
+        obs, reward, terminated, truncated, info = self.env.step(_projected(actions, self.ledger, self.reserve,
+                                                                            self.floor))
         self._record(info, terminated, truncated)
         return obs, reward, terminated, truncated, info
 
@@ -351,7 +363,7 @@ class SauteBudget(_SingleLedger, gym.Wrapper):
     def __init__(self, env: gym.Env, *, penalty: float = 1.0, augment: bool = False,
                  horizon: int | None = None) -> None:
         super().__init__(env)
-        self.penalty, self.augment = _check_penalty(penalty), bool(augment)
+        self.penalty, self.augment = _check_penalty(penalty), Flag()("augment", augment)
         self.ledger = BudgetLedger(1, _horizon(env, horizon))
         if self.augment:
             self.observation_space = _augmented_space(env.observation_space)
@@ -379,7 +391,7 @@ class SauteBudgetVector(_VectorLedger, gym.vector.VectorWrapper):
     def __init__(self, env: VectorEnv, *, penalty: float = 1.0, augment: bool = False,
                  horizon: int | None = None) -> None:
         super().__init__(env)
-        self.penalty, self.augment = _check_penalty(penalty), bool(augment)
+        self.penalty, self.augment = _check_penalty(penalty), Flag()("augment", augment)
         self.ledger = _vector_ledger(env, horizon)
         if self.augment:
             self.single_observation_space = _augmented_space(env.single_observation_space)

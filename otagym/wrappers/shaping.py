@@ -26,6 +26,12 @@ __all__ = ["Potential", "PotentialShaping", "PotentialShapingVector"]
 Potential = Callable[[NDArray], NDArray]
 
 
+def _check_potential(potential: Any) -> Any:
+    if not callable(potential):
+        raise TypeError(f"potential must be a callable, Phi(observations (N, ...)) -> (N,); got {potential!r}")
+    return potential
+
+
 def _check_gamma(gamma: float) -> float:
     if not (isinstance(gamma, (int, float, np.floating)) and 0.0 <= gamma <= 1.0):
         raise ValueError(f"gamma must be a number in [0, 1] (the learner's discount); got {gamma!r}")
@@ -44,7 +50,7 @@ class PotentialShaping(gym.Wrapper):
 
     def __init__(self, env: gym.Env, potential: Potential, *, gamma: float = 1.0) -> None:
         super().__init__(env)
-        self.potential, self.gamma = potential, _check_gamma(gamma)
+        self.potential, self.gamma = _check_potential(potential), _check_gamma(gamma)
         self._phi = 0.0
 
     def _phi_of(self, obs: Any) -> float:
@@ -70,7 +76,7 @@ class PotentialShapingVector(gym.vector.VectorWrapper):
 
     def __init__(self, env: VectorEnv, potential: Potential, *, gamma: float = 1.0) -> None:
         super().__init__(env)
-        self.potential, self.gamma = potential, _check_gamma(gamma)
+        self.potential, self.gamma = _check_potential(potential), _check_gamma(gamma)
         self.autoreset_mode = AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
         self._phi = np.zeros(self.num_envs)
         self._restarting = np.zeros(self.num_envs, dtype=bool)

@@ -78,10 +78,12 @@ def test_relative_spend_never_breaks_the_limit(seed, nu):
 
 @pytest.mark.slow
 @settings(max_examples=10, deadline=None)
-@given(st.integers(0, 2**31 - 1))
-def test_the_floor_keeps_every_later_round_its_share(seed):
-    """With floor f, the budget left before round t is at least f (T - t): the fair share left never falls below f."""
-    env = RelativeSpend(gym.make(TASK), floor=0.5)
+@given(st.integers(0, 2**31 - 1), st.sampled_from(["relative", "safety layer"]))
+def test_the_floor_keeps_every_later_round_its_share(seed, wrapper):
+    """With floor f, the budget left before round t is at least f (T - t): the fair share left never falls below f,
+    under the relative action and under the safety layer on the env's own spend alike."""
+    env = (RelativeSpend(gym.make(TASK), floor=0.5) if wrapper == "relative"
+           else ReserveSafetyLayer(gym.make(TASK), reserve=0.0, floor=0.5))
     env.reset(seed=0, options=_options(90_000 + seed % 500, 0.16))
     rng = np.random.default_rng(seed)
     for _ in range(T):
@@ -104,8 +106,17 @@ def test_relative_spend_at_zero_is_equal_alloc():
 def test_wrappers_refuse_an_env_without_the_spend_action():
     with pytest.raises(ValueError, match="action_type='spend'"):
         RelativeSpend(gym.make("otagym/ReceiveScalingCMDPLogX-v0"))
-    with pytest.raises(ValueError, match="reserve must lie in"):
+    with pytest.raises(ValueError, match=r"reserve must be a number in \[0, 1\]"):
         ReserveSafetyLayer(gym.make(TASK), reserve=1.5)
+    for floor in ("0.5", True, float("nan")):
+        with pytest.raises(ValueError, match=r"floor must be a number in \[0, 1\]"):
+            RelativeSpend(gym.make(TASK), floor=floor)
+    with pytest.raises(TypeError, match="augment must be True or False"):
+        SauteBudget(gym.make(TASK), augment="yes")
+    for outer in (RelativeSpend, ReserveSafetyLayer):  # two ledgers, the outer one's action not the env's spend
+        with pytest.raises(ValueError, match=f"{outer.__name__} needs the env's own spend action; it is under "
+                                             "RelativeSpend"):
+            outer(RelativeSpend(gym.make(TASK)))
     with pytest.raises(ValueError, match="penalty"):
         SauteBudget(gym.make(TASK), penalty=-1.0)
     with pytest.raises(ValueError, match="horizon"):

@@ -109,10 +109,10 @@ def test_evaluate_reports_the_cost_on_the_constrained_task(tmp_path, capsys):
 def test_otagym_train_points_to_the_task_a_run_was_trained_on(env_kwargs, task_id, tmp_path):
     import json
 
-    from otagym.cli.commands import _task_trained_on
+    from otagym.cli.evaluate import task_trained_on
 
     (tmp_path / "run.json").write_text(json.dumps({"env_kwargs": env_kwargs}))
-    assert _task_trained_on(tmp_path / "model.zip") == task_id
+    assert task_trained_on(tmp_path / "model.zip") == task_id
 
 
 def test_evaluate_refuses_a_model_trained_on_another_formulation(tmp_path, capsys):

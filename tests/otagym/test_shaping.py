@@ -101,6 +101,11 @@ def test_the_vector_form_equals_the_single_one_across_episode_ends(mode, limit):
         np.testing.assert_allclose(got[i], want, rtol=1e-12, atol=1e-12)
 
 
+def test_a_potential_that_is_not_a_callable_is_refused():
+    with pytest.raises(TypeError, match="potential must be a callable"):
+        PotentialShaping(OTAPrivacyEnv(**SETTINGS), None)
+
+
 @pytest.mark.parametrize("gamma", [-0.1, 1.5, float("nan"), "1"])
 def test_a_discount_outside_zero_one_is_refused_naming_gamma(gamma):
     with pytest.raises(ValueError, match=r"gamma must be a number in \[0, 1\]"):

@@ -81,7 +81,7 @@ def test_evaluate_refuses_a_run_given_twice_and_states_each_runs_training_budget
                  str(out)]) == 0
     result = json.loads(out.read_text())
     assert record["selected"]["steps"] < record["total_timesteps"]  # a checkpoint before the run's end
-    assert result["env_steps"] == record["total_timesteps"]  # the run's budget, not the checkpoint's
+    assert result["env_steps"] == record["total_timesteps"]  # the run's steps (whole batches), not the checkpoint's
     assert result["trained"] == [{"task": "otagym/ReceiveScalingCMDP-v1", "seed": record["seed"]}]
 
 

@@ -55,6 +55,45 @@ def test_resume_without_a_checkpoint_is_refused_before_any_work(tmp_path, small_
     assert sorted(p.name for p in run.iterdir()) == ["checkpoints"]
 
 
+def test_resume_alone_continues_the_run_with_its_own_steps_seed_config_and_env(tmp_path, small_ppo, capsys,
+                                                                               torch_threads):
+    """``otagym train --run-dir R --resume``, nothing else: the run's steps, seed, config and env arguments are its
+    run.json's (the config's 6M steps were trained instead), and a run resumed from its last checkpoint ends with the
+    parameters it ended with."""
+    from stable_baselines3 import PPO
+
+    run = tmp_path / "run"
+    assert main(["train", "--config", str(small_ppo), "--run-dir", str(run), "--steps", "1024", "--seed", "3",
+                 "--checkpoint-freq", "256", "--no-progress", "--env", "num_rounds=25", "--torch-threads", "1"]) == 0
+    first = PPO.load(run / "model.zip").policy.state_dict()
+    assert main(["train", "--run-dir", str(run), "--resume", "--no-progress", "--torch-threads", "1"]) == 0
+    meta = json.loads((run / "run.json").read_text())
+    assert (meta["total_timesteps"], meta["seed"], meta["trained_timesteps"]) == (1024, 3, 1024)
+    assert meta["segments"][-1]["start_steps"] == 768  # the last checkpoint's
+    again = PPO.load(run / "model.zip").policy.state_dict()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+
+
+def test_a_device_team_refuses_a_folder_that_holds_another_algorithms_run(tmp_path, capsys):
+    run = tmp_path / "ppo"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"algo": "ppo"}))
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--algo", "mappo", "--task", "otagym/CDPB-Devices-v0", "--steps", "100", "--run-dir", str(run)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (f"otagym train: error: {run} holds a run (run.json): replace it with "
+                                       "--overwrite, or choose another --run-dir\n")
+    assert json.loads((run / "run.json").read_text()) == {"algo": "ppo"}
+
+
+def test_an_unwritable_run_dir_is_refused_before_any_training(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    for algo in ("ppo", "ippo", "budget_apg"):
+        with pytest.raises(SystemExit) as exc:
+            main(["train", "--algo", algo, "--run-dir", str(tmp_path / "afile")])
+        assert exc.value.code == 2 and "is a file, not a folder" in capsys.readouterr().err
+
+
 def test_torch_threads_are_set_and_recorded(tmp_path, small_ppo, torch_threads):
     torch.set_num_threads(2)
     train("ppo", config=small_ppo, run_dir=tmp_path / "one", total_timesteps=512, env_overrides=SHORT,
