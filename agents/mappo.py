@@ -123,8 +123,9 @@ def train_mappo(task_id: str, seed: int, out_dir: str | Path, settings: MAPPOSet
     optimiser = torch.optim.Adam(loss.parameters(), settings.learning_rate)
     k, tau = env.side.num_devices, env.side.scenario.num_rounds
     rounds = settings.num_envs * tau
-    collector = Collector(env, actor, frames_per_batch=rounds, total_frames=max(settings.total_timesteps // k, rounds),
-                          auto_register_policy_transforms=False)
+    frames = max(settings.total_timesteps // k, rounds)
+    frames = -(-frames // rounds) * rounds  # whole batches, as TorchRL rounds it up (without its warning)
+    collector = Collector(env, actor, frames_per_batch=rounds, total_frames=frames, auto_register_policy_transforms=False)
     played = 0
     for batch in collector:
         played += rounds * k

@@ -10,11 +10,13 @@ the optional RL dependencies)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple, NoReturn
 
@@ -244,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "check"):
         args.check(args.command_parser, args)
     try:
-        return int(args.func(args))
+        with _warnings_in_one_line():
+            return int(args.func(args))
     except (KeyboardInterrupt, Exception) as err:
         if isinstance(err, BrokenPipeError):  # the reader left (``otagym rollout | head``): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no error at exit
@@ -256,6 +259,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"otagym {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
             return 1
         raise
+
+
+@contextlib.contextmanager
+def _warnings_in_one_line() -> Any:
+    """The command's warnings one line each, ``Category: message``: Python's default adds the file and the source
+    line that warned, which say nothing to a user of the command line."""
+    before = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *_, **__: f"{category.__name__}: {message}\n"
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
 
 
 def _interrupted_note(args: argparse.Namespace) -> str:

@@ -74,6 +74,17 @@ def test_rollout_into_a_reader_that_leaves_stops_quietly():
     assert len(done.stdout.splitlines()) == 3 and "Traceback" not in done.stderr, done.stderr
 
 
+def test_a_commands_warnings_are_one_line_each():
+    """Without the file and the source line that warned (Python's default), which say nothing to a user."""
+    import subprocess
+    import sys
+
+    code = ("import warnings\nfrom otagym.cli.commands import _warnings_in_one_line\n"
+            "with _warnings_in_one_line():\n    warnings.warn('the budget is spent', UserWarning)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stderr == "UserWarning: the budget is spent\n", done.stderr
+
+
 def test_python_dash_m_otagym_is_the_command():
     import subprocess
     import sys
