@@ -154,7 +154,7 @@ def run_callbacks(request: RunRequest, checkpoint: AtomicCheckpoint, lagrangian:
     if request.progress:  # before the budget: its clock starts first, so it reads the whole budget when the limit stops
         if request.resume:
             print(f"resuming {run} from " + (f"{resumed_from[0].name} ({resumed_from[1]:,} env steps)" if resumed_from
-                                              else "its start (it stopped before its first checkpoint)"),
+                                              else "its start (it has no checkpoint to continue from)"),
                   file=sys.stderr)
         callbacks.append(ProgressBar(total, None if max_minutes is None else 60.0 * max_minutes, desc=request.algo))
     callbacks.append(Budget(total, None if max_minutes is None else 60.0 * max_minutes))
