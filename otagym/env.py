@@ -53,15 +53,16 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def warn_if_not_the_task(spec: Any, rounds: int) -> None:
+def warn_if_not_the_task(spec: Any, rounds: int | None = None, time_limit: bool = True) -> None:
     """Warn (``UserWarning``) when a benchmark task's id (:data:`otagym.tasks.TASKS`) was made with keyword
     arguments that change its settings: ``gym.make("otagym/ReceiveScalingIID-v0", num_rounds=100)`` makes another
     env under the task's id, whose scores the task's reference scores do not describe. The warning names each such
-    setting and the task's value; where the episode's length (``rounds``) is not the task's, it names the task's
-    cost limit (the limit of its own length) and, for longer episodes, its time limit, which ``gym.make`` applies
-    after the env is made (a ``TimeLimit`` the env cannot see: ``num_rounds=1000`` on a task of 500 rounds is cut at
-    500 unless ``gym.make`` is given ``max_episode_steps=1000``; the vector env refuses a shorter limit). ``spec``:
-    the ``EnvSpec`` Gymnasium gives the made env (its kwargs: the task's updated with the caller's)."""
+    setting and the task's value; where the episode's length (``rounds``, None: not said) is not the task's, it names
+    the task's cost limit (the limit of its own length) and, for longer episodes of a single env (``time_limit``),
+    its time limit, which ``gym.make`` applies after the env is made (a ``TimeLimit`` the env cannot see:
+    ``num_rounds=1000`` on a task of 500 rounds is cut at 500 unless ``gym.make`` was given
+    ``max_episode_steps=1000``; the vector env takes the limit itself and refuses a shorter one). ``spec``: the
+    ``EnvSpec`` Gymnasium gives the made env (its kwargs: the task's updated with the caller's)."""
     from otagym.tasks import TASKS
 
     task = TASKS.get(getattr(spec, "id", None))
@@ -72,12 +73,13 @@ def warn_if_not_the_task(spec: Any, rounds: int) -> None:
     changed = [f"{k}={v!r} (the task's: {'its default' if fixed.get(k, missing) is missing else repr(fixed[k])})"
                for k, v in (spec.kwargs or {}).items() if k not in kept and not _same(v, fixed.get(k, missing))]
     notes = []
-    if rounds != task.max_episode_steps and _same((spec.kwargs or {}).get("cost_limit"), task.cost_limit):
+    if rounds is not None and rounds != task.max_episode_steps and _same((spec.kwargs or {}).get("cost_limit"),
+                                                                          task.cost_limit):
         notes.append(f" Its cost_limit is still the task's {task.cost_limit!r}, the limit of {task.max_episode_steps} "
                      f"rounds: give cost_limit for episodes of {rounds}.")
-    if rounds > task.max_episode_steps:
-        notes.append(f" Its time limit still ends every episode at round {task.max_episode_steps} of {rounds} unless "
-                     f"gym.make is given max_episode_steps={rounds}.")
+    if time_limit and rounds is not None and rounds > task.max_episode_steps:
+        notes.append(f" Its time limit is the task's, which ends every episode at round {task.max_episode_steps} of "
+                     f"{rounds}, unless gym.make was given max_episode_steps={rounds}.")
     if changed:
         warnings.warn(f"{task.id} made with {', '.join(changed)} is no longer that task: its scores are not comparable "
                       "with the task's reference scores; make otagym/OTAPrivacy-v0 for other settings." + "".join(notes),
@@ -109,7 +111,7 @@ class _TaskSpec:
     @spec.setter
     def spec(self, value: Any) -> None:
         self._spec = value
-        warn_if_not_the_task(value, int(self.core.num_rounds))
+        warn_if_not_the_task(value, int(self.core.num_rounds), time_limit=not isinstance(self, VectorEnv))
 
 
 def _env_config_arguments(scenario: Any, render_mode: str | None, scheme: Any,

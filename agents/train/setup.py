@@ -341,7 +341,7 @@ def run_record(request: RunRequest, settings: Settings, done_steps: int) -> dict
     hp, algo, config, task = settings.hyperparams, request.algo, request.config, request.task
     return {
         "algo": algo, "env_id": task or ENV_ID, "task": task, "config": str(config or CONFIG_DIR / f"{algo}.yml"),
-        "config_entry": settings.entry, "seed": request.seed,
+        "config_entry": settings.entry, "seed": request.seed, "checkpoint_freq": request.checkpoint_freq,
         "total_timesteps": request.total, "env_kwargs": {**settings.env_kwargs, **settings.semantics},
         "hyperparams": json.loads(comparable({k: v for k, v in hp.items() if not callable(v)})),
         "versions": package_versions(), "resumed_from": done_steps,

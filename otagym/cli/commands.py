@@ -313,8 +313,13 @@ DEVICE_TRAIN_MODULES = {"ippo": (("multiagent", ("pettingzoo", "supersuit")),),
 
 def _check_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, argparse style, ``otagym train`` without the extras it needs, or with a task its algorithm does not
-    train on (before anything is imported or written)."""
-    from agents import DEVICE_ALGOS
+    train on (before anything is imported or written); ``--algo`` not given is ``ppo``, or with ``--resume`` the
+    run's own (:func:`_recorded_run`)."""
+    from agents import ALGOS, BATCHED_ALGOS, DEVICE_ALGOS
+
+    if args.algo is None:
+        recorded = _recorded_run(args.run_dir or "runs/ppo").get("algo") if args.resume else None
+        args.algo = recorded if recorded in ALGOS + BATCHED_ALGOS + DEVICE_ALGOS else "ppo"
 
     devices = args.algo in DEVICE_ALGOS
     for extra, modules in (("rl", TRAIN_MODULES), *DEVICE_TRAIN_MODULES.get(args.algo, ())):
@@ -343,17 +348,15 @@ def _env_overrides(items: Sequence[tuple[str, str]]) -> dict[str, Any]:
 
 def _resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
     """``--resume``: what the command leaves out is the run's own, from its ``run.json`` (none there: as given): the
-    steps it was asked for (``--steps``), its ``--seed`` and ``--config`` (where that file is still there), its
-    ``--task``, or, for a run on env arguments, those (unless ``--task`` or ``--env`` is given). Returns the env
-    overrides to train with. A value given that differs from the run's is refused by the resume, naming it."""
-    import json
+    steps it was asked for (``--steps``), its ``--seed``, ``--checkpoint-freq`` and ``--config`` (where that file is
+    still there), its ``--task``, or, for a run on env arguments, those (unless ``--task`` or ``--env`` is given; the
+    algorithm: :func:`_check_train`). Returns the env overrides to train with. A value given that differs from the
+    run's is refused by the resume, naming it."""
     from pathlib import Path
 
-    record = Path(args.run_dir or f"runs/{args.algo}") / "run.json"
-    try:
-        meta = json.loads(record.read_text())
-    except (OSError, ValueError):
-        return _env_overrides(args.env)
+    meta = _recorded_run(args.run_dir or f"runs/{args.algo}")
+    if args.checkpoint_freq is None and isinstance(meta.get("checkpoint_freq"), int):
+        args.checkpoint_freq = meta["checkpoint_freq"]
     if args.steps is None and isinstance(meta.get("total_timesteps"), int):
         args.steps = meta["total_timesteps"]
     if args.seed is None and isinstance(meta.get("seed"), int):
@@ -368,6 +371,18 @@ def _resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
     return _env_overrides(args.env)
 
 
+def _recorded_run(run_dir: str) -> dict[str, Any]:
+    """The ``run.json`` of the run in ``run_dir`` as a dict (empty where there is none, or it is not an object)."""
+    import json
+    from pathlib import Path
+
+    try:
+        meta = json.loads((Path(run_dir) / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 #: :class:`agents.train.SettingsError`'s parameters as the options of ``otagym train``.
 _TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env", "task": "--task"}
 
@@ -377,12 +392,11 @@ def _train(args: argparse.Namespace) -> int:
     from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError, train
     from agents.train.summary import training_summary
 
+    if args.algo in BATCHED_ALGOS + DEVICE_ALGOS:
+        args.seed = 0 if args.seed is None else args.seed
+        return _train_batched(args) if args.algo in BATCHED_ALGOS else _train_devices(args)
     env_overrides = _resume_defaults(args) if args.resume else _env_overrides(args.env)
     args.seed = 0 if args.seed is None else args.seed
-    if args.algo in BATCHED_ALGOS:
-        return _train_batched(args)
-    if args.algo in DEVICE_ALGOS:
-        return _train_devices(args)
 
     try:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
@@ -513,12 +527,13 @@ def _add_train_parser(sub: argparse._SubParsersAction, help: str) -> None:
     p = sub.add_parser("train", help=help, description="Train an RL scheduler with stable-baselines3 on the native "
                        "vector env (needs the rl extra). The run folder gets model.zip, run.json, checkpoints/, "
                        "monitor.csv and tb/.")
-    p.add_argument("--algo", default="ppo", choices=ALGOS + BATCHED_ALGOS + DEVICE_ALGOS,
+    p.add_argument("--algo", default=None, choices=ALGOS + BATCHED_ALGOS + DEVICE_ALGOS,
                    help="algorithm (budget_ppo: PPO batched over the native vector env with the action relative to "
                    "the budget left, on a spend task of the benchmark suite: --task; budget_apg: the pathwise policy "
                    "gradient through the episode's rounds, the same action and tasks; ippo: PPO with one network "
                    "shared by the devices of a devices-as-agents task: --task, the multiagent extra; mappo: its "
-                   "shared actor with a centralised critic, TorchRL's recipe: the torchrl extra too)")
+                   "shared actor with a centralised critic, TorchRL's recipe: the torchrl extra too; default ppo, or "
+                   "with --resume the run's own)")
     p.add_argument("--config", default=None, help="rl_zoo3-format YAML (default: agents/configs/<algo>.yml)")
     p.add_argument("--run-dir", type=writable_dir, default=None, help="output folder (default: runs/<algo>): "
                    "model.zip (mappo: model.pt), run.json; ppo, sac, td3, trpo and ppo_lagrangian also checkpoints/, "

@@ -180,16 +180,20 @@ def _run_record(text: str) -> dict[str, Any]:
 def _trained_steps(meta: dict[str, Any], model: Path) -> int | None:
     """The steps a run trained for, as its record has them: ``otagym train``'s ``trained_timesteps`` (SB3's
     algorithms, a ``--minutes`` budget included; a run stopped before its end: its last segment's), a team's
-    ``env_steps``, the batched trainers' ``total_timesteps`` (whole batches), else the model file's saved
-    ``num_timesteps`` (an SB3 model, an rl_zoo3 folder's, a team's IPPO)."""
+    ``env_steps``, the batched trainers' ``total_timesteps`` (whole batches), a search's ``episodes`` of its task's
+    rounds, else the model file's saved ``num_timesteps`` (an SB3 model, an rl_zoo3 folder's, a team's IPPO); None
+    where none says (a saved 0 too: a policy saved without training, such as a CMA-ES search's linear policy, did
+    train, on episodes its record does not count)."""
     segments = meta.get("segments") or [{}]
     for steps in (meta.get("trained_timesteps"), segments[-1].get("end_steps"), meta.get("env_steps"),
                   meta.get("total_timesteps")):
         if isinstance(steps, int):
             return steps
+    if isinstance(meta.get("episodes"), int) and meta.get("task") in TASKS:
+        return meta["episodes"] * TASKS[meta["task"]].max_episode_steps
     try:
         with zipfile.ZipFile(model) as archive:
-            return int(json.loads(archive.read("data"))["num_timesteps"])
+            return int(json.loads(archive.read("data"))["num_timesteps"]) or None
     except (KeyError, ValueError, OSError, zipfile.BadZipFile):
         return None
 
@@ -204,7 +208,7 @@ def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], list[dict[s
         resolve = resolve_policy
     seen = {}
     for text in args.policy:
-        key = str(Path(text).resolve()) if Path(text).exists() else text
+        key = _run_key(text)
         if key in seen:
             raise ValueError(f"policy {text!r} is given twice (as {seen[key]!r}): each entry is one run, an "
                              "independent training seed")
@@ -213,6 +217,18 @@ def _resolve_runs(args: argparse.Namespace) -> tuple[str, list[Any], list[dict[s
     if args.torch_threads and "torch" in sys.modules:  # a model was loaded: one thread plays a small MLP fastest
         sys.modules["torch"].set_num_threads(args.torch_threads)
     return args.name or resolved[0][0], [spec for _, spec in resolved], [_run_record(text) for text in args.policy]
+
+
+def _run_key(text: str) -> str:
+    """What makes two POLICY entries one run: the model file an existing path plays (a folder's, rl_zoo3's), else
+    the text."""
+    path = Path(text)
+    if not path.exists():
+        return text
+    try:
+        return str(_model_file(path).resolve())
+    except ValueError:  # no model in the folder: resolving the policy names it
+        return str(path.resolve())
 
 
 def _env_steps(args: argparse.Namespace, records: list[dict[str, Any]]) -> int | None:

@@ -185,16 +185,25 @@ def _run(args: argparse.Namespace) -> int:
     for path, result in results:
         for gap in submission_gaps(result):
             print(f"{path}: not a submission: {gap}")
-    suite = {r["task"]: r for _, r in results if r["task"] in BENCHMARK and not submission_gaps(r)}
-    if set(suite) == set(BENCHMARK) and len({r["runs"] for r in suite.values()}) == 1:
-        tables = [pooled_table(t, suite[t]["scores"], suite[t]["cost_ratios"], suite[t]["seeds"]) for t in BENCHMARK]
-        stats = task_score(np.concatenate([t for t, _ in tables], axis=1),
-                           np.concatenate([c for _, c in tables], axis=1), reps=args.reps)
-        print(_headline(f"suite ({len(BENCHMARK)} tasks pooled)", stats, next(iter(suite.values()))["runs"], None,
-                        width))
-    else:
-        print(f"suite score: needs a submission on each of the {len(BENCHMARK)} suite tasks with the same number of "
-              f"runs; no submission for {sorted(set(BENCHMARK) - set(suite))}")
+    agents: dict[str, dict[str, Any]] = {}  # an agent's submissions by task: a suite's number is one agent's
+    for _, r in results:
+        if r["task"] in BENCHMARK and not submission_gaps(r):
+            agents.setdefault(r["name"], {})[r["task"]] = r
+    for name, suite in agents.items():
+        if set(suite) == set(BENCHMARK) and len({r["runs"] for r in suite.values()}) == 1:
+            tables = [pooled_table(t, suite[t]["scores"], suite[t]["cost_ratios"], suite[t]["seeds"])
+                      for t in BENCHMARK]
+            stats = task_score(np.concatenate([t for t, _ in tables], axis=1),
+                               np.concatenate([c for _, c in tables], axis=1), reps=args.reps)
+            print(_headline(f"suite ({len(BENCHMARK)} tasks pooled): {name}", stats,
+                            next(iter(suite.values()))["runs"], None, width))
+        else:
+            runs = sorted({r["runs"] for r in suite.values()})
+            print(f"suite score of {name}: needs its submission on each of the {len(BENCHMARK)} suite tasks with the "
+                  f"same number of runs; " + (f"it has none for {sorted(set(BENCHMARK) - set(suite))}"
+                                              if set(suite) != set(BENCHMARK) else f"its runs are {runs}"))
+    if not agents:
+        print(f"suite score: needs an agent's submission on each of the {len(BENCHMARK)} suite tasks; none here")
     return 0
 
 

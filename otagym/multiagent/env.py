@@ -73,7 +73,12 @@ class DevicesParallelEnv(ParallelEnv):
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (the env does not render); got {render_mode!r}")
         self.render_mode = render_mode
-        self.side = info.devices(info.scenario(scenario, **(scenario_overrides or {})), **kwargs)
+        try:
+            self.side = info.devices(info.scenario(scenario, **(scenario_overrides or {})), **kwargs)
+        except TypeError as err:  # an unknown argument: name this env's own beside the side's
+            if "unexpected keyword argument" not in str(err):
+                raise
+            raise TypeError(f"{err}; this env's own: {['scenario', 'scenario_overrides', *self.SHELL_ARGS]}") from None
         tau = self.side.scenario.num_rounds
         self.max_cycles = tau if max_cycles is None else Integer(1, tau)("max_cycles", max_cycles)
         self.keep_departed = Flag()("keep_departed", keep_departed)

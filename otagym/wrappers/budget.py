@@ -97,7 +97,7 @@ def relative_spend(action: ArrayLike, budget_left: ArrayLike, rounds_left: Array
 
 
 def _check_reserve(reserve: float, name: str = "reserve") -> float:
-    number = isinstance(reserve, (int, float, np.integer, np.floating)) and not isinstance(reserve, bool)
+    number = np.ndim(reserve) == 0 and np.asarray(reserve).dtype.kind in "iuf"  # not a bool, a string or an object
     if not (number and 0.0 <= float(reserve) <= 1.0):
         raise ValueError(f"{name} must be a number in [0, 1] (the share kept for each later round: of the fair share "
                          f"for reserve, of the per-round limit for floor); got {reserve!r}")
@@ -173,13 +173,13 @@ def _horizon(env: Any, horizon: int | None) -> int:
 
 def _check_spend_env(env: Any, wrapper: str) -> None:
     """``ValueError`` unless the env's action is a spend in units of its per-round budget: an otagym env of the spend
-    action, not under another wrapper that changes the action (:class:`RelativeSpend`, :class:`ReserveSafetyLayer`
-    and their vector forms keep a budget ledger of their own)."""
+    action, not under :class:`RelativeSpend` (or its vector form), whose action is relative to the fair share (a
+    safety layer keeps the spend action: a wrapper over it composes)."""
     inner = env
     while isinstance(inner, (gym.Wrapper, gym.vector.VectorWrapper)):
-        if isinstance(inner, (RelativeSpend, RelativeSpendVector, ReserveSafetyLayer, ReserveSafetyLayerVector)):
+        if isinstance(inner, (RelativeSpend, RelativeSpendVector)):
             raise ValueError(f"{wrapper} needs the env's own spend action; it is under {type(inner).__name__}, whose "
-                             "action is not: use one of them")
+                             "action is relative to the fair share left: use one of them")
         inner = inner.env
     core = getattr(env.unwrapped, "core", None)
     if core is None:

@@ -113,10 +113,11 @@ def test_wrappers_refuse_an_env_without_the_spend_action():
             RelativeSpend(gym.make(TASK), floor=floor)
     with pytest.raises(TypeError, match="augment must be True or False"):
         SauteBudget(gym.make(TASK), augment="yes")
-    for outer in (RelativeSpend, ReserveSafetyLayer):  # two ledgers, the outer one's action not the env's spend
+    for outer in (RelativeSpend, ReserveSafetyLayer):  # the inner one's action is not the env's spend
         with pytest.raises(ValueError, match=f"{outer.__name__} needs the env's own spend action; it is under "
-                                             "RelativeSpend"):
+                                             "RelativeSpend, whose action is relative"):
             outer(RelativeSpend(gym.make(TASK)))
+    RelativeSpend(ReserveSafetyLayer(gym.make(TASK)), floor=np.float64(0.5))  # a safety layer keeps the spend
     with pytest.raises(ValueError, match="penalty"):
         SauteBudget(gym.make(TASK), penalty=-1.0)
     with pytest.raises(ValueError, match="horizon"):

@@ -87,8 +87,8 @@ def test_a_task_made_longer_or_shorter_is_told_its_cost_and_time_limits_are_stil
         env = gym.make(task_id, num_rounds=1000)
     said = " ".join(str(w.message) for w in caught)
     assert "Its cost_limit is still the task's 500.0, the limit of 500 rounds: give cost_limit for episodes of 1000." \
-        in said and "Its time limit still ends every episode at round 500 of 1000 unless gym.make is given " \
-        "max_episode_steps=1000." in said
+        in said and "Its time limit is the task's, which ends every episode at round 500 of 1000, unless gym.make " \
+        "was given max_episode_steps=1000." in said
     env.reset(seed=0)
     steps = 1
     while not any(env.step(np.zeros(1, np.float32))[2:4]):
@@ -98,6 +98,15 @@ def test_a_task_made_longer_or_shorter_is_told_its_cost_and_time_limits_are_stil
         gym.make(task_id, num_rounds=100, cost_limit=100.0, max_episode_steps=100)
     said = " ".join(str(w.message) for w in caught)
     assert "cost_limit=100.0 (the task's: 500.0)" in said and "Its " not in said
+    with pytest.warns(UserWarning) as caught:  # the vector env takes the limit itself (and refuses a shorter one)
+        envs = gym.make_vec(task_id, 2, vectorization_mode="vector_entry_point", num_rounds=1000, cost_limit=1000.0,
+                            max_episode_steps=1000)
+    assert "time limit" not in " ".join(str(w.message) for w in caught)
+    envs.reset(seed=0)
+    steps = 1
+    while not envs.step(np.zeros((2, 1), np.float32))[2].any():
+        steps += 1
+    assert steps == 1000
 
 
 def test_same_seed_same_trajectory_different_seed_differs():

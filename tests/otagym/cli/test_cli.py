@@ -79,10 +79,12 @@ def test_a_commands_warnings_are_one_line_each():
     import subprocess
     import sys
 
-    code = ("import warnings\nfrom otagym.cli.commands import _warnings_in_one_line\n"
-            "with _warnings_in_one_line():\n    warnings.warn('the budget is spent', UserWarning)")
+    code = ("import argparse, warnings\nfrom otagym.cli import commands\n"  # a command that warns, through main
+            "args = argparse.Namespace(command='rollout', func=lambda a: warnings.warn('the budget is spent') or 0)\n"
+            "commands.build_parser = lambda *_: argparse.Namespace(parse_args=lambda argv: args)\n"
+            "raise SystemExit(commands.main(['rollout']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.stderr == "UserWarning: the budget is spent\n", done.stderr
+    assert done.returncode == 0 and done.stderr == "UserWarning: the budget is spent\n", done.stderr
 
 
 def test_python_dash_m_otagym_is_the_command():

@@ -72,17 +72,47 @@ def test_runs_of_another_task_or_one_training_seed_are_not_a_submission_and_each
 
 def test_evaluate_refuses_a_run_given_twice_and_states_each_runs_training_budget_task_and_seed(tmp_path, capsys):
     folder = Path(__file__).resolve().parents[3] / "agents" / "zoo" / "ReceiveScalingCMDP-v1" / "budget_apg"
-    model, again = str(folder / "model.zip"), f"{folder}/./model.zip"
-    record = json.loads((folder / "run.json").read_text())
+    model, record = str(folder / "model.zip"), json.loads((folder / "run.json").read_text())
     out = tmp_path / "r.json"
-    assert main(["evaluate", "otagym/ReceiveScalingCMDP-v1", model, again, "--seeds", "2", "--out", str(out)]) == 2
-    assert f"policy {again!r} is given twice (as {model!r})" in capsys.readouterr().err and not out.exists()
+    for again in (f"{folder}/./model.zip", str(folder)):  # the same file spelled otherwise, the folder it is in
+        assert main(["evaluate", "otagym/ReceiveScalingCMDP-v1", model, again, "--seeds", "2", "--out",
+                     str(out)]) == 2
+        assert f"policy {again!r} is given twice (as {model!r})" in capsys.readouterr().err and not out.exists()
     assert main(["evaluate", "otagym/ReceiveScalingCMDP-v1", model, "--seeds", "2", "--reps", "10", "--out",
                  str(out)]) == 0
     result = json.loads(out.read_text())
     assert record["selected"]["steps"] < record["total_timesteps"]  # a checkpoint before the run's end
     assert result["env_steps"] == record["total_timesteps"]  # the run's steps (whole batches), not the checkpoint's
     assert result["trained"] == [{"task": "otagym/ReceiveScalingCMDP-v1", "seed": record["seed"]}]
+
+
+def test_a_trained_model_whose_steps_nobody_counted_is_not_called_a_reference():
+    """A CMA-ES search's linear policy is saved with num_timesteps 0: its steps are unknown (or its record's
+    episodes of its task's rounds), never 0, which is an analytic policy's."""
+    from otagym.cli.evaluate import _run_record
+
+    zoo = Path(__file__).resolve().parents[3] / "agents" / "zoo"
+    assert _run_record(str(zoo / "iid" / "linear_crn" / "model.zip"))["env_steps"] is None
+    record = json.loads((zoo / "ReceiveScalingCMDP-v1" / "linear_crn" / "run.json").read_text())
+    assert (_run_record(str(zoo / "ReceiveScalingCMDP-v1" / "linear_crn" / "model.zip"))["env_steps"]
+            == record["episodes"] * TASKS["otagym/ReceiveScalingCMDP-v1"].max_episode_steps)
+
+
+def test_the_suites_number_is_each_agents_own(tmp_path, capsys):
+    """Two agents' submissions on the four tasks, reported together: one suite line each, never one pooling both."""
+    paths = []
+    for agent, seed in (("a", 0), ("b", 10)):
+        for i, task_id in enumerate(BENCHMARK):
+            paths.append(tmp_path / f"{agent}{i}.json")
+            paths[-1].write_text(json.dumps({**_result(task_id, seed=seed + i), "name": agent}))
+    assert main(["report", *map(str, paths), "--reps", "50"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("suite (4 tasks pooled)")]
+    assert [line.split()[4] for line in lines] == ["a", "b"]
+    pooled = [np.concatenate([pooled_table(t, r["scores"], r["cost_ratios"], r["seeds"])[0] for t, r in
+                              ((t, _result(t, seed=seed + i)) for i, t in enumerate(BENCHMARK))], axis=1)
+              for seed in (0, 10)]
+    for line, table in zip(lines, pooled):
+        assert f"{stats.trim_mean(table, 0.25, axis=None):.1f} [" in line
 
 
 def test_results_that_are_not_their_scores_or_the_schemas_are_refused_naming_the_field(tmp_path, capsys):

@@ -67,11 +67,32 @@ def test_resume_alone_continues_the_run_with_its_own_steps_seed_config_and_env(t
                  "--checkpoint-freq", "256", "--no-progress", "--env", "num_rounds=25", "--torch-threads", "1"]) == 0
     first = PPO.load(run / "model.zip").policy.state_dict()
     assert main(["train", "--run-dir", str(run), "--resume", "--no-progress", "--torch-threads", "1"]) == 0
+    for algo in ("budget_ppo", "ippo"):  # they keep no checkpoints: refused for --resume, not for the run's --config
+        with pytest.raises(SystemExit) as exc:
+            main(["train", "--algo", algo, "--task", "otagym/ReceiveScalingCMDP-v1" if algo == "budget_ppo" else
+                  "otagym/CDPB-Devices-v0", "--run-dir", str(run), "--resume"])
+        assert exc.value.code == 2 and "argument --resume: not with --algo" in capsys.readouterr().err
     meta = json.loads((run / "run.json").read_text())
     assert (meta["total_timesteps"], meta["seed"], meta["trained_timesteps"]) == (1024, 3, 1024)
     assert meta["segments"][-1]["start_steps"] == 768  # the last checkpoint's
     again = PPO.load(run / "model.zip").policy.state_dict()
     assert all(torch.equal(first[k], again[k]) for k in first)
+
+
+def test_resume_without_algo_is_the_runs_algorithm(tmp_path):
+    from otagym.cli.commands import build_parser
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"algo": "trpo"}))
+    for argv, algo in ((["--resume"], "trpo"), ([], "ppo"), (["--resume", "--algo", "sac"], "sac")):
+        args = build_parser(("train",)).parse_args(["train", "--run-dir", str(run), *argv])
+        args.check(args.command_parser, args)
+        assert args.algo == algo, argv
+    (run / "run.json").write_text("[]")  # not a record: the default
+    args = build_parser(("train",)).parse_args(["train", "--run-dir", str(run), "--resume"])
+    args.check(args.command_parser, args)
+    assert args.algo == "ppo"
 
 
 def test_a_device_team_refuses_a_folder_that_holds_another_algorithms_run(tmp_path, capsys):
