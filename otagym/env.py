@@ -82,8 +82,8 @@ def warn_if_not_the_task(spec: Any, rounds: int | None = None, time_limit: bool 
                      f"{rounds}, unless gym.make was given max_episode_steps={rounds}.")
     if changed:
         warnings.warn(f"{task.id} made with {', '.join(changed)} is no longer that task: its scores are not comparable "
-                      "with the task's reference scores; make otagym/OTAPrivacy-v0 for other settings." + "".join(notes),
-                      UserWarning, stacklevel=4)
+                      "with the task's reference scores; make otagym/OTAPrivacy-v0 for other settings."
+                      + "".join(notes), UserWarning, stacklevel=4)
 
 
 class _OldCoreName:

@@ -158,10 +158,49 @@ def interval(stats: dict[str, Any], digits: int = 1) -> str:
     return f"{stats['iqm']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" + (" (wide)" if wide(stats) else "")
 
 
-def _headline(name: str, stats: dict[str, Any], runs: int, steps: Any, width: int) -> str:
+#: The columns of ``otagym report``'s table, after the row's label.
+_COLUMNS = ("IQM [95% CI]", "CVaR 10%", "worst", "over", "runs", "env steps")
+
+
+def _cells(label: str, stats: dict[str, Any], runs: int, steps: Any) -> list[str]:
+    """A row of ``otagym report``'s table (:data:`_COLUMNS`)."""
     over = "-" if stats["over_limit_share"] is None else f"{100 * stats['over_limit_share']:.1f}%"
-    return (f"{name:<{width}} {interval(stats):>28} {stats['cvar10']:>10.1f} {stats['worst']:>10.1f} {over:>6} "
-            f"{runs:>5} {'-' if steps is None else f'{steps:,}':>11}")
+    return [label, interval(stats), f"{stats['cvar10']:.1f}", f"{stats['worst']:.1f}", over, str(runs),
+            "-" if steps is None else f"{steps:,}"]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    """Rows as lines, each column as wide as its widest cell (labels left, numbers right)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]).rstrip()
+            for row in rows]
+
+
+def _suite(results: list[dict[str, Any]], reps: int) -> tuple[list[list[str]], list[str]]:
+    """The suite's rows, one per agent whose submissions cover the suite's tasks with one number of runs (a suite's
+    number is one agent's), and what the other agents miss."""
+    agents: dict[str, dict[str, Any]] = {}
+    for r in results:
+        if r["task"] in BENCHMARK and not submission_gaps(r):
+            agents.setdefault(r["name"], {})[r["task"]] = r
+    rows, missing = [], []
+    for name, suite in agents.items():
+        runs = sorted({r["runs"] for r in suite.values()})
+        if set(suite) == set(BENCHMARK) and len(runs) == 1:
+            tables = [pooled_table(t, suite[t]["scores"], suite[t]["cost_ratios"], suite[t]["seeds"])
+                      for t in BENCHMARK]
+            stats = task_score(np.concatenate([t for t, _ in tables], axis=1),
+                               np.concatenate([c for _, c in tables], axis=1), reps=reps)
+            rows.append(_cells(f"suite ({len(BENCHMARK)} tasks pooled): {name}", stats, runs[0], None))
+        else:
+            lacking = sorted(set(BENCHMARK) - set(suite))
+            missing.append(f"suite score of {name}: needs its submission on each of the {len(BENCHMARK)} suite tasks "
+                           "with the same number of runs; "
+                           + (f"it has none for {lacking}" if lacking else f"its runs are {runs}"))
+    if not agents:
+        missing.append(f"suite score: needs an agent's submission on each of the {len(BENCHMARK)} suite tasks; none "
+                       "here")
+    return rows, missing
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -174,36 +213,17 @@ def _run(args: argparse.Namespace) -> int:
             print(f"otagym report: error: {path}: {err}", file=sys.stderr)
             return 2
         results.append((path, result))
-    rows = [f"{result['task'].split('/')[-1]}: {result['name']}" for _, result in results]  # task: agent
-    width = max(32, *map(len, rows))
-    print(f"{'task: agent':<{width}} {'IQM [95% CI]':>28} {'CVaR 10%':>10} {'worst':>10} {'over':>6} {'runs':>5} "
-          f"{'env steps':>11}")
-    for row, (path, result) in zip(rows, results):
-        print(_headline(row, result["task_score"], result["runs"], result["env_steps"], width))
-    if any(wide(result["task_score"]) for _, result in results):
+    suite_rows, missing = _suite([r for _, r in results], args.reps)
+    rows = [_cells(f"{r['task'].split('/')[-1]}: {r['name']}", r["task_score"], r["runs"], r["env_steps"])
+            for _, r in results]  # task: agent
+    print("\n".join(_table([["task: agent", *_COLUMNS], *rows, *suite_rows])))
+    if any(row[1].endswith("(wide)") for row in rows + suite_rows):
         print("(wide): a 95% CI wider than +-10 points")
     for path, result in results:
         for gap in submission_gaps(result):
             print(f"{path}: not a submission: {gap}")
-    agents: dict[str, dict[str, Any]] = {}  # an agent's submissions by task: a suite's number is one agent's
-    for _, r in results:
-        if r["task"] in BENCHMARK and not submission_gaps(r):
-            agents.setdefault(r["name"], {})[r["task"]] = r
-    for name, suite in agents.items():
-        if set(suite) == set(BENCHMARK) and len({r["runs"] for r in suite.values()}) == 1:
-            tables = [pooled_table(t, suite[t]["scores"], suite[t]["cost_ratios"], suite[t]["seeds"])
-                      for t in BENCHMARK]
-            stats = task_score(np.concatenate([t for t, _ in tables], axis=1),
-                               np.concatenate([c for _, c in tables], axis=1), reps=args.reps)
-            print(_headline(f"suite ({len(BENCHMARK)} tasks pooled): {name}", stats,
-                            next(iter(suite.values()))["runs"], None, width))
-        else:
-            runs = sorted({r["runs"] for r in suite.values()})
-            print(f"suite score of {name}: needs its submission on each of the {len(BENCHMARK)} suite tasks with the "
-                  f"same number of runs; " + (f"it has none for {sorted(set(BENCHMARK) - set(suite))}"
-                                              if set(suite) != set(BENCHMARK) else f"its runs are {runs}"))
-    if not agents:
-        print(f"suite score: needs an agent's submission on each of the {len(BENCHMARK)} suite tasks; none here")
+    for line in missing:
+        print(line)
     return 0
 
 

@@ -153,3 +153,18 @@ def test_an_interval_wider_than_ten_points_either_side_is_marked_wide():
 
     assert interval({"iqm": 50.0, "iqm_ci": [39.0, 61.0]}) == "50.0 [39.0, 61.0] (wide)"
     assert interval({"iqm": 50.0, "iqm_ci": [41.0, 60.5]}, digits=2) == "50.00 [41.00, 60.50]"
+
+
+def test_the_table_sizes_its_columns_to_their_widest_cell(tmp_path, capsys):
+    """A score of -4,372,422 with a wide interval once pushed every column right."""
+    task_id = BENCHMARK[0]
+    result = {**_result(task_id), "task_score": {**_result(task_id)["task_score"], "iqm": -4372422.0,
+                                                 "iqm_ci": [-5000000.0, -4000000.0]}}
+    from otagym.cli.report import _cells, _table
+
+    lines = _table([["task: agent", "IQM [95% CI]", "CVaR 10%", "worst", "over", "runs", "env steps"],
+                    _cells("a: b", result["task_score"], 5, 1000), _cells("a: c", _result(task_id)["task_score"], 5,
+                                                                          None)])
+    ends = {len(line) for line in lines}
+    assert len(ends) == 1  # every row ends in the same column
+    assert lines[1].split()[2:6] == ["-4372422.0", "[-5000000.0,", "-4000000.0]", "(wide)"]
