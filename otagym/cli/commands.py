@@ -388,15 +388,18 @@ _TRAIN_OPTIONS = {"config": "--config", "env_overrides": "--env", "task": "--tas
 
 
 def _train(args: argparse.Namespace) -> int:
-    from agents import BATCHED_ALGOS, DEVICE_ALGOS
+    from agents import ALGOS, BATCHED_ALGOS, DEVICE_ALGOS
     from agents.train import NoCheckpointError, RunExistsError, RunMismatchError, SettingsError, train
     from agents.train.summary import training_summary
 
-    if args.algo in BATCHED_ALGOS + DEVICE_ALGOS:
-        args.seed = 0 if args.seed is None else args.seed
-        return _train_batched(args) if args.algo in BATCHED_ALGOS else _train_devices(args)
-    env_overrides = _resume_defaults(args) if args.resume else _env_overrides(args.env)
+    # only the SB3 algorithms resume: the others refuse --resume, and must not be given a run's --config first
+    resumed = _resume_defaults(args) if args.resume and args.algo in ALGOS else None
     args.seed = 0 if args.seed is None else args.seed
+    if args.algo in BATCHED_ALGOS:
+        return _train_batched(args)
+    if args.algo in DEVICE_ALGOS:
+        return _train_devices(args)
+    env_overrides = _env_overrides(args.env) if resumed is None else resumed
 
     try:
         path = train(args.algo, config=args.config, run_dir=args.run_dir or f"runs/{args.algo}", seed=args.seed,
